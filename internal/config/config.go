@@ -1,0 +1,180 @@
+// Package config reads the CCM's cloud-config file and its IronCore-specific flags.
+//
+// The file format is the reference IronCore CCM's (networkName, prefixName, clusterName), so an
+// existing file keeps working; unlike the reference, an unknown or misspelt key is an error.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// CloudConfig is the content of the file given with --cloud-config.
+type CloudConfig struct {
+	// NetworkName is the IronCore Network the cluster's Machines are attached to. Required.
+	NetworkName string `json:"networkName"`
+	// PrefixName is the IronCore Prefix that internal load balancer IPs are allocated from.
+	PrefixName string `json:"prefixName,omitempty"`
+	// ClusterName identifies this cluster on IronCore objects (labels and annotations).
+	// Required unless --cluster-name is set.
+	ClusterName string `json:"clusterName,omitempty"`
+}
+
+// knownKeys lists the file's keys, in the order they are documented.
+var knownKeys = []string{"networkName", "prefixName", "clusterName"}
+
+// ReadCloudConfig reads and strictly decodes a cloud-config file. It does not validate values;
+// call Validate once the cluster name has been resolved.
+func ReadCloudConfig(path string) (*CloudConfig, error) {
+	if path == "" {
+		return nil, errors.New("no cloud-config file given: set --cloud-config")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read cloud-config: %w", err)
+	}
+	cfg, err := ParseCloudConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseCloudConfig decodes a cloud-config document. Every unknown key is reported, each with
+// the known key it most likely meant.
+func ParseCloudConfig(data []byte) (*CloudConfig, error) {
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	cfg := &CloudConfig{}
+	if bytes.Equal(bytes.TrimSpace(jsonData), []byte("null")) {
+		return cfg, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(jsonData, &fields); err != nil {
+		return nil, errors.New("not a YAML mapping of keys to values")
+	}
+	if err := checkKeys(fields); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(jsonData, cfg); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, fmt.Errorf("key %q must be a %s, not a %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func checkKeys(fields map[string]json.RawMessage) error {
+	var unknown []string
+	for key := range fields {
+		if !contains(knownKeys, key) {
+			unknown = append(unknown, key)
+		}
+	}
+	sort.Strings(unknown)
+	errs := make([]error, 0, len(unknown))
+	for _, key := range unknown {
+		if suggestion := closestKey(key); suggestion != "" {
+			errs = append(errs, fmt.Errorf("unknown key %q (did you mean %q?)", key, suggestion))
+		} else {
+			errs = append(errs, fmt.Errorf("unknown key %q (known keys: %s)", key, strings.Join(knownKeys, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem with the configuration at once.
+func (c *CloudConfig) Validate() error {
+	var errs []error
+	if c.NetworkName == "" {
+		errs = append(errs, errors.New("networkName is required"))
+	} else if msgs := validation.IsDNS1123Subdomain(c.NetworkName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("networkName %q is not a valid object name: %s", c.NetworkName, strings.Join(msgs, "; ")))
+	}
+	if c.PrefixName != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.PrefixName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("prefixName %q is not a valid object name: %s", c.PrefixName, strings.Join(msgs, "; ")))
+		}
+	}
+	if c.ClusterName == "" {
+		errs = append(errs, errors.New("clusterName is required (or set --cluster-name)"))
+	} else if msgs := validation.IsValidLabelValue(c.ClusterName); len(msgs) > 0 {
+		// The name is written as a label value on Machines and NetworkInterfaces.
+		errs = append(errs, fmt.Errorf("clusterName %q is not a valid label value: %s", c.ClusterName, strings.Join(msgs, "; ")))
+	}
+	return errors.Join(errs...)
+}
+
+// ResolveClusterName settles the one cluster name the CCM uses, from the file's clusterName and
+// --cluster-name. The file is the source of truth, because the reference CCM labelled IronCore
+// objects with it; --cluster-name may repeat it, and a different value is an error rather than a
+// silent split between what labels Machines and what selects load balancer targets.
+func (c *CloudConfig) ResolveClusterName(flagValue string, flagSet bool) error {
+	switch {
+	case !flagSet || flagValue == "":
+		return nil
+	case c.ClusterName == "":
+		c.ClusterName = flagValue
+		return nil
+	case c.ClusterName != flagValue:
+		return fmt.Errorf("cloud-config clusterName %q and --cluster-name %q differ: IronCore objects are labelled with clusterName, so remove --cluster-name or make it equal", c.ClusterName, flagValue)
+	default:
+		return nil
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, item := range list {
+		if item == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closestKey returns the known key that key most likely misspells, or "".
+func closestKey(key string) string {
+	best, bestDistance := "", 3
+	for _, known := range knownKeys {
+		if strings.EqualFold(known, key) {
+			return known
+		}
+		if d := editDistance(strings.ToLower(known), strings.ToLower(key)); d < bestDistance {
+			best, bestDistance = known, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	previous := make([]int, len(b)+1)
+	current := make([]int, len(b)+1)
+	for j := range previous {
+		previous[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		current[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			current[j] = min(previous[j]+1, current[j-1]+1, previous[j-1]+cost)
+		}
+		previous, current = current, previous
+	}
+	return previous[len(b)]
+}

@@ -1,0 +1,139 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseCloudConfigReadsTheReferenceFormat(t *testing.T) {
+	cfg, err := ParseCloudConfig([]byte("networkName: my-network\nprefixName: my-prefix\nclusterName: my-cluster\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CloudConfig{NetworkName: "my-network", PrefixName: "my-prefix", ClusterName: "my-cluster"}
+	if *cfg != want {
+		t.Fatalf("got %+v, want %+v", *cfg, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestParseCloudConfigNamesEveryUnknownKey(t *testing.T) {
+	_, err := ParseCloudConfig([]byte("networkname: n\nclustrName: c\nzone: z\n"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{
+		`unknown key "networkname" (did you mean "networkName"?)`,
+		`unknown key "clustrName" (did you mean "clusterName"?)`,
+		`unknown key "zone" (known keys: networkName, prefixName, clusterName)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestParseCloudConfigRejectsWrongTypesAndNonMappings(t *testing.T) {
+	for doc, want := range map[string]string{
+		"networkName: [a, b]\n": `key "networkName" must be a string`,
+		"- networkName\n":       "not a YAML mapping",
+		"networkName: 'a\n":     "not valid YAML",
+	} {
+		_, err := ParseCloudConfig([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseCloudConfig(%q) error = %v, want it to contain %q", doc, err, want)
+		}
+	}
+}
+
+func TestValidateReportsAllProblemsAtOnce(t *testing.T) {
+	cfg := &CloudConfig{PrefixName: "Bad_Prefix", ClusterName: "has spaces"}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"networkName is required", `prefixName "Bad_Prefix"`, `clusterName "has spaces"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestResolveClusterName(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, flag string
+		flagSet          bool
+		want             string
+		wantErr          bool
+	}{
+		{name: "file only", file: "a", want: "a"},
+		{name: "flag at its default is ignored", file: "a", flag: "kubernetes", want: "a"},
+		{name: "flag only", flag: "b", flagSet: true, want: "b"},
+		{name: "both equal", file: "a", flag: "a", flagSet: true, want: "a"},
+		{name: "both differ", file: "a", flag: "b", flagSet: true, wantErr: true},
+		{name: "neither", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &CloudConfig{NetworkName: "n", ClusterName: tc.file}
+			err := cfg.ResolveClusterName(tc.flag, tc.flagSet)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("want an error, got cluster name %q", cfg.ClusterName)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ClusterName != tc.want {
+				t.Fatalf("cluster name = %q, want %q", cfg.ClusterName, tc.want)
+			}
+		})
+	}
+}
+
+func TestIronCoreRESTConfigRequiresANamespace(t *testing.T) {
+	dir := t.TempDir()
+	write := func(namespace string) string {
+		path := filepath.Join(dir, "kubeconfig-"+namespace)
+		doc := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: "` + namespace + `"}}]
+current-context: ctx
+`
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	opts := NewOptions()
+	opts.IronCoreKubeconfig = write("tenant-a")
+	cfg, namespace, err := opts.IronCoreRESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if namespace != "tenant-a" || cfg.Host != "https://127.0.0.1:1" || cfg.QPS != opts.IronCoreQPS || cfg.Burst != opts.IronCoreBurst {
+		t.Fatalf("got namespace %q host %q qps %v burst %d", namespace, cfg.Host, cfg.QPS, cfg.Burst)
+	}
+
+	opts.IronCoreKubeconfig = write("")
+	if _, _, err := opts.IronCoreRESTConfig(); err == nil || !strings.Contains(err.Error(), "sets no namespace") {
+		t.Fatalf("error = %v, want one about the missing namespace", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	opts := NewOptions()
+	opts.IronCoreQPS = 0
+	err := opts.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--ironcore-kubeconfig is required") || !strings.Contains(err.Error(), "--ironcore-api-qps") {
+		t.Fatalf("error = %v, want both problems", err)
+	}
+}

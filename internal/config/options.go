@@ -1,0 +1,86 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options are the IronCore-specific command-line flags.
+type Options struct {
+	// IronCoreKubeconfig is the kubeconfig of the IronCore API; its current context's namespace
+	// is where the cluster's Machines, NetworkInterfaces and LoadBalancers live.
+	IronCoreKubeconfig string
+	// UseNICSelector makes load balancers select their targets by NetworkInterface labels and
+	// leaves the LoadBalancerRouting to IronCore; when false the CCM writes the routing itself.
+	UseNICSelector bool
+	// IronCoreQPS and IronCoreBurst limit requests to the IronCore API.
+	IronCoreQPS   float32
+	IronCoreBurst int
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		UseNICSelector: true,
+		// client-go's default of 5 QPS serializes a burst of node or service syncs behind the
+		// rate limiter; IronCore's API server is sized for far more.
+		IronCoreQPS:   50,
+		IronCoreBurst: 100,
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.IronCoreKubeconfig, "ironcore-kubeconfig", o.IronCoreKubeconfig,
+		"Path to the kubeconfig of the IronCore API. The namespace of its current context holds the cluster's IronCore objects and must be set.")
+	fs.BoolVar(&o.UseNICSelector, "use-nic-selector", o.UseNICSelector,
+		"Select load balancer targets with a NetworkInterface label selector and let IronCore maintain the LoadBalancerRouting. If false, the CCM writes the LoadBalancerRouting from the Nodes' NetworkInterfaces.")
+	fs.Float32Var(&o.IronCoreQPS, "ironcore-api-qps", o.IronCoreQPS, "Sustained requests per second to the IronCore API.")
+	fs.IntVar(&o.IronCoreBurst, "ironcore-api-burst", o.IronCoreBurst, "Requests to the IronCore API allowed in a burst above --ironcore-api-qps.")
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.IronCoreKubeconfig == "" {
+		errs = append(errs, errors.New("--ironcore-kubeconfig is required"))
+	}
+	if o.IronCoreQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--ironcore-api-qps must be positive, not %v", o.IronCoreQPS))
+	}
+	if o.IronCoreBurst < 1 {
+		errs = append(errs, fmt.Errorf("--ironcore-api-burst must be at least 1, not %d", o.IronCoreBurst))
+	}
+	return errors.Join(errs...)
+}
+
+// IronCoreRESTConfig loads the IronCore kubeconfig and returns its client configuration and the
+// namespace of its current context. A context without a namespace is an error: silently using
+// "default" would put the cluster's load balancers wherever that happens to be.
+func (o *Options) IronCoreRESTConfig() (*rest.Config, string, error) {
+	raw, err := clientcmd.LoadFromFile(o.IronCoreKubeconfig)
+	if err != nil {
+		return nil, "", fmt.Errorf("read IronCore kubeconfig: %w", err)
+	}
+	if raw.CurrentContext == "" {
+		return nil, "", fmt.Errorf("IronCore kubeconfig %s has no current context", o.IronCoreKubeconfig)
+	}
+	kubeContext, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return nil, "", fmt.Errorf("IronCore kubeconfig %s: current context %q is not defined", o.IronCoreKubeconfig, raw.CurrentContext)
+	}
+	if kubeContext.Namespace == "" {
+		return nil, "", fmt.Errorf("IronCore kubeconfig %s: context %q sets no namespace; set the IronCore namespace of this cluster's Machines there", o.IronCoreKubeconfig, raw.CurrentContext)
+	}
+	restConfig, err := clientcmd.NewNonInteractiveClientConfig(*raw, raw.CurrentContext, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("IronCore kubeconfig %s: %w", o.IronCoreKubeconfig, err)
+	}
+	restConfig.QPS = o.IronCoreQPS
+	restConfig.Burst = o.IronCoreBurst
+	return restConfig, kubeContext.Namespace, nil
+}

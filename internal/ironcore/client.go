@@ -1,0 +1,175 @@
+// Package ironcore is the CCM's one way to the IronCore API. Reads come from a namespace-scoped
+// informer cache; writes, and the few reads that must not trust a cache, go to the API server.
+package ironcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// ErrNotFound is wrapped by every error that means the object does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Index names of the cache's field indexes. The IronCore API server cannot select on these
+// fields itself (ironcore-api.md 1.1), so the cache indexes them.
+const (
+	indexMachineHostname = "spec.guestConfig.hostname"
+)
+
+// Client reads and writes the IronCore objects of one namespace.
+type Client struct {
+	namespace string
+	cache     cache.Cache
+	// api talks to the API server directly: all writes, and reads that must see the latest state.
+	api client.Client
+}
+
+// NewScheme returns a scheme with the IronCore API groups the CCM uses.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		computev1alpha1.AddToScheme,
+		networkingv1alpha1.AddToScheme,
+		ipamv1alpha1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// New builds a client for namespace. Nothing is read until Start runs the cache.
+func New(cfg *rest.Config, namespace string) (*Client, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore scheme: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		// One limiter for every request, so --ironcore-api-qps bounds the whole process rather
+		// than each of the REST clients the cache and the client create per kind.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore HTTP client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore REST mapper: %w", err)
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore client: %w", err)
+	}
+	objectCache, err := cache.New(cfg, cache.Options{
+		Scheme:     scheme,
+		Mapper:     mapper,
+		HTTPClient: httpClient,
+		// Cluster-scoped kinds (MachinePool, MachineClass) are not restricted by this.
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		// A read of a kind that was not registered up front is a programming error, not a
+		// reason to start an informer lazily in the middle of a sync.
+		ReaderFailOnMissingInformer: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore cache: %w", err)
+	}
+	c := &Client{namespace: namespace, cache: objectCache, api: api}
+	if err := c.registerInformers(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// registerInformers creates the informers and indexes the CCM reads through, so that they all
+// start and sync together with the cache.
+func (c *Client) registerInformers() error {
+	ctx := context.Background()
+	if err := c.cache.IndexField(ctx, &computev1alpha1.Machine{}, indexMachineHostname, func(obj client.Object) []string {
+		machine := obj.(*computev1alpha1.Machine)
+		if machine.Spec.GuestConfig == nil || machine.Spec.GuestConfig.Hostname == "" {
+			return nil
+		}
+		return []string{machine.Spec.GuestConfig.Hostname}
+	}); err != nil {
+		return fmt.Errorf("index machines by hostname: %w", err)
+	}
+	for _, obj := range []client.Object{
+		&computev1alpha1.Machine{},
+		&computev1alpha1.MachinePool{},
+		&networkingv1alpha1.NetworkInterface{},
+	} {
+		if _, err := c.cache.GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("register informer for %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// Namespace is the IronCore namespace this client works in.
+func (c *Client) Namespace() string { return c.namespace }
+
+// Start runs the cache until ctx ends.
+func (c *Client) Start(ctx context.Context) error { return c.cache.Start(ctx) }
+
+// WaitForCacheSync blocks until the cache has listed every registered kind, or ctx ends.
+func (c *Client) WaitForCacheSync(ctx context.Context) bool { return c.cache.WaitForCacheSync(ctx) }
+
+// CheckNetwork confirms, with a live read, that the API is reachable and the Network exists.
+func (c *Client) CheckNetwork(ctx context.Context, name string) error {
+	network := &networkingv1alpha1.Network{}
+	return c.checkExists(ctx, "Network", name, network)
+}
+
+// CheckPrefix confirms, with a live read, that the Prefix exists.
+func (c *Client) CheckPrefix(ctx context.Context, name string) error {
+	prefix := &ipamv1alpha1.Prefix{}
+	return c.checkExists(ctx, "Prefix", name, prefix)
+}
+
+func (c *Client) checkExists(ctx context.Context, kind, name string, obj client.Object) error {
+	err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, obj)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("IronCore %s %s/%s: %w", kind, c.namespace, name, ErrNotFound)
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return fmt.Errorf("IronCore %s %s/%s: the IronCore credentials are not allowed to read it: %w", kind, c.namespace, name, err)
+	default:
+		return fmt.Errorf("IronCore %s %s/%s: cannot reach the IronCore API: %w", kind, c.namespace, name, err)
+	}
+}
+
+// getCached reads one object of the namespace (or a cluster-scoped one) from the cache.
+func (c *Client) getCached(ctx context.Context, kind, namespace, name string, obj client.Object) error {
+	if err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s: %w", kind, objectKey(namespace, name), ErrNotFound)
+		}
+		return fmt.Errorf("read %s %s: %w", kind, objectKey(namespace, name), err)
+	}
+	return nil
+}
+
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,43 @@
+package ironcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ErrLabelConflict is wrapped when a label already holds a different value.
+var ErrLabelConflict = errors.New("label holds another value")
+
+// AddLabel sets key=value on obj unless it is already there. It never overwrites another value
+// (ErrLabelConflict) and writes with the object's resourceVersion as a precondition, so a
+// concurrent change is a conflict to retry, not a lost update. It reports whether it wrote.
+func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value string) (bool, error) {
+	current, ok := obj.GetLabels()[key]
+	switch {
+	case ok && current == value:
+		return false, nil
+	case ok:
+		return false, fmt.Errorf("%s %s: %s=%q, not %q: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, current, value, ErrLabelConflict)
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[key] = value
+	obj.SetLabels(labels)
+	if err := c.api.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("label %s %s with %s=%s: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, value, err)
+	}
+	return true, nil
+}
+
+func (c *Client) kindOf(obj client.Object) string {
+	if gvk, err := c.api.GroupVersionKindFor(obj); err == nil {
+		return gvk.Kind
+	}
+	return fmt.Sprintf("%T", obj)
+}

@@ -1,0 +1,253 @@
+// Package apiproxy puts a proxy between a client under test and a Kubernetes-style API server.
+// The proxy forwards every request with one fixed identity, counts requests by verb and
+// resource (so any client's API usage can be measured from outside it), and on demand answers
+// with errors or stops listening altogether, to test how a client rides out a failing API.
+package apiproxy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/rest"
+)
+
+// Mode is what the proxy does with requests.
+type Mode int
+
+const (
+	// Forward passes requests to the API server.
+	Forward Mode = iota
+	// Fail answers every request with 503 Service Unavailable.
+	Fail
+	// Down stops listening and drops open connections: the API is unreachable.
+	Down
+)
+
+// Request identifies a kind of request for counting.
+type Request struct {
+	Verb     string
+	Resource string
+}
+
+// Count is how many requests of one kind arrived.
+type Count struct {
+	Request
+	N int
+}
+
+// Proxy is a running proxy.
+type Proxy struct {
+	upstream *url.URL
+	handler  http.Handler
+	tlsCert  tls.Certificate
+	caPEM    []byte
+	addr     string
+	info     *request.RequestInfoFactory
+
+	mu       sync.Mutex
+	mode     Mode
+	server   *http.Server
+	counts   map[Request]int
+}
+
+// Start listens on a loopback port and forwards to the API server of upstream, authenticating
+// as upstream's identity.
+func Start(upstream *rest.Config) (*Proxy, error) {
+	target, err := url.Parse(upstream.Host)
+	if err != nil {
+		return nil, fmt.Errorf("parse upstream host %q: %w", upstream.Host, err)
+	}
+	transport, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("build upstream transport: %w", err)
+	}
+	cert, caPEM, err := selfSignedCert()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{
+		upstream: target,
+		tlsCert:  cert,
+		caPEM:    caPEM,
+		counts:   map[Request]int{},
+		info: &request.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	p.handler = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Del("Authorization")
+		},
+		Transport:     transport,
+		FlushInterval: -1, // stream watch events as they come
+	}
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p.addr = listener.Addr().String()
+	p.serve(listener)
+	return p, nil
+}
+
+// URL is the proxy's address.
+func (p *Proxy) URL() string { return "https://" + p.addr }
+
+// ClientConfig is how to reach the API server through the proxy: no credentials of its own.
+func (p *Proxy) ClientConfig() *rest.Config {
+	return &rest.Config{Host: p.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM}}
+}
+
+// SetMode switches what the proxy does with requests from now on.
+func (p *Proxy) SetMode(mode Mode) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	previous := p.mode
+	p.mode = mode
+	switch {
+	case mode == Down && previous != Down:
+		// Close drops every open connection, including the clients' watches.
+		return p.server.Close()
+	case mode != Down && previous == Down:
+		listener, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s again: %w", p.addr, err)
+		}
+		p.serveLocked(listener)
+	}
+	return nil
+}
+
+// Counts returns the requests seen since the start or the last Reset, most frequent first.
+func (p *Proxy) Counts() []Count {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	counts := make([]Count, 0, len(p.counts))
+	for req, n := range p.counts {
+		counts = append(counts, Count{Request: req, N: n})
+	}
+	sort.Slice(counts, func(i, j int) bool {
+		if counts[i].N != counts[j].N {
+			return counts[i].N > counts[j].N
+		}
+		if counts[i].Verb != counts[j].Verb {
+			return counts[i].Verb < counts[j].Verb
+		}
+		return counts[i].Resource < counts[j].Resource
+	})
+	return counts
+}
+
+// Reset clears the counts.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts = map[Request]int{}
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = Down
+	return p.server.Close()
+}
+
+func (p *Proxy) serve(listener net.Listener) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serveLocked(listener)
+}
+
+func (p *Proxy) serveLocked(listener net.Listener) {
+	server := &http.Server{
+		Handler:           http.HandlerFunc(p.serveHTTP),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{p.tlsCert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	p.server = server
+	go func() {
+		if err := server.ServeTLS(listener, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Printf("apiproxy: %v\n", err)
+		}
+	}()
+}
+
+func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	req := Request{Verb: r.Method, Resource: r.URL.Path}
+	if info, err := p.info.NewRequestInfo(r); err == nil && info.IsResourceRequest {
+		req = Request{Verb: info.Verb, Resource: resourceName(info)}
+	}
+	p.mu.Lock()
+	p.counts[req]++
+	mode := p.mode
+	p.mu.Unlock()
+	if mode != Forward {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"ServiceUnavailable","code":503}`))
+		return
+	}
+	p.handler.ServeHTTP(w, r)
+}
+
+func resourceName(info *request.RequestInfo) string {
+	name := info.Resource
+	if info.APIGroup != "" {
+		name += "." + info.APIGroup
+	}
+	if info.Subresource != "" {
+		name += "/" + info.Subresource
+	}
+	return name
+}
+
+func selfSignedCert() (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	template := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "apiproxy"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	return cert, certPEM, err
+}

@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+)
+
+// PrimaryNIC is the name of the NetworkInterface entry of fixture Machines.
+const PrimaryNIC = "primary"
+
+// MachineOptions describe a Machine like those a cluster's Nodes run on: one ephemeral
+// NetworkInterface on the cluster Network with an IPv4 address from the node prefix.
+type MachineOptions struct {
+	// Pool pins the Machine to a MachinePool; empty lets IronCore's scheduler choose.
+	Pool string
+	// Unschedulable asks for a pool no one has, so the Machine stays unscheduled.
+	Unschedulable bool
+	// DualStack adds an IPv6 address.
+	DualStack bool
+	// VirtualIP adds a public virtual IP.
+	VirtualIP bool
+	// Hostname sets the guest hostname.
+	Hostname string
+	// PowerOff creates the Machine powered off.
+	PowerOff bool
+}
+
+// NetworkInterfaceName is the name of the fixture Machine's NetworkInterface object.
+func NetworkInterfaceName(machine string) string {
+	return computev1alpha1.MachineEphemeralNetworkInterfaceName(machine, PrimaryNIC)
+}
+
+// CreateMachine creates a Machine in the stack's namespace.
+func (s *Stack) CreateMachine(ctx context.Context, name string, opts MachineOptions) (*computev1alpha1.Machine, error) {
+	nicSpec := networkingv1alpha1.NetworkInterfaceSpec{
+		NetworkRef: corev1.LocalObjectReference{Name: s.Network},
+		IPs:        []networkingv1alpha1.IPSource{ephemeralIP(corev1.IPv4Protocol, NodePrefixV4)},
+	}
+	if opts.DualStack {
+		nicSpec.IPs = append(nicSpec.IPs, ephemeralIP(corev1.IPv6Protocol, NodePrefixV6))
+	}
+	if opts.VirtualIP {
+		nicSpec.VirtualIP = &networkingv1alpha1.VirtualIPSource{Ephemeral: &networkingv1alpha1.EphemeralVirtualIPSource{
+			VirtualIPTemplate: &networkingv1alpha1.VirtualIPTemplateSpec{Spec: networkingv1alpha1.EphemeralVirtualIPSpec{
+				VirtualIPSpec: networkingv1alpha1.VirtualIPSpec{Type: networkingv1alpha1.VirtualIPTypePublic, IPFamily: corev1.IPv4Protocol},
+			}},
+		}}
+	}
+	machine := &computev1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name},
+		Spec: computev1alpha1.MachineSpec{
+			MachineClassRef: corev1.LocalObjectReference{Name: MachineClass},
+			NetworkInterfaces: []computev1alpha1.NetworkInterface{{
+				Name: PrimaryNIC,
+				NetworkInterfaceSource: computev1alpha1.NetworkInterfaceSource{Ephemeral: &computev1alpha1.EphemeralNetworkInterfaceSource{
+					NetworkInterfaceTemplate: &networkingv1alpha1.NetworkInterfaceTemplateSpec{Spec: nicSpec},
+				}},
+			}},
+		},
+	}
+	if opts.Pool != "" {
+		machine.Spec.MachinePoolRef = &corev1.LocalObjectReference{Name: opts.Pool}
+	}
+	if opts.Unschedulable {
+		machine.Spec.MachinePoolSelector = map[string]string{"example.org/no-such-pool": "true"}
+	}
+	if opts.Hostname != "" {
+		machine.Spec.GuestConfig = &computev1alpha1.MachineGuestConfig{Hostname: opts.Hostname}
+	}
+	if opts.PowerOff {
+		machine.Spec.Power = computev1alpha1.PowerOff
+	}
+	if err := s.IronCore.Client.Create(ctx, machine); err != nil {
+		return nil, fmt.Errorf("create Machine %s: %w", name, err)
+	}
+	return machine, nil
+}
+
+func ephemeralIP(family corev1.IPFamily, parent string) networkingv1alpha1.IPSource {
+	return networkingv1alpha1.IPSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{Spec: ipamv1alpha1.PrefixSpec{
+			IPFamily:  family,
+			ParentRef: &corev1.LocalObjectReference{Name: parent},
+		}},
+	}}
+}
+
+// NodeOptions describe how a kubelet registers a Node.
+type NodeOptions struct {
+	// ProviderID is set when the kubelet was given --provider-id.
+	ProviderID string
+	// PodCIDRs are the Node's pod CIDRs.
+	PodCIDRs []string
+	// Labels are extra labels.
+	Labels map[string]string
+}
+
+// CreateNode registers a Node as a kubelet with --cloud-provider=external does: tainted as
+// not yet initialized by the cloud provider, and Ready.
+func (s *Stack) CreateNode(ctx context.Context, name string, opts NodeOptions) (*corev1.Node, error) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: opts.Labels},
+		Spec: corev1.NodeSpec{
+			ProviderID: opts.ProviderID,
+			PodCIDRs:   opts.PodCIDRs,
+			Taints: []corev1.Taint{{
+				Key:    cloudproviderapi.TaintExternalCloudProvider,
+				Value:  "true",
+				Effect: corev1.TaintEffectNoSchedule,
+			}},
+		},
+	}
+	if len(opts.PodCIDRs) > 0 {
+		node.Spec.PodCIDR = opts.PodCIDRs[0]
+	}
+	created, err := s.TargetClientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create Node %s: %w", name, err)
+	}
+	return s.SetNodeReady(ctx, created.Name, corev1.ConditionTrue)
+}
+
+// SetNodeReady sets the Node's Ready condition, as its kubelet (or, when the kubelet stops
+// reporting, the node lifecycle controller) would.
+func (s *Stack) SetNodeReady(ctx context.Context, name string, status corev1.ConditionStatus) (*corev1.Node, error) {
+	node, err := s.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	now := metav1.Now()
+	condition := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "Simulated"}
+	replaced := false
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			node.Status.Conditions[i] = condition
+			replaced = true
+		}
+	}
+	if !replaced {
+		node.Status.Conditions = append(node.Status.Conditions, condition)
+	}
+	updated, err := s.TargetClientset.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("set Node %s Ready=%s: %w", name, status, err)
+	}
+	return updated, nil
+}

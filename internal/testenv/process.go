@@ -1,0 +1,77 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Process is a program the stack started, with its output in a log file.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	log     *os.File
+	exited  chan struct{}
+	err     error
+}
+
+// StartProcess starts binary with args, logging to <dir>/<name>.log.
+func StartProcess(dir, name, binary string, args ...string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group, so that a signal to the test does not reach it before Stop does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		log.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Exited is closed when the process has ended.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Kill ends the process at once (SIGKILL), as a crash would, and waits for it.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Stop asks the process to end (SIGTERM), kills it if it has not after ten seconds, and waits.
+func (p *Process) Stop() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+	var exitErr *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &exitErr) {
+		return fmt.Errorf("%s: %w", p.Name, p.err)
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// PollInterval is how often WaitFor checks its condition.
+const PollInterval = 100 * time.Millisecond
+
+// WaitFor checks condition until it returns nil, the timeout passes, or ctx ends. On timeout
+// the error names what was awaited and the condition's last complaint.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, condition func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		last = condition(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting %s for %s: %w (last: %v)", timeout, what, err, last)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package provider implements the k8s.io/cloud-provider interfaces for IronCore. The adapters
+// here translate between Kubernetes objects and the IronCore access layer; they hold no
+// IronCore API logic of their own.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+)
+
+// ProviderName is the value of --cloud-provider this CCM answers to.
+const ProviderName = providerid.Scheme
+
+// startupCheckTimeout bounds the checks New makes against the IronCore API.
+const startupCheckTimeout = 15 * time.Second
+
+// Settings is what New builds a Cloud from.
+type Settings struct {
+	// CloudConfigPath is the --cloud-config file.
+	CloudConfigPath string
+	// ClusterNameFlag is --cluster-name, and ClusterNameFlagSet whether it was given.
+	ClusterNameFlag    string
+	ClusterNameFlagSet bool
+	// Options are the IronCore flags.
+	Options *config.Options
+	// Recorder records events on Nodes and Services.
+	Recorder record.EventRecorder
+}
+
+// Cloud is the IronCore cloud provider.
+type Cloud struct {
+	config    config.CloudConfig
+	options   config.Options
+	ironcore  *ironcore.Client
+	recorder  record.EventRecorder
+	instances *instances
+}
+
+var (
+	_ cloudprovider.Interface   = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*instances)(nil)
+)
+
+// New reads and validates the configuration, connects to IronCore, and checks that the API is
+// reachable and the configured Network (and Prefix) exist, so that a misconfiguration stops the
+// process at start with one clear message.
+func New(ctx context.Context, settings Settings) (*Cloud, error) {
+	options := settings.Options
+	optionsErr := options.Validate()
+	cloudConfig, err := config.ReadCloudConfig(settings.CloudConfigPath)
+	if err != nil {
+		return nil, errors.Join(optionsErr, err)
+	}
+	if err := cloudConfig.ResolveClusterName(settings.ClusterNameFlag, settings.ClusterNameFlagSet); err != nil {
+		return nil, errors.Join(optionsErr, err)
+	}
+	if err := errors.Join(optionsErr, cloudConfig.Validate()); err != nil {
+		return nil, err
+	}
+
+	restConfig, namespace, err := options.IronCoreRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := ironcore.New(restConfig, namespace)
+	if err != nil {
+		return nil, err
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, startupCheckTimeout)
+	defer cancel()
+	if err := client.CheckNetwork(checkCtx, cloudConfig.NetworkName); err != nil {
+		return nil, fmt.Errorf("networkName: %w", err)
+	}
+	if cloudConfig.PrefixName != "" {
+		if err := client.CheckPrefix(checkCtx, cloudConfig.PrefixName); err != nil {
+			return nil, fmt.Errorf("prefixName: %w", err)
+		}
+	}
+	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
+		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector)
+
+	return &Cloud{
+		config:    *cloudConfig,
+		options:   *options,
+		ironcore:  client,
+		recorder:  settings.Recorder,
+		instances: &instances{ironcore: client, network: cloudConfig.NetworkName},
+	}, nil
+}
+
+// ClusterName is the name that identifies this cluster on IronCore objects.
+func (c *Cloud) ClusterName() string { return c.config.ClusterName }
+
+// IronCore is the access layer, shared with the CCM's own controllers.
+func (c *Cloud) IronCore() *ironcore.Client { return c.ironcore }
+
+// Initialize starts the IronCore cache. The framework calls it once this replica leads.
+func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	ctx := wait.ContextForChannel(stop)
+	go func() {
+		if err := c.ironcore.Start(ctx); err != nil {
+			klog.ErrorS(err, "IronCore cache stopped")
+		}
+	}()
+}
+
+// ProviderName returns "ironcore".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID is true: the cluster name is required configuration.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// InstancesV2 serves Node lifecycle from IronCore Machines.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
+
+// Instances is not implemented; InstancesV2 replaces it.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// LoadBalancer is not implemented yet.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Zones is not implemented; InstancesV2 reports zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not implemented.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes is not implemented yet.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }

@@ -1,0 +1,205 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+)
+
+// errNotReady is wrapped when a Machine exists but IronCore has not yet filled in what a Node
+// needs (scheduling, NIC addresses). The framework retries; the Node stays uninitialized.
+var errNotReady = errors.New("not ready")
+
+// instances implements InstancesV2 from the Machines of one IronCore namespace. It only reads.
+type instances struct {
+	ironcore *ironcore.Client
+	// network is the cluster Network; its NetworkInterfaces' addresses are listed first.
+	network string
+}
+
+// InstanceExists reports false only when the Machine is confirmed gone by the API server;
+// every other failure is an error, so that the node lifecycle controller never deletes a Node
+// because IronCore could not be asked.
+func (i *instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	_, err := i.machineForNode(ctx, node)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ironcore.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// InstanceShutdown reports whether the Machine is shut down or on its way out: state Shutdown,
+// Terminating or Terminated, or deletion requested.
+func (i *instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	machine, err := i.machineForNode(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return MachineIsShutdown(machine), nil
+}
+
+// MachineIsShutdown is the Node shutdown rule: the Machine is not running and is not about to.
+func MachineIsShutdown(machine *computev1alpha1.Machine) bool {
+	if machine.DeletionTimestamp != nil {
+		return true
+	}
+	switch machine.Status.State {
+	case computev1alpha1.MachineStateShutdown, computev1alpha1.MachineStateTerminating, computev1alpha1.MachineStateTerminated:
+		return true
+	default:
+		return false
+	}
+}
+
+// InstanceMetadata describes the Node's Machine. It returns an errNotReady error, never partial
+// metadata, while the Machine is unscheduled or one of its NetworkInterfaces has no IPs yet.
+func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	machine, err := i.machineForNode(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if machine.Spec.MachinePoolRef == nil || machine.Spec.MachinePoolRef.Name == "" {
+		return nil, fmt.Errorf("Machine %s is not scheduled on a MachinePool yet: %w", machineKey(machine), errNotReady)
+	}
+	pool, err := i.ironcore.MachinePool(ctx, machine.Spec.MachinePoolRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("MachinePool of Machine %s: %w", machineKey(machine), err)
+	}
+	nics, err := i.networkInterfaces(ctx, machine)
+	if err != nil {
+		return nil, err
+	}
+	zone, region := Topology(pool)
+	return &cloudprovider.InstanceMetadata{
+		ProviderID:       providerid.ID{Namespace: machine.Namespace, Machine: machine.Name}.String(),
+		InstanceType:     machine.Spec.MachineClassRef.Name,
+		NodeAddresses:    NodeAddresses(machine, nics, i.network),
+		Zone:             zone,
+		Region:           region,
+		AdditionalLabels: map[string]string{keys.LabelMachinePool: pool.Name},
+	}, nil
+}
+
+// Topology returns the zone and region of a MachinePool from its topology labels; the zone
+// falls back to the pool's name, as with the reference CCM.
+func Topology(pool *computev1alpha1.MachinePool) (zone, region string) {
+	zone = pool.Labels[string(commonv1alpha1.TopologyLabelZone)]
+	if zone == "" {
+		zone = pool.Name
+	}
+	return zone, pool.Labels[string(commonv1alpha1.TopologyLabelRegion)]
+}
+
+// machineForNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
+// the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
+// API server, not just the cache, says the Machine does not exist.
+func (i *instances) machineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+	if node.Spec.ProviderID != "" {
+		id, err := providerid.Parse(node.Spec.ProviderID)
+		if err != nil {
+			return nil, fmt.Errorf("Node %s: %w", node.Name, err)
+		}
+		if id.Namespace != i.ironcore.Namespace() {
+			return nil, fmt.Errorf("Node %s: provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q",
+				node.Name, node.Spec.ProviderID, id.Namespace, i.ironcore.Namespace())
+		}
+		return i.machineByName(ctx, id.Machine, "")
+	}
+	return i.machineByName(ctx, node.Name, node.Name)
+}
+
+// machineByName reads the named Machine, or the Machine with the given guest hostname, from
+// the cache and confirms a miss with a live read.
+func (i *instances) machineByName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
+	machine, err := i.ironcore.Machine(ctx, name)
+	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+		return machine, err
+	}
+	if hostname != "" {
+		machine, err := i.ironcore.MachineByHostname(ctx, hostname)
+		if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+			return machine, err
+		}
+	}
+	return i.ironcore.LiveMachine(ctx, name)
+}
+
+// networkInterfaces returns the Machine's NetworkInterfaces in the order of its spec, each
+// claimed by the Machine and with IPs.
+func (i *instances) networkInterfaces(ctx context.Context, machine *computev1alpha1.Machine) ([]networkingv1alpha1.NetworkInterface, error) {
+	names := computev1alpha1.MachineNetworkInterfaceNames(machine)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("Machine %s has no network interfaces", machineKey(machine))
+	}
+	nics := make([]networkingv1alpha1.NetworkInterface, 0, len(names))
+	for _, name := range names {
+		nic, err := i.ironcore.NetworkInterface(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			return nil, fmt.Errorf("NetworkInterface %s of Machine %s does not exist yet: %w", name, machineKey(machine), errNotReady)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ref := nic.Spec.MachineRef; ref != nil && ref.Name != machine.Name {
+			return nil, fmt.Errorf("NetworkInterface %s of Machine %s is claimed by Machine %s", name, machineKey(machine), ref.Name)
+		}
+		if len(nic.Status.IPs) == 0 {
+			return nil, fmt.Errorf("NetworkInterface %s of Machine %s has no IPs yet: %w", name, machineKey(machine), errNotReady)
+		}
+		nics = append(nics, *nic)
+	}
+	return nics, nil
+}
+
+// NodeAddresses lists a Machine's addresses: the InternalIPs of its NetworkInterfaces on the
+// cluster Network first, then those on other Networks, each in the interface's IP order; then
+// the ExternalIPs (virtual IPs); then the Hostname, which is the guest hostname if set and the
+// Machine name otherwise. The order is stable, so the Node's addresses do not churn.
+func NodeAddresses(machine *computev1alpha1.Machine, nics []networkingv1alpha1.NetworkInterface, clusterNetwork string) []corev1.NodeAddress {
+	var internal, other, external []corev1.NodeAddress
+	seen := map[corev1.NodeAddress]bool{}
+	add := func(list *[]corev1.NodeAddress, addressType corev1.NodeAddressType, ip commonv1alpha1.IP) {
+		address := corev1.NodeAddress{Type: addressType, Address: ip.String()}
+		if !ip.IsValid() || seen[address] {
+			return
+		}
+		seen[address] = true
+		*list = append(*list, address)
+	}
+	for _, nic := range nics {
+		list := &other
+		if nic.Spec.NetworkRef.Name == clusterNetwork {
+			list = &internal
+		}
+		for _, ip := range nic.Status.IPs {
+			add(list, corev1.NodeInternalIP, ip)
+		}
+		if nic.Status.VirtualIP != nil {
+			add(&external, corev1.NodeExternalIP, *nic.Status.VirtualIP)
+		}
+	}
+	hostname := machine.Name
+	if machine.Spec.GuestConfig != nil && machine.Spec.GuestConfig.Hostname != "" {
+		hostname = machine.Spec.GuestConfig.Hostname
+	}
+	addresses := append(append(internal, other...), external...)
+	return append(addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: hostname})
+}
+
+func machineKey(machine *computev1alpha1.Machine) string {
+	return machine.Namespace + "/" + machine.Name
+}
