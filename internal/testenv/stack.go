@@ -23,8 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -243,12 +243,12 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 		return err
 	}
 	apiServer, err := apiserver.New(cfg, apiserver.Options{
-		Command:      []string{s.Binaries["ironcore-apiserver"]},
-		ETCDServers:  []string{env.ControlPlane.Etcd.URL.String()},
-		Host:         ext.APIServiceInstallOptions.LocalServingHost,
-		Port:         ext.APIServiceInstallOptions.LocalServingPort,
-		CertDir:      ext.APIServiceInstallOptions.LocalServingCertDir,
-		Stdout: logs, Stderr: logs,
+		Command:     []string{s.Binaries["ironcore-apiserver"]},
+		ETCDServers: []string{env.ControlPlane.Etcd.URL.String()},
+		Host:        ext.APIServiceInstallOptions.LocalServingHost,
+		Port:        ext.APIServiceInstallOptions.LocalServingPort,
+		CertDir:     ext.APIServiceInstallOptions.LocalServingCertDir,
+		Stdout:      logs, Stderr: logs,
 	})
 	if err != nil {
 		return err
@@ -267,11 +267,11 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 	}
 	host, port := ext.GetAdditionalServiceHostPort("controller-manager")
 	controllerManager, err := controllermanager.New(cfg, controllermanager.Options{
-		Command:      []string{s.Binaries["ironcore-controller-manager"]},
-		Args:         process.EmptyArgs().Set("controllers", "*"),
-		Host:         host,
-		Port:         port,
-		Stdout: logs, Stderr: logs,
+		Command: []string{s.Binaries["ironcore-controller-manager"]},
+		Args:    process.EmptyArgs().Set("controllers", "*"),
+		Host:    host,
+		Port:    port,
+		Stdout:  logs, Stderr: logs,
 	})
 	if err != nil {
 		return err

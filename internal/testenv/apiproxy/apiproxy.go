@@ -61,10 +61,10 @@ type Proxy struct {
 	addr     string
 	info     *request.RequestInfoFactory
 
-	mu       sync.Mutex
-	mode     Mode
-	server   *http.Server
-	counts   map[Request]int
+	mu     sync.Mutex
+	mode   Mode
+	server *http.Server
+	counts map[Request]int
 }
 
 // Start listens on a loopback port and forwards to the API server of upstream, authenticating
