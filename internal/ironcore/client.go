@@ -51,7 +51,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// New builds a client for namespace. Nothing is read until Start runs the cache.
+// New builds a client for namespace. It makes no request: call CheckNetwork to find out whether
+// IronCore is reachable, then RegisterInformers, then Start.
 func New(cfg *rest.Config, namespace string) (*Client, error) {
 	scheme, err := NewScheme()
 	if err != nil {
@@ -89,17 +90,12 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore cache: %w", err)
 	}
-	c := &Client{namespace: namespace, cache: objectCache, api: api}
-	if err := c.registerInformers(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &Client{namespace: namespace, cache: objectCache, api: api}, nil
 }
 
-// registerInformers creates the informers and indexes the CCM reads through, so that they all
-// start and sync together with the cache.
-func (c *Client) registerInformers() error {
-	ctx := context.Background()
+// RegisterInformers creates the informers and indexes the CCM reads through, so that they all
+// start and sync together when Start runs. It looks up the IronCore API's resources.
+func (c *Client) RegisterInformers(ctx context.Context) error {
 	if err := c.cache.IndexField(ctx, &computev1alpha1.Machine{}, indexMachineHostname, func(obj client.Object) []string {
 		machine := obj.(*computev1alpha1.Machine)
 		if machine.Spec.GuestConfig == nil || machine.Spec.GuestConfig.Hostname == "" {

@@ -24,7 +24,9 @@ type Binary struct {
 	// Version is the version of the module it is built from; hack/tools/<ToolModule>/go.mod
 	// pins the same version.
 	Version string
-	// ToolModule is the directory under hack/tools whose go.mod pins the module.
+	// Module is the Go module the binary is built from, and ToolModule the directory under
+	// hack/tools whose go.mod pins it.
+	Module     string
 	ToolModule string
 	// Package is the main package to build.
 	Package string
@@ -35,11 +37,11 @@ type Binary struct {
 // Binaries lists the servers the stack runs.
 func Binaries() []Binary {
 	return []Binary{
-		{Name: "etcd", Version: "v3.6.6", ToolModule: "etcd", Package: "go.etcd.io/etcd/server/v3", ColdBuild: time.Minute},
-		{Name: "kube-apiserver", Version: "v1.35.3", ToolModule: "kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", ColdBuild: 7 * time.Minute},
-		{Name: "kube-controller-manager", Version: "v1.35.3", ToolModule: "kubernetes", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", ColdBuild: 3 * time.Minute},
-		{Name: "ironcore-apiserver", Version: "v0.5.0", ToolModule: "ironcore", Package: "github.com/ironcore-dev/ironcore/cmd/ironcore-apiserver", ColdBuild: 3 * time.Minute},
-		{Name: "ironcore-controller-manager", Version: "v0.5.0", ToolModule: "ironcore", Package: "github.com/ironcore-dev/ironcore/cmd/ironcore-controller-manager", ColdBuild: time.Minute},
+		{Name: "etcd", Version: "v3.6.6", Module: "go.etcd.io/etcd/server/v3", ToolModule: "etcd", Package: "go.etcd.io/etcd/server/v3", ColdBuild: time.Minute},
+		{Name: "kube-apiserver", Version: "v1.35.3", Module: "k8s.io/kubernetes", ToolModule: "kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", ColdBuild: 7 * time.Minute},
+		{Name: "kube-controller-manager", Version: "v1.35.3", Module: "k8s.io/kubernetes", ToolModule: "kubernetes", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", ColdBuild: 3 * time.Minute},
+		{Name: "ironcore-apiserver", Version: "v0.5.0", Module: "github.com/ironcore-dev/ironcore", ToolModule: "ironcore", Package: "github.com/ironcore-dev/ironcore/cmd/ironcore-apiserver", ColdBuild: 3 * time.Minute},
+		{Name: "ironcore-controller-manager", Version: "v0.5.0", Module: "github.com/ironcore-dev/ironcore", ToolModule: "ironcore", Package: "github.com/ironcore-dev/ironcore/cmd/ironcore-controller-manager", ColdBuild: time.Minute},
 	}
 }
 

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -9,6 +10,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 )
 
@@ -128,27 +130,19 @@ func (s *Stack) CreateNode(ctx context.Context, name string, opts NodeOptions) (
 }
 
 // SetNodeReady sets the Node's Ready condition, as its kubelet (or, when the kubelet stops
-// reporting, the node lifecycle controller) would.
+// reporting, the node lifecycle controller) would. It patches only that condition, so it does
+// not race with the CCM's writes to the Node.
 func (s *Stack) SetNodeReady(ctx context.Context, name string, status corev1.ConditionStatus) (*corev1.Node, error) {
-	node, err := s.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	now := metav1.Now()
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "Simulated",
+	}}}})
 	if err != nil {
 		return nil, err
 	}
-	now := metav1.Now()
-	condition := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "Simulated"}
-	replaced := false
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			node.Status.Conditions[i] = condition
-			replaced = true
-		}
-	}
-	if !replaced {
-		node.Status.Conditions = append(node.Status.Conditions, condition)
-	}
-	updated, err := s.TargetClientset.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	node, err := s.TargetClientset.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("set Node %s Ready=%s: %w", name, status, err)
 	}
-	return updated, nil
+	return node, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	corev1alpha1 "github.com/ironcore-dev/ironcore/api/core/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
@@ -30,6 +31,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -110,6 +112,9 @@ type Stack struct {
 	Simulator *simulator.Simulator
 	// IronCoreProxy is the CCM's way to IronCore; it counts and can fail requests.
 	IronCoreProxy *apiproxy.Proxy
+	// TargetAdminKubeconfig and IronCoreAdminKubeconfig are administrator kubeconfigs, for
+	// kubectl; the IronCore one's context is the cluster's namespace.
+	TargetAdminKubeconfig, IronCoreAdminKubeconfig string
 	// CCMTargetKubeconfig and CCMIronCoreKubeconfig are the CCM's kubeconfigs, and
 	// CloudConfig its cloud-config file.
 	CCMTargetKubeconfig, CCMIronCoreKubeconfig, CloudConfig string
@@ -189,6 +194,9 @@ func (s *Stack) startTarget() error {
 		return err
 	}
 	env := s.newEnvironment(scheme)
+	// No node lifecycle controller runs here to lift the not-ready taint this plugin adds; the
+	// fixtures set Node conditions themselves.
+	env.ControlPlane.GetAPIServer().Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
 	cfg, err := env.Start()
 	if err != nil {
 		return fmt.Errorf("start target cluster: %w", err)
@@ -204,7 +212,8 @@ func (s *Stack) startTarget() error {
 	}
 	s.Target = &Cluster{Config: cfg, Client: c, env: env}
 	s.TargetClientset = clientset
-	return nil
+	s.TargetAdminKubeconfig = filepath.Join(s.Dir, "target-admin.kubeconfig")
+	return WriteKubeconfig(s.TargetAdminKubeconfig, cfg, "")
 }
 
 func (s *Stack) startIronCore(ctx context.Context, root string) error {
@@ -287,12 +296,12 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 // which deletes the objects IronCore ties to their owners by owner references (ephemeral
 // NetworkInterfaces, Prefixes, VirtualIPs, LoadBalancerRoutings).
 func (s *Stack) startGarbageCollector(cfg *rest.Config) error {
-	kubeconfig := filepath.Join(s.Dir, "ironcore-admin.kubeconfig")
-	if err := WriteKubeconfig(kubeconfig, cfg, ""); err != nil {
+	s.IronCoreAdminKubeconfig = filepath.Join(s.Dir, "ironcore-admin.kubeconfig")
+	if err := WriteKubeconfig(s.IronCoreAdminKubeconfig, cfg, s.Namespace); err != nil {
 		return err
 	}
 	proc, err := StartProcess(s.Dir, "ironcore-garbage-collector", s.Binaries["kube-controller-manager"],
-		"--kubeconfig="+kubeconfig,
+		"--kubeconfig="+s.IronCoreAdminKubeconfig,
 		"--controllers=garbagecollector",
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -306,7 +315,15 @@ func (s *Stack) startGarbageCollector(cfg *rest.Config) error {
 }
 
 func (s *Stack) startSimulator(ctx context.Context) error {
+	logs, err := s.logFile("simulator.log")
+	if err != nil {
+		return err
+	}
+	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(logs, prefix, args) }, funcr.Options{})
+	// controller-runtime's global logger: the simulator runs in the test process.
+	ctrllog.SetLogger(logger)
 	mgr, err := ctrl.NewManager(s.IronCore.Config, ctrl.Options{
+		Logger:                 logger,
 		Scheme:                 s.IronCore.Client.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

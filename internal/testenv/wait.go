@@ -19,8 +19,12 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, condition 
 		last = condition(ctx)
 		return last == nil, nil
 	})
-	if err != nil {
-		return fmt.Errorf("waiting %s for %s: %w (last: %v)", timeout, what, err, last)
+	switch {
+	case err == nil:
+		return nil
+	case last == nil:
+		return fmt.Errorf("waiting %s for %s: %w", timeout, what, err)
+	default:
+		return fmt.Errorf("waiting %s for %s: %w (last: %w)", timeout, what, err, last)
 	}
-	return nil
 }

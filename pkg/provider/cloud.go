@@ -87,6 +87,9 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 			return nil, fmt.Errorf("prefixName: %w", err)
 		}
 	}
+	if err := client.RegisterInformers(checkCtx); err != nil {
+		return nil, err
+	}
 	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
 		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector)
 

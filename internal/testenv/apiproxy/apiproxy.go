@@ -14,6 +14,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -99,6 +101,8 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // stream watch events as they come
+		// A client hanging up mid-request is normal here (watches end, outages are injected).
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -35,6 +35,7 @@ func (s *Simulator) setupMachinePools(mgr ctrl.Manager, options controller.Optio
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-machinepool").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&computev1alpha1.MachinePool{}).
 		Watches(&computev1alpha1.MachineClass{}, allPools).
 		Complete(reconcile.Func(s.reconcileMachinePool))
@@ -113,6 +114,7 @@ func (s *Simulator) setupMachines(mgr ctrl.Manager, options controller.Options) 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-machine").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&computev1alpha1.Machine{}).
 		Watches(&networkingv1alpha1.NetworkInterface{}, handler.EnqueueRequestsFromMapFunc(machineOfNetworkInterface)).
 		Complete(reconcile.Func(s.reconcileMachine))

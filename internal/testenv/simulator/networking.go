@@ -23,6 +23,7 @@ func (s *Simulator) setupNetworks(mgr ctrl.Manager, options controller.Options) 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-network").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&networkingv1alpha1.Network{}).
 		Complete(reconcile.Func(s.reconcileNetwork))
 }
@@ -60,6 +61,7 @@ func (s *Simulator) setupNetworkInterfaces(mgr ctrl.Manager, options controller.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-networkinterface").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&networkingv1alpha1.NetworkInterface{}).
 		Owns(&ipamv1alpha1.Prefix{}).
 		Watches(&networkingv1alpha1.VirtualIP{}, handler.EnqueueRequestsFromMapFunc(targetOfVirtualIP)).
@@ -174,6 +176,7 @@ func (s *Simulator) setupVirtualIPs(mgr ctrl.Manager, options controller.Options
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-virtualip").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&networkingv1alpha1.VirtualIP{}).
 		Complete(reconcile.Func(s.reconcileVirtualIP))
 }
@@ -208,6 +211,7 @@ func (s *Simulator) setupLoadBalancers(mgr ctrl.Manager, options controller.Opti
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-loadbalancer").
 		WithOptions(options).
+		WatchesRawSource(s.pokeSource()).
 		For(&networkingv1alpha1.LoadBalancer{}).
 		Owns(&ipamv1alpha1.Prefix{}).
 		Complete(reconcile.Func(s.reconcileLoadBalancer))
@@ -272,6 +276,6 @@ func hostPrefix(ip *commonv1alpha1.IP) *netip.Prefix {
 	if ip == nil {
 		return nil
 	}
-	prefix := netip.PrefixFrom(ip.Addr, ip.Addr.BitLen())
+	prefix := netip.PrefixFrom(ip.Addr, ip.BitLen())
 	return &prefix
 }

@@ -18,7 +18,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Topology is the zone and region machinepoollet would label a MachinePool with.
@@ -44,6 +47,9 @@ type Simulator struct {
 
 	publicIPv4 *allocator
 	publicIPv6 *allocator
+
+	// pokes wake each controller for an object whose flags changed.
+	pokes []chan event.GenericEvent
 }
 
 // New registers the simulator's controllers with mgr.
@@ -75,13 +81,36 @@ func (s *Simulator) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
 func (s *Simulator) Hold(obj client.Object) { s.setFlag(s.held, obj, true) }
 
 // Release undoes Hold.
-func (s *Simulator) Release(obj client.Object) { s.setFlag(s.held, obj, false) }
+func (s *Simulator) Release(obj client.Object) {
+	s.setFlag(s.held, obj, false)
+	s.poke(obj)
+}
 
 // Break makes the provider report the NetworkInterface or Network in state Error.
-func (s *Simulator) Break(obj client.Object) { s.setFlag(s.broken, obj, true) }
+func (s *Simulator) Break(obj client.Object) {
+	s.setFlag(s.broken, obj, true)
+	s.poke(obj)
+}
 
 // Mend undoes Break.
-func (s *Simulator) Mend(obj client.Object) { s.setFlag(s.broken, obj, false) }
+func (s *Simulator) Mend(obj client.Object) {
+	s.setFlag(s.broken, obj, false)
+	s.poke(obj)
+}
+
+// poke makes every controller reconcile obj's name, so a changed flag takes effect at once.
+func (s *Simulator) poke(obj client.Object) {
+	for _, pokes := range s.pokes {
+		pokes <- event.GenericEvent{Object: obj}
+	}
+}
+
+// pokeSource returns a new source of pokes for one controller.
+func (s *Simulator) pokeSource() source.Source {
+	pokes := make(chan event.GenericEvent, 64)
+	s.pokes = append(s.pokes, pokes)
+	return source.Channel(pokes, &handler.EnqueueRequestForObject{})
+}
 
 // AddMachinePool creates a MachinePool the simulator hosts, which the simulator labels with
 // topology and gives capacity for every MachineClass.

@@ -1,0 +1,43 @@
+# Tool versions are pinned here and only here.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: ## Run the demo: local Kubernetes and IronCore control planes, the CCM at work, a report.
+	go run ./cmd/ironcore-ccm-lab demo
+
+.PHONY: lab
+lab: ## Like demo, then keep everything running for kubectl until Ctrl-C.
+	go run ./cmd/ironcore-ccm-lab lab
+
+.PHONY: test
+test: prepare verify lint ## Run what CI runs: module checks, linters, unit, integration and end-to-end tests.
+	go test -race -count=1 -timeout 30m ./...
+
+.PHONY: prepare
+prepare: ## Build the servers the test stack runs (etcd, kube-apiserver, IronCore) into bin/, once per version.
+	go run ./cmd/ironcore-ccm-lab prepare
+
+.PHONY: build
+build: ## Build the CCM binary into bin/.
+	go build -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run the linters.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify
+verify: ## Check that go.mod and go.sum of the module and the tool modules are tidy.
+	go mod tidy -diff
+	for dir in hack/tools/*/; do (cd $$dir && go mod tidy -diff) || exit 1; done
+
+$(GOLANGCI_LINT):
+	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) (about 1.5 minutes, first time only)..."
+	GOBIN=$(abspath bin/.golangci-lint) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv bin/.golangci-lint/golangci-lint $@

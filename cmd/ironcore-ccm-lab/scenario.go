@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// convergeTimeout bounds every wait of the scenario.
+const convergeTimeout = 2 * time.Minute
+
+// worker is one Machine and the Node that registers for it.
+type worker struct {
+	name    string
+	options testenv.MachineOptions
+}
+
+func demoWorkers() []worker {
+	return []worker{
+		{name: "worker-a", options: testenv.MachineOptions{Pool: "pool-a", VirtualIP: true}},
+		{name: "worker-b", options: testenv.MachineOptions{Pool: "pool-b", DualStack: true}},
+		{name: "worker-c", options: testenv.MachineOptions{Pool: "pool-a"}},
+	}
+}
+
+func runScenario(ctx context.Context, latency time.Duration, keepRunning bool) error {
+	started := time.Now()
+	fmt.Println("== IronCore cloud-controller-manager demo ==")
+	stack, err := testenv.Start(ctx, testenv.Options{Progress: os.Stdout, SimulatorLatency: latency})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stack.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the stack: %v\n", err)
+		}
+	}()
+	fmt.Printf("simulated IronCore providers answer after %s\n", latency)
+
+	fmt.Println("building the CCM binary...")
+	binary, err := testenv.BuildCCM(ctx, stack.Dir)
+	if err != nil {
+		return err
+	}
+	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ccm.Stop() }()
+	fmt.Printf("CCM running (pid %d), log: %s\n\n", ccm.Pid(), ccm.LogPath)
+
+	if err := nodeLifecycle(ctx, stack); err != nil {
+		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	fmt.Printf("\nDemo finished in %s.\n", time.Since(started).Round(100*time.Millisecond))
+	if !keepRunning {
+		return nil
+	}
+	printLabHelp(stack)
+	<-ctx.Done()
+	fmt.Println("\nstopping the CCM and the stack...")
+	return nil
+}
+
+// nodeLifecycle registers Machines and Nodes, shows how the CCM initialized them, then shuts
+// one Machine down and deletes another.
+func nodeLifecycle(ctx context.Context, stack *testenv.Stack) error {
+	workers := demoWorkers()
+	fmt.Printf("Creating %d IronCore Machines (IronCore schedules them and allocates their addresses)...\n", len(workers))
+	machinesCreated := time.Now()
+	for _, w := range workers {
+		if _, err := stack.CreateMachine(ctx, w.name, w.options); err != nil {
+			return err
+		}
+	}
+	if err := waitForRunningMachines(ctx, stack, workers); err != nil {
+		return err
+	}
+	fmt.Printf("  all running after %s\n", time.Since(machinesCreated).Round(time.Millisecond))
+
+	fmt.Println("Registering their Nodes, tainted uninitialized as kubelet --cloud-provider=external does...")
+	initTimes := map[string]time.Duration{}
+	for _, w := range workers {
+		created := time.Now()
+		if _, err := stack.CreateNode(ctx, w.name, testenv.NodeOptions{}); err != nil {
+			return err
+		}
+		err := waitForNode(ctx, stack, w.name, "initialized", func(node *corev1.Node) error {
+			if hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) || len(node.Status.Addresses) == 0 {
+				return errors.New("not initialized")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		initTimes[w.name] = time.Since(created)
+	}
+	if err := printNodes(ctx, stack); err != nil {
+		return err
+	}
+	fmt.Print("Node creation to initialized:")
+	for _, w := range workers {
+		fmt.Printf(" %s %s", w.name, initTimes[w.name].Round(time.Millisecond))
+	}
+	fmt.Println()
+
+	fmt.Println("\nPowering off Machine worker-b (its kubelet stops reporting, the Node goes NotReady)...")
+	shutdownStarted := time.Now()
+	if err := powerOff(ctx, stack, "worker-b"); err != nil {
+		return err
+	}
+	if _, err := stack.SetNodeReady(ctx, "worker-b", corev1.ConditionFalse); err != nil {
+		return err
+	}
+	err := waitForNode(ctx, stack, "worker-b", "tainted shut down", func(node *corev1.Node) error {
+		if !hasTaint(node, "node.cloudprovider.kubernetes.io/shutdown") {
+			return errors.New("no shutdown taint")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  Node worker-b tainted node.cloudprovider.kubernetes.io/shutdown after %s\n", time.Since(shutdownStarted).Round(time.Millisecond))
+
+	fmt.Println("Deleting Machine worker-c (the Node goes NotReady)...")
+	deleteStarted := time.Now()
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "worker-c"}}
+	if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
+		return err
+	}
+	if _, err := stack.SetNodeReady(ctx, "worker-c", corev1.ConditionFalse); err != nil {
+		return err
+	}
+	err = testenv.WaitFor(ctx, convergeTimeout, "Node worker-c to be deleted", func(ctx context.Context) error {
+		_, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "worker-c", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(err, errors.New("still there"))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  Node worker-c deleted by the CCM after %s\n\n", time.Since(deleteStarted).Round(time.Millisecond))
+	return printNodes(ctx, stack)
+}
+
+func waitForRunningMachines(ctx context.Context, stack *testenv.Stack, workers []worker) error {
+	return testenv.WaitFor(ctx, convergeTimeout, "the Machines to run with addresses", func(ctx context.Context) error {
+		for _, w := range workers {
+			machine := &computev1alpha1.Machine{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: w.name}, machine); err != nil {
+				return err
+			}
+			if machine.Status.State != computev1alpha1.MachineStateRunning {
+				return fmt.Errorf("Machine %s is %q", w.name, machine.Status.State)
+			}
+			nic := &networkingv1alpha1.NetworkInterface{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(w.name)}, nic); err != nil {
+				return err
+			}
+			if len(nic.Status.IPs) == 0 {
+				return fmt.Errorf("NetworkInterface of Machine %s has no IPs yet", w.name)
+			}
+		}
+		return nil
+	})
+}
+
+func waitForNode(ctx context.Context, stack *testenv.Stack, name, what string, check func(*corev1.Node) error) error {
+	return testenv.WaitFor(ctx, convergeTimeout, "Node "+name+" "+what, func(ctx context.Context) error {
+		node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return check(node)
+	})
+}
+
+func powerOff(ctx context.Context, stack *testenv.Stack, name string) error {
+	machine := &computev1alpha1.Machine{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, machine); err != nil {
+		return err
+	}
+	base := machine.DeepCopy()
+	machine.Spec.Power = computev1alpha1.PowerOff
+	return stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base))
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == key })
+}
+
+func printNodes(ctx context.Context, stack *testenv.Stack) error {
+	nodes, err := stack.TargetClientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tPROVIDER-ID\tTYPE\tZONE\tREGION\tADDRESSES\tTAINTS")
+	for _, node := range nodes.Items {
+		var addresses, taints []string
+		for _, address := range node.Status.Addresses {
+			addresses = append(addresses, string(address.Type)+"="+address.Address)
+		}
+		for _, taint := range node.Spec.Taints {
+			taints = append(taints, taint.Key)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node.Name, orNone(node.Spec.ProviderID),
+			orNone(node.Labels[corev1.LabelInstanceTypeStable]), orNone(node.Labels[corev1.LabelTopologyZone]),
+			orNone(node.Labels[corev1.LabelTopologyRegion]), orNone(strings.Join(addresses, " ")), orNone(strings.Join(taints, ",")))
+	}
+	return w.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func printLabHelp(stack *testenv.Stack) {
+	fmt.Printf(`
+The lab keeps running. Kubeconfigs:
+  target cluster:  %s
+  IronCore:        %s  (namespace %s)
+  the CCM uses:    %s and %s
+
+Try:
+  kubectl --kubeconfig %[1]s get nodes -o wide
+  kubectl --kubeconfig %[2]s get machines,networkinterfaces
+  kubectl --kubeconfig %[2]s delete machine worker-a
+
+Press Ctrl-C to stop everything.
+`, stack.TargetAdminKubeconfig, stack.IronCoreAdminKubeconfig, stack.Namespace, stack.CCMTargetKubeconfig, stack.CCMIronCoreKubeconfig)
+}

@@ -1,0 +1,111 @@
+// Command ironcore-cloud-controller-manager is the Kubernetes cloud-controller-manager for
+// IronCore: it initializes and removes Nodes from IronCore Machines.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+const commandName = "ironcore-cloud-controller-manager"
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	// The IronCore cache logs through controller-runtime; send that to klog like everything else.
+	ctrllog.SetLogger(klog.Background())
+
+	ccmOptions, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
+		return 1
+	}
+	ccmOptions.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+
+	ironcoreOptions := config.NewOptions()
+	flagSets := cliflag.NamedFlagSets{}
+	ironcoreOptions.AddFlags(flagSets.FlagSet("IronCore"))
+
+	var command *cobra.Command
+	initCloud := func(completed *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
+		cloud, err := newCloud(completed, ironcoreOptions, command.Flags().Changed("cluster-name"))
+		if err != nil {
+			// The framework has no way to return this error; end here with one message.
+			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		return cloud
+	}
+	command = app.NewCloudControllerManagerCommand(ccmOptions, initCloud, controllerInitializers(), names.CCMControllerAliases(), flagSets, wait.NeverStop)
+	command.Use = commandName
+	command.Long = `The IronCore cloud-controller-manager connects a Kubernetes cluster to the IronCore IaaS:
+it initializes Nodes from their IronCore Machines (provider ID, instance type, zone, region,
+addresses), marks Nodes whose Machine is shut down, and deletes Nodes whose Machine is gone.`
+	return cli.Run(command)
+}
+
+func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions *config.Options, clusterNameSet bool) (*provider.Cloud, error) {
+	shared := completed.ComponentConfig.KubeCloudShared
+	if shared.CloudProvider.Name != provider.ProviderName {
+		return nil, fmt.Errorf("--cloud-provider is %q; this binary only implements %q", shared.CloudProvider.Name, provider.ProviderName)
+	}
+	return provider.New(context.Background(), provider.Settings{
+		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,
+		ClusterNameFlag:    shared.ClusterName,
+		ClusterNameFlagSet: clusterNameSet,
+		Options:            ironcoreOptions,
+		Recorder:           completed.EventRecorder,
+	})
+}
+
+// controllerInitializers are the framework's controllers plus ours.
+func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
+	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+1)
+	for name, constructor := range app.DefaultInitFuncConstructors {
+		initializers[name] = constructor
+	}
+	initializers[clusterlabel.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
+		Constructor: startClusterLabelController,
+	}
+	return initializers
+}
+
+func startClusterLabelController(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, 2)
+		return c, true, nil
+	}
+}

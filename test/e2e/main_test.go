@@ -1,0 +1,113 @@
+// Package e2e runs the real CCM binary against the test stack, as a cluster would.
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// stack and ccmBinary are shared by the package's tests.
+var (
+	stack     *testenv.Stack
+	ccmBinary string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	var err error
+	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := stack.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
+		}
+	}()
+	ccmBinary, err = testenv.BuildCCM(ctx, stack.Dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startCCM runs the CCM for the rest of the test, and checks when the test ends that it is
+// still running: whatever the test did to it, it must not have crashed.
+func startCCM(t *testing.T, name string, extraArgs ...string) *testenv.Process {
+	t.Helper()
+	ccm, port, err := stack.StartCCM(ccmBinary, name, extraArgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-ccm.Exited():
+			t.Errorf("the CCM exited during the test; its log:\n%s", readLog(ccm))
+		default:
+		}
+		if err := ccm.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("CCM log tail:\n%s", tail(readLog(ccm), 60))
+		}
+	})
+	waitHealthy(t, port)
+	return ccm
+}
+
+// waitHealthy waits until the CCM serves /healthz on its secure port.
+func waitHealthy(t *testing.T, port int) {
+	t.Helper()
+	httpClient := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of a local test process
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+	err := testenv.WaitFor(context.Background(), time.Minute, "the CCM's /healthz", func(ctx context.Context) error {
+		request, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpClient.Do(request)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readLog(p *testenv.Process) string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
+
+func tail(text string, lines int) string {
+	all := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

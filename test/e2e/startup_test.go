@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
+)
+
+// TestStartupProblemsEndWithOneClearMessage runs the binary with broken configurations: each
+// must exit with status 1 and a message naming the problem, without a stack trace.
+func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	noNamespace, err := os.ReadFile(stack.CCMIronCoreKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noNamespaceKubeconfig := write("no-namespace.kubeconfig", strings.Replace(string(noNamespace), "namespace: "+stack.Namespace, "", 1))
+
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		setup func(t *testing.T)
+		want  []string
+	}{{
+		name: "misspelt cloud-config key",
+		args: []string{"--cloud-config=" + write("misspelt.yaml", "netwrokName: cluster-network\nclusterName: lab\n")},
+		want: []string{`unknown key "netwrokName" (did you mean "networkName"?)`},
+	}, {
+		name: "several invalid values",
+		args: []string{"--cloud-config=" + write("invalid.yaml", "prefixName: Bad_Name\n"), "--ironcore-api-qps=0"},
+		want: []string{"networkName is required", `prefixName "Bad_Name"`, "clusterName is required", "--ironcore-api-qps must be positive"},
+	}, {
+		name: "cluster names differ",
+		args: []string{"--cluster-name=other"},
+		want: []string{`cloud-config clusterName "lab" and --cluster-name "other" differ`},
+	}, {
+		name: "missing Network",
+		args: []string{"--cloud-config=" + write("missing-network.yaml", "networkName: no-such-network\nclusterName: lab\n")},
+		want: []string{"IronCore Network " + stack.Namespace + "/no-such-network", "not found"},
+	}, {
+		name: "IronCore kubeconfig without a namespace",
+		args: []string{"--ironcore-kubeconfig=" + noNamespaceKubeconfig},
+		want: []string{"sets no namespace"},
+	}, {
+		name: "IronCore unreachable",
+		setup: func(t *testing.T) {
+			if err := stack.IronCoreProxy.SetMode(apiproxy.Down); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
+		},
+		want: []string{"cannot reach the IronCore API"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			args, _, err := stack.CCMArgs(tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			output, err := exec.CommandContext(ctx, ccmBinary, args...).CombinedOutput()
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1; output:\n%s", err, output)
+			}
+			text := string(output)
+			for _, want := range tc.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("output does not contain %q:\n%s", want, tail(text, 5))
+				}
+			}
+			if strings.Contains(text, "goroutine ") || strings.Contains(text, "panic") {
+				t.Errorf("output has a stack trace:\n%s", text)
+			}
+		})
+	}
+}
+
+// TestHelpListsTheIronCoreFlags keeps --help true to the README.
+func TestHelpListsTheIronCoreFlags(t *testing.T) {
+	output, err := exec.Command(ccmBinary, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, output)
+	}
+	for _, flag := range []string{"--ironcore-kubeconfig", "--use-nic-selector", "--ironcore-api-qps", "--ironcore-api-burst", "--cloud-config", "--cluster-name", "--controllers"} {
+		if !strings.Contains(string(output), flag) {
+			t.Errorf("--help does not list %s", flag)
+		}
+	}
+}
