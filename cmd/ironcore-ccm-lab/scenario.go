@@ -53,7 +53,7 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool) e
 	fmt.Printf("simulated IronCore providers answer after %s\n", latency)
 
 	fmt.Println("building the CCM binary...")
-	binary, err := testenv.BuildCCM(ctx, stack.Dir)
+	binary, err := testenv.BuildCCM(ctx, stack.Dir, false)
 	if err != nil {
 		return err
 	}

@@ -26,10 +26,14 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
-const commandName = "ironcore-cloud-controller-manager"
+const (
+	commandName                   = "ironcore-cloud-controller-manager"
+	defaultConcurrentServiceSyncs = 10
+)
 
 func main() {
 	os.Exit(run())
@@ -45,6 +49,10 @@ func run() int {
 		return 1
 	}
 	ccmOptions.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+	// EnsureLoadBalancer never waits for IronCore, so a sync takes milliseconds; the upstream
+	// default of one worker would still queue a burst of Services behind each other's
+	// requests.
+	ccmOptions.ServiceController.ConcurrentServiceSyncs = defaultConcurrentServiceSyncs
 
 	ironcoreOptions := config.NewOptions()
 	flagSets := cliflag.NamedFlagSets{}
@@ -64,7 +72,8 @@ func run() int {
 	command.Use = commandName
 	command.Long = `The IronCore cloud-controller-manager connects a Kubernetes cluster to the IronCore IaaS:
 it initializes Nodes from their IronCore Machines (provider ID, instance type, zone, region,
-addresses), marks Nodes whose Machine is shut down, and deletes Nodes whose Machine is gone.`
+addresses), marks Nodes whose Machine is shut down, deletes Nodes whose Machine is gone, and
+serves Services of type LoadBalancer with IronCore LoadBalancers.`
 	return cli.Run(command)
 }
 
@@ -84,13 +93,17 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 
 // controllerInitializers are the framework's controllers plus ours.
 func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
-	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+1)
+	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+2)
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
 	}
 	initializers[clusterlabel.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
 		Constructor: startClusterLabelController,
+	}
+	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: orphans.Name},
+		Constructor: startOrphanCollector,
 	}
 	return initializers
 }
@@ -107,5 +120,19 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 		}
 		go c.Run(ctx, 2)
 		return c, true, nil
+	}
+}
+
+func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok || ironcoreCloud.Options().OrphanCleanup == config.OrphanCleanupOff {
+			return nil, false, nil
+		}
+		options := ironcoreCloud.Options()
+		collector := orphans.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Services(),
+			options.OrphanCleanup, options.OrphanGracePeriod)
+		go collector.Run(ctx)
+		return collector, true, nil
 	}
 }

@@ -21,15 +21,19 @@ import (
 type CloudConfig struct {
 	// NetworkName is the IronCore Network the cluster's Machines are attached to. Required.
 	NetworkName string `json:"networkName"`
-	// PrefixName is the IronCore Prefix that internal load balancer IPs are allocated from.
+	// PrefixName is the IronCore Prefix that internal load balancers' IPv4 addresses are
+	// allocated from.
 	PrefixName string `json:"prefixName,omitempty"`
+	// IPv6PrefixName is the IronCore Prefix that internal load balancers' IPv6 addresses are
+	// allocated from.
+	IPv6PrefixName string `json:"ipv6PrefixName,omitempty"`
 	// ClusterName identifies this cluster on IronCore objects (labels and annotations).
 	// Required unless --cluster-name is set.
 	ClusterName string `json:"clusterName,omitempty"`
 }
 
 // knownKeys lists the file's keys, in the order they are documented.
-var knownKeys = []string{"networkName", "prefixName", "clusterName"}
+var knownKeys = []string{"networkName", "prefixName", "ipv6PrefixName", "clusterName"}
 
 // ReadCloudConfig reads and strictly decodes a cloud-config file. It does not validate values;
 // call Validate once the cluster name has been resolved.
@@ -103,9 +107,12 @@ func (c *CloudConfig) Validate() error {
 	} else if msgs := validation.IsDNS1123Subdomain(c.NetworkName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("networkName %q is not a valid object name: %s", c.NetworkName, strings.Join(msgs, "; ")))
 	}
-	if c.PrefixName != "" {
-		if msgs := validation.IsDNS1123Subdomain(c.PrefixName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("prefixName %q is not a valid object name: %s", c.PrefixName, strings.Join(msgs, "; ")))
+	for _, prefix := range []struct{ key, name string }{{"prefixName", c.PrefixName}, {"ipv6PrefixName", c.IPv6PrefixName}} {
+		if prefix.name == "" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(prefix.name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q is not a valid object name: %s", prefix.key, prefix.name, strings.Join(msgs, "; ")))
 		}
 	}
 	if c.ClusterName == "" {

@@ -29,7 +29,7 @@ func TestParseCloudConfigNamesEveryUnknownKey(t *testing.T) {
 	for _, want := range []string{
 		`unknown key "networkname" (did you mean "networkName"?)`,
 		`unknown key "clustrName" (did you mean "clusterName"?)`,
-		`unknown key "zone" (known keys: networkName, prefixName, clusterName)`,
+		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName)`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
@@ -132,8 +132,11 @@ current-context: ctx
 func TestOptionsValidate(t *testing.T) {
 	opts := NewOptions()
 	opts.IronCoreQPS = 0
+	opts.OrphanCleanup = "sometimes"
 	err := opts.Validate()
-	if err == nil || !strings.Contains(err.Error(), "--ironcore-kubeconfig is required") || !strings.Contains(err.Error(), "--ironcore-api-qps") {
-		t.Fatalf("error = %v, want both problems", err)
+	for _, want := range []string{"--ironcore-kubeconfig is required", "--ironcore-api-qps", `--orphan-load-balancer-cleanup must be delete, report or off, not "sometimes"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v, want it to contain %q", err, want)
+		}
 	}
 }

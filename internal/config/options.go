@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -20,7 +21,21 @@ type Options struct {
 	// IronCoreQPS and IronCoreBurst limit requests to the IronCore API.
 	IronCoreQPS   float32
 	IronCoreBurst int
+	// OrphanCleanup is what happens to IronCore LoadBalancers of this cluster whose Service is
+	// gone, and OrphanGracePeriod how long they must stay orphaned first.
+	OrphanCleanup     OrphanCleanup
+	OrphanGracePeriod time.Duration
 }
+
+// OrphanCleanup is a mode of the orphaned load balancer cleanup.
+type OrphanCleanup string
+
+// The modes of OrphanCleanup.
+const (
+	OrphanCleanupDelete OrphanCleanup = "delete"
+	OrphanCleanupReport OrphanCleanup = "report"
+	OrphanCleanupOff    OrphanCleanup = "off"
+)
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
@@ -28,8 +43,10 @@ func NewOptions() *Options {
 		UseNICSelector: true,
 		// client-go's default of 5 QPS serializes a burst of node or service syncs behind the
 		// rate limiter; IronCore's API server is sized for far more.
-		IronCoreQPS:   50,
-		IronCoreBurst: 100,
+		IronCoreQPS:       50,
+		IronCoreBurst:     100,
+		OrphanCleanup:     OrphanCleanupDelete,
+		OrphanGracePeriod: 10 * time.Minute,
 	}
 }
 
@@ -41,6 +58,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Select load balancer targets with a NetworkInterface label selector and let IronCore maintain the LoadBalancerRouting. If false, the CCM writes the LoadBalancerRouting from the Nodes' NetworkInterfaces.")
 	fs.Float32Var(&o.IronCoreQPS, "ironcore-api-qps", o.IronCoreQPS, "Sustained requests per second to the IronCore API.")
 	fs.IntVar(&o.IronCoreBurst, "ironcore-api-burst", o.IronCoreBurst, "Requests to the IronCore API allowed in a burst above --ironcore-api-qps.")
+	fs.StringVar((*string)(&o.OrphanCleanup), "orphan-load-balancer-cleanup", string(o.OrphanCleanup),
+		"What to do with IronCore LoadBalancers of this cluster whose Service no longer exists or no longer wants one: delete (log and delete them), report (only log them), or off.")
+	fs.DurationVar(&o.OrphanGracePeriod, "orphan-load-balancer-grace-period", o.OrphanGracePeriod,
+		"How long an IronCore LoadBalancer must have been orphaned before it is deleted or reported.")
 }
 
 // Validate reports every problem with the options at once.
@@ -54,6 +75,14 @@ func (o *Options) Validate() error {
 	}
 	if o.IronCoreBurst < 1 {
 		errs = append(errs, fmt.Errorf("--ironcore-api-burst must be at least 1, not %d", o.IronCoreBurst))
+	}
+	switch o.OrphanCleanup {
+	case OrphanCleanupDelete, OrphanCleanupReport, OrphanCleanupOff:
+	default:
+		errs = append(errs, fmt.Errorf("--orphan-load-balancer-cleanup must be delete, report or off, not %q", o.OrphanCleanup))
+	}
+	if o.OrphanGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--orphan-load-balancer-grace-period must not be negative, not %s", o.OrphanGracePeriod))
 	}
 	return errors.Join(errs...)
 }

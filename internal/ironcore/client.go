@@ -10,6 +10,8 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -25,7 +27,8 @@ var ErrNotFound = errors.New("not found")
 // Index names of the cache's field indexes. The IronCore API server cannot select on these
 // fields itself (ironcore-api.md 1.1), so the cache indexes them.
 const (
-	indexMachineHostname = "spec.guestConfig.hostname"
+	indexMachineHostname        = "spec.guestConfig.hostname"
+	indexLoadBalancerServiceUID = "loadbalancer-service-uid"
 )
 
 // Client reads and writes the IronCore objects of one namespace.
@@ -34,6 +37,9 @@ type Client struct {
 	cache     cache.Cache
 	// api talks to the API server directly: all writes, and reads that must see the latest state.
 	api client.Client
+	// applier makes the server-side applies, whose typed results controller-runtime's
+	// Apply does not return.
+	applier ironcoreclientset.Interface
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -76,6 +82,10 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore client: %w", err)
 	}
+	applier, err := ironcoreclientset.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore clientset: %w", err)
+	}
 	objectCache, err := cache.New(cfg, cache.Options{
 		Scheme:     scheme,
 		Mapper:     mapper,
@@ -90,7 +100,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore cache: %w", err)
 	}
-	return &Client{namespace: namespace, cache: objectCache, api: api}, nil
+	return &Client{namespace: namespace, cache: objectCache, api: api, applier: applier}, nil
 }
 
 // RegisterInformers creates the informers and indexes the CCM reads through, so that they all
@@ -105,10 +115,16 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("index machines by hostname: %w", err)
 	}
+	if err := c.cache.IndexField(ctx, &networkingv1alpha1.LoadBalancer{}, indexLoadBalancerServiceUID, serviceUIDsOf); err != nil {
+		return fmt.Errorf("index load balancers by service UID: %w", err)
+	}
 	for _, obj := range []client.Object{
 		&computev1alpha1.Machine{},
 		&computev1alpha1.MachinePool{},
+		&networkingv1alpha1.Network{},
 		&networkingv1alpha1.NetworkInterface{},
+		&networkingv1alpha1.LoadBalancer{},
+		&networkingv1alpha1.LoadBalancerRouting{},
 	} {
 		if _, err := c.cache.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
@@ -132,10 +148,23 @@ func (c *Client) CheckNetwork(ctx context.Context, name string) error {
 	return c.checkExists(ctx, "Network", name, network)
 }
 
-// CheckPrefix confirms, with a live read, that the Prefix exists.
-func (c *Client) CheckPrefix(ctx context.Context, name string) error {
+// CheckPrefix confirms, with a live read, that the Prefix exists and is of the IP family.
+func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPFamily) error {
 	prefix := &ipamv1alpha1.Prefix{}
-	return c.checkExists(ctx, "Prefix", name, prefix)
+	if err := c.checkExists(ctx, "Prefix", name, prefix); err != nil {
+		return err
+	}
+	actual := prefix.Spec.IPFamily
+	if actual == "" && prefix.Spec.Prefix != nil {
+		actual = corev1.IPv4Protocol
+		if prefix.Spec.Prefix.Addr().Is6() {
+			actual = corev1.IPv6Protocol
+		}
+	}
+	if actual != "" && actual != family {
+		return fmt.Errorf("IronCore Prefix %s/%s is %s, not %s", c.namespace, name, actual, family)
+	}
+	return nil
 }
 
 func (c *Client) checkExists(ctx context.Context, kind, name string, obj client.Object) error {

@@ -2,9 +2,11 @@ package ironcore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -40,4 +42,26 @@ func (c *Client) kindOf(obj client.Object) string {
 		return gvk.Kind
 	}
 	return fmt.Sprintf("%T", obj)
+}
+
+// SetLabel sets key=value on obj, whatever it was, with a merge patch of that one key: other
+// labels, and concurrent changes to them, are left alone. For keys only this CCM writes.
+func (c *Client) SetLabel(ctx context.Context, obj client.Object, key, value string) error {
+	return c.patchLabel(ctx, obj, key, &value)
+}
+
+// RemoveLabel removes key from obj with a merge patch of that one key.
+func (c *Client) RemoveLabel(ctx context.Context, obj client.Object, key string) error {
+	return c.patchLabel(ctx, obj, key, nil)
+}
+
+func (c *Client) patchLabel(ctx context.Context, obj client.Object, key string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{key: value}}})
+	if err != nil {
+		return err
+	}
+	if err := c.api.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("set label %s of %s %s: %w", key, c.kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
 }

@@ -5,10 +5,45 @@ package keys
 // Prefix is the domain of every label and annotation key this CCM introduces.
 const Prefix = "cloud-provider.ironcore.dev/"
 
-// LabelCluster marks the Machines and NetworkInterfaces that back this cluster's Nodes; its
-// value is the cluster name. Load balancer selectors and routes find NetworkInterfaces by it.
-// The key is the reference CCM's.
-const LabelCluster = "kubernetes.io/cluster"
+// Labels and annotations on IronCore Machines and NetworkInterfaces.
+const (
+	// LabelCluster marks the Machines and NetworkInterfaces that back this cluster's Nodes; its
+	// value is the cluster name. Routes find NetworkInterfaces by it, and load balancers select
+	// them by it. The key is the reference CCM's.
+	LabelCluster = "kubernetes.io/cluster"
+	// LabelLoadBalancerTarget marks the NetworkInterfaces that load balancers of the cluster named
+	// by its value send traffic to: those of the Nodes the service controller currently picks.
+	LabelLoadBalancerTarget = Prefix + "load-balancer-target"
+)
 
-// LabelMachinePool is set on Nodes to the name of the MachinePool their Machine runs on.
-const LabelMachinePool = Prefix + "machine-pool"
+// Labels on Nodes.
+const (
+	// LabelMachinePool is the name of the MachinePool the Node's Machine runs on.
+	LabelMachinePool = Prefix + "machine-pool"
+)
+
+// Annotations on Services.
+const (
+	// AnnotationInternalLoadBalancer set to "true" asks for an Internal IronCore LoadBalancer
+	// instead of a Public one; "false" or no annotation means Public. The key is the reference's.
+	AnnotationInternalLoadBalancer = "service.beta.kubernetes.io/ironcore-load-balancer-internal"
+	// AnnotationLoadBalancerIPs requests the addresses of an Internal LoadBalancer: a
+	// comma-separated list with at most one IPv4 and one IPv6 address. It extends
+	// spec.loadBalancerIP, which can only hold one address.
+	AnnotationLoadBalancerIPs = Prefix + "load-balancer-ips"
+)
+
+// Ownership of IronCore LoadBalancers. The unprefixed annotations are the reference CCM's and
+// are kept so that either CCM recognizes the other's LoadBalancers; the labels are ours and let
+// the API server and caches select by owner.
+const (
+	AnnotationClusterName      = "cluster-name"
+	AnnotationServiceName      = "service-name"
+	AnnotationServiceNamespace = "service-namespace"
+	AnnotationServiceUID       = "service-uid"
+
+	LabelClusterName      = Prefix + "cluster-name"
+	LabelServiceName      = Prefix + "service-name"
+	LabelServiceNamespace = Prefix + "service-namespace"
+	LabelServiceUID       = Prefix + "service-uid"
+)

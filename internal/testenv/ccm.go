@@ -7,19 +7,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
 
 // CCMBinaryName is the name of the CCM's binary.
 const CCMBinaryName = "ironcore-cloud-controller-manager"
 
-// BuildCCM builds the CCM binary from the repository into dir and returns its path.
-func BuildCCM(ctx context.Context, dir string) (string, error) {
+// BuildCCM builds the CCM binary from the repository into dir and returns its path; with race,
+// the binary has the race detector, which reports to its output.
+func BuildCCM(ctx context.Context, dir string, race bool) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, CCMBinaryName)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/"+CCMBinaryName)
+	args := []string{"build", "-o", path}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/"+CCMBinaryName)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", CCMBinaryName, err, out)
@@ -68,4 +76,27 @@ func FreePort() (int, error) {
 	}
 	defer listener.Close()
 	return listener.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartIronCoreClient starts the CCM's IronCore access layer against the stack, through the
+// proxy, as the CCM does, until ctx ends; it returns once the cache has synced.
+func (s *Stack) StartIronCoreClient(ctx context.Context) (*ironcore.Client, error) {
+	options := config.NewOptions()
+	options.IronCoreKubeconfig = s.CCMIronCoreKubeconfig
+	cfg, namespace, err := options.IronCoreRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := ironcore.New(cfg, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := client.RegisterInformers(ctx); err != nil {
+		return nil, err
+	}
+	go func() { _ = client.Start(ctx) }()
+	if !client.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the IronCore cache did not sync")
+	}
+	return client, nil
 }

@@ -146,3 +146,46 @@ func (s *Stack) SetNodeReady(ctx context.Context, name string, status corev1.Con
 	}
 	return node, nil
 }
+
+// ServiceOptions describe a Service of type LoadBalancer.
+type ServiceOptions struct {
+	// Namespace defaults to "default".
+	Namespace string
+	// DualStack asks for IPv4 and IPv6.
+	DualStack bool
+	// Annotations are set on the Service.
+	Annotations map[string]string
+	// LoadBalancerIP is spec.loadBalancerIP.
+	LoadBalancerIP string
+	// Ports default to TCP 80.
+	Ports []corev1.ServicePort
+}
+
+// CreateLoadBalancerService creates a Service of type LoadBalancer in the target cluster.
+func (s *Stack) CreateLoadBalancerService(ctx context.Context, name string, opts ServiceOptions) (*corev1.Service, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = metav1.NamespaceDefault
+	}
+	if len(opts.Ports) == 0 {
+		opts.Ports = []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}
+	}
+	service := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: opts.Namespace, Name: name, Annotations: opts.Annotations},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeLoadBalancer,
+			Selector:       map[string]string{"app": name},
+			Ports:          opts.Ports,
+			LoadBalancerIP: opts.LoadBalancerIP,
+		},
+	}
+	if opts.DualStack {
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		service.Spec.IPFamilyPolicy = &policy
+		service.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	}
+	created, err := s.TargetClientset.CoreV1().Services(opts.Namespace).Create(ctx, service, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create Service %s/%s: %w", opts.Namespace, name, err)
+	}
+	return created, nil
+}

@@ -29,8 +29,9 @@ func StartProcess(dir, name, binary string, args ...string) (*Process, error) {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group, so that a signal to the test does not reach it before Stop does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a signal to the test does not reach it before Stop does;
+	// killed with the test process if that dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

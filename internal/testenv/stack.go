@@ -75,8 +75,10 @@ const (
 	// NodePrefixV4 and NodePrefixV6 are the root Prefixes node IPs are allocated from.
 	NodePrefixV4 = "nodes-v4"
 	NodePrefixV6 = "nodes-v6"
-	// LoadBalancerPrefix is the root Prefix internal load balancer IPs come from.
-	LoadBalancerPrefix = "internal-lbs"
+	// LoadBalancerPrefix and LoadBalancerPrefixV6 are the root Prefixes internal load balancer
+	// IPs come from.
+	LoadBalancerPrefix   = "internal-lbs"
+	LoadBalancerPrefixV6 = "internal-lbs-v6"
 )
 
 // Pools returns the simulated MachinePools of every stack and their topology.
@@ -196,7 +198,9 @@ func (s *Stack) startTarget() error {
 	env := s.newEnvironment(scheme)
 	// No node lifecycle controller runs here to lift the not-ready taint this plugin adds; the
 	// fixtures set Node conditions themselves.
-	env.ControlPlane.GetAPIServer().Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
+	env.ControlPlane.GetAPIServer().Configure().
+		Append("disable-admission-plugins", "TaintNodesByCondition").
+		Set("service-cluster-ip-range", "10.96.0.0/16,fd00:96::/108")
 	cfg, err := env.Start()
 	if err != nil {
 		return fmt.Errorf("start target cluster: %w", err)
@@ -368,7 +372,8 @@ func (s *Stack) createIronCoreObjects(ctx context.Context) error {
 	objects := []client.Object{namespace, network, class,
 		rootPrefix(s.Namespace, NodePrefixV4, "10.0.0.0/16"),
 		rootPrefix(s.Namespace, NodePrefixV6, "fd00:10::/64"),
-		rootPrefix(s.Namespace, LoadBalancerPrefix, "10.1.0.0/24"),
+		rootPrefix(s.Namespace, LoadBalancerPrefix, "10.1.0.0/16"),
+		rootPrefix(s.Namespace, LoadBalancerPrefixV6, "fd00:20::/64"),
 	}
 	for _, obj := range objects {
 		if err := c.Create(ctx, obj); err != nil {
@@ -417,7 +422,8 @@ func (s *Stack) writeCCMFiles() error {
 	if err := WriteKubeconfig(s.CCMIronCoreKubeconfig, proxy.ClientConfig(), s.Namespace); err != nil {
 		return err
 	}
-	cloudConfig := fmt.Sprintf("networkName: %s\nprefixName: %s\nclusterName: %s\n", s.Network, LoadBalancerPrefix, s.ClusterName)
+	cloudConfig := fmt.Sprintf("networkName: %s\nprefixName: %s\nipv6PrefixName: %s\nclusterName: %s\n",
+		s.Network, LoadBalancerPrefix, LoadBalancerPrefixV6, s.ClusterName)
 	return os.WriteFile(s.CloudConfig, []byte(cloudConfig), 0o600)
 }
 

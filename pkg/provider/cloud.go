@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -40,11 +41,11 @@ type Settings struct {
 
 // Cloud is the IronCore cloud provider.
 type Cloud struct {
-	config    config.CloudConfig
-	options   config.Options
-	ironcore  *ironcore.Client
-	recorder  record.EventRecorder
-	instances *instances
+	config        config.CloudConfig
+	options       config.Options
+	ironcore      *ironcore.Client
+	instances     *instances
+	loadBalancers *loadBalancers
 }
 
 var (
@@ -82,10 +83,18 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	if err := client.CheckNetwork(checkCtx, cloudConfig.NetworkName); err != nil {
 		return nil, fmt.Errorf("networkName: %w", err)
 	}
-	if cloudConfig.PrefixName != "" {
-		if err := client.CheckPrefix(checkCtx, cloudConfig.PrefixName); err != nil {
-			return nil, fmt.Errorf("prefixName: %w", err)
+	internalPrefixes := map[corev1.IPFamily]string{}
+	for _, prefix := range []struct {
+		key, name string
+		family    corev1.IPFamily
+	}{{"prefixName", cloudConfig.PrefixName, corev1.IPv4Protocol}, {"ipv6PrefixName", cloudConfig.IPv6PrefixName, corev1.IPv6Protocol}} {
+		if prefix.name == "" {
+			continue
 		}
+		if err := client.CheckPrefix(checkCtx, prefix.name, prefix.family); err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix.key, err)
+		}
+		internalPrefixes[prefix.family] = prefix.name
 	}
 	if err := client.RegisterInformers(checkCtx); err != nil {
 		return nil, err
@@ -97,13 +106,26 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		config:    *cloudConfig,
 		options:   *options,
 		ironcore:  client,
-		recorder:  settings.Recorder,
 		instances: &instances{ironcore: client, network: cloudConfig.NetworkName},
+		loadBalancers: &loadBalancers{
+			ironcore: client,
+			settings: loadBalancerSettings{
+				cluster:          cloudConfig.ClusterName,
+				network:          cloudConfig.NetworkName,
+				internalPrefixes: internalPrefixes,
+				useNICSelector:   options.UseNICSelector,
+			},
+			targets:  &targets{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
+			recorder: settings.Recorder,
+		},
 	}, nil
 }
 
 // ClusterName is the name that identifies this cluster on IronCore objects.
 func (c *Cloud) ClusterName() string { return c.config.ClusterName }
+
+// Options are the IronCore flags the provider was built with.
+func (c *Cloud) Options() config.Options { return c.options }
 
 // IronCore is the access layer, shared with the CCM's own controllers.
 func (c *Cloud) IronCore() *ironcore.Client { return c.ironcore }
@@ -130,8 +152,8 @@ func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.insta
 // Instances is not implemented; InstancesV2 replaces it.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
-// LoadBalancer is not implemented yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// LoadBalancer serves Services of type LoadBalancer with IronCore LoadBalancers.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.loadBalancers, true }
 
 // Zones is not implemented; InstancesV2 reports zones.
 func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -15,9 +19,11 @@ import (
 )
 
 // stack and cloud are shared by the package's tests: the stack starts once per package.
+// recorder records events into the target cluster, as the CCM's recorder does.
 var (
-	stack *testenv.Stack
-	cloud *provider.Cloud
+	stack    *testenv.Stack
+	cloud    *provider.Cloud
+	recorder record.EventRecorder
 )
 
 func TestMain(m *testing.M) {
@@ -37,32 +43,45 @@ func runTests(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
 		}
 	}()
-	cloud, err = newCloud(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build the cloud provider: %v\n", err)
-		return 1
-	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: stack.TargetClientset.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ironcore-cloud-controller-manager-test"})
+
 	stop := make(chan struct{})
 	defer close(stop)
-	cloud.Initialize(nil, stop)
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !cloud.IronCore().WaitForCacheSync(syncCtx) {
-		fmt.Fprintln(os.Stderr, "the IronCore cache did not sync")
+	cloud, err = startCloud(ctx, stop, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the cloud provider: %v\n", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// newCloud builds a provider from the stack's CCM configuration: it reaches IronCore through
-// the stack's proxy, so tests can count its requests and make the API fail.
-func newCloud(ctx context.Context) (*provider.Cloud, error) {
+// startCloud builds and initializes a provider from the stack's CCM configuration, with the
+// options changed by modify if not nil. It reaches IronCore through the stack's proxy, so
+// tests can count its requests and make the API fail.
+func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.Options)) (*provider.Cloud, error) {
 	options := config.NewOptions()
 	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
-	return provider.New(ctx, provider.Settings{
+	if modify != nil {
+		modify(options)
+	}
+	c, err := provider.New(ctx, provider.Settings{
 		CloudConfigPath: stack.CloudConfig,
 		Options:         options,
+		Recorder:        recorder,
 	})
+	if err != nil {
+		return nil, err
+	}
+	c.Initialize(nil, stop)
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !c.IronCore().WaitForCacheSync(syncCtx) {
+		return nil, fmt.Errorf("the IronCore cache did not sync")
+	}
+	return c, nil
 }
 
 func instancesV2(t *testing.T) cloudprovider.InstancesV2 {

@@ -38,7 +38,7 @@ func runTests(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
 		}
 	}()
-	ccmBinary, err = testenv.BuildCCM(ctx, stack.Dir)
+	ccmBinary, err = testenv.BuildCCM(ctx, stack.Dir, raceEnabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -62,6 +62,9 @@ func startCCM(t *testing.T, name string, extraArgs ...string) *testenv.Process {
 		}
 		if err := ccm.Stop(); err != nil {
 			t.Error(err)
+		}
+		if _, race, found := strings.Cut(readLog(ccm), "WARNING: DATA RACE"); found {
+			t.Errorf("the race detector found a data race in the CCM:\n%s", race)
 		}
 		if t.Failed() {
 			t.Logf("CCM log tail:\n%s", tail(readLog(ccm), 60))

@@ -8,13 +8,14 @@ import (
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -207,6 +208,9 @@ func (s *Simulator) publicAddress(family corev1.IPFamily) (netip.Addr, error) {
 	return s.publicIPv4.allocate()
 }
 
+// LoadBalancerFinalizer is the finalizer apinetlet puts on LoadBalancers.
+const LoadBalancerFinalizer = "apinet.ironcore.dev/loadbalancer"
+
 func (s *Simulator) setupLoadBalancers(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simulator-loadbalancer").
@@ -225,8 +229,26 @@ func (s *Simulator) reconcileLoadBalancer(ctx context.Context, req reconcile.Req
 	if err := s.client.Get(ctx, req.NamespacedName, lb); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if s.flagged(s.held, lb) || lb.DeletionTimestamp != nil {
+	if s.flagged(s.held, lb) {
 		return reconcile.Result{}, nil
+	}
+	// Like apinetlet, hold the LoadBalancer's deletion until its provider side is cleaned up.
+	if lb.DeletionTimestamp != nil {
+		if !controllerutil.ContainsFinalizer(lb, LoadBalancerFinalizer) {
+			return reconcile.Result{}, nil
+		}
+		return s.applyAfterLatency(lb, func() error {
+			base := lb.DeepCopy()
+			controllerutil.RemoveFinalizer(lb, LoadBalancerFinalizer)
+			return client.IgnoreNotFound(s.client.Patch(ctx, lb, client.MergeFrom(base)))
+		})
+	}
+	if !controllerutil.ContainsFinalizer(lb, LoadBalancerFinalizer) {
+		base := lb.DeepCopy()
+		controllerutil.AddFinalizer(lb, LoadBalancerFinalizer)
+		if err := s.client.Patch(ctx, lb, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	var ips []commonv1alpha1.IP
 	switch lb.Spec.Type {

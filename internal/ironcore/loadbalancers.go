@@ -1,0 +1,186 @@
+package ironcore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	networkingv1alpha1apply "github.com/ironcore-dev/ironcore/client-go/applyconfigurations/networking/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// FieldOwner is the server-side apply field manager of LoadBalancers and LoadBalancerRoutings.
+// It is the reference CCM's, so that applying over a LoadBalancer it created takes over its
+// fields instead of conflicting with them.
+const FieldOwner = "cloud-provider.ironcore.dev/loadbalancer"
+
+// applyOptions take over fields from other managers: only this CCM is meant to set them.
+func applyOptions() metav1.ApplyOptions {
+	return metav1.ApplyOptions{FieldManager: FieldOwner, Force: true}
+}
+
+// Owner is who an IronCore LoadBalancer says it was made for.
+type Owner struct {
+	Cluster, Namespace, Name, UID string
+}
+
+// OwnerOf reads a LoadBalancer's owner from our labels or, on LoadBalancers the reference CCM
+// made, from its annotations.
+func OwnerOf(lb *networkingv1alpha1.LoadBalancer) Owner {
+	read := func(label, annotation string) string {
+		if value := lb.Labels[label]; value != "" {
+			return value
+		}
+		return lb.Annotations[annotation]
+	}
+	return Owner{
+		Cluster:   read(keys.LabelClusterName, keys.AnnotationClusterName),
+		Namespace: read(keys.LabelServiceNamespace, keys.AnnotationServiceNamespace),
+		Name:      read(keys.LabelServiceName, keys.AnnotationServiceName),
+		UID:       read(keys.LabelServiceUID, keys.AnnotationServiceUID),
+	}
+}
+
+// serviceUIDsOf indexes a LoadBalancer by the Service UID it was made for, from the reference
+// CCM's annotation and from our label.
+func serviceUIDsOf(obj client.Object) []string {
+	var uids []string
+	if uid := obj.GetAnnotations()[keys.AnnotationServiceUID]; uid != "" {
+		uids = append(uids, uid)
+	}
+	if uid := obj.GetLabels()[keys.LabelServiceUID]; uid != "" && (len(uids) == 0 || uids[0] != uid) {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
+// LoadBalancersOfService returns the cached LoadBalancers that record uid as their Service.
+func (c *Client) LoadBalancersOfService(ctx context.Context, uid types.UID) ([]networkingv1alpha1.LoadBalancer, error) {
+	list := &networkingv1alpha1.LoadBalancerList{}
+	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace), client.MatchingFields{indexLoadBalancerServiceUID: string(uid)}); err != nil {
+		return nil, fmt.Errorf("list LoadBalancers of Service %s: %w", uid, err)
+	}
+	return list.Items, nil
+}
+
+// LoadBalancers returns every cached LoadBalancer of the namespace.
+func (c *Client) LoadBalancers(ctx context.Context) ([]networkingv1alpha1.LoadBalancer, error) {
+	list := &networkingv1alpha1.LoadBalancerList{}
+	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace)); err != nil {
+		return nil, fmt.Errorf("list LoadBalancers: %w", err)
+	}
+	return list.Items, nil
+}
+
+// LoadBalancer returns the named LoadBalancer from the cache.
+func (c *Client) LoadBalancer(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{}
+	if err := c.getCached(ctx, "LoadBalancer", c.namespace, name, lb); err != nil {
+		return nil, err
+	}
+	return lb, nil
+}
+
+// LiveLoadBalancer reads the named LoadBalancer from the API server, bypassing the cache.
+func (c *Client) LiveLoadBalancer(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{}
+	if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, lb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("LoadBalancer %s/%s: %w", c.namespace, name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("read LoadBalancer %s/%s: %w", c.namespace, name, err)
+	}
+	return lb, nil
+}
+
+// ApplyLoadBalancer server-side applies lb's metadata labels and annotations and its spec, and
+// returns the object as the API server returned it.
+func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	desired := lb.DeepCopy()
+	desired.Namespace = c.namespace
+	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancer"}
+	apply := &networkingv1alpha1apply.LoadBalancerApplyConfiguration{}
+	if err := convert(desired, apply); err != nil {
+		return nil, err
+	}
+	apply.Status = nil
+	applied, err := c.applier.NetworkingV1alpha1().LoadBalancers(c.namespace).Apply(ctx, apply, applyOptions())
+	if err != nil {
+		return nil, fmt.Errorf("apply LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	}
+	return applied, nil
+}
+
+// DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
+// namesake created since lb was read. A LoadBalancer that is already gone is not an error.
+func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
+	return c.deleteExactly(ctx, "LoadBalancer", lb)
+}
+
+// LoadBalancerRouting returns the named LoadBalancerRouting from the cache.
+func (c *Client) LoadBalancerRouting(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancerRouting, error) {
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
+	if err := c.getCached(ctx, "LoadBalancerRouting", c.namespace, name, routing); err != nil {
+		return nil, err
+	}
+	return routing, nil
+}
+
+// ApplyLoadBalancerRouting server-side applies routing's owner references, network and
+// destinations.
+func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) error {
+	desired := routing.DeepCopy()
+	desired.Namespace = c.namespace
+	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancerRouting"}
+	apply := &networkingv1alpha1apply.LoadBalancerRoutingApplyConfiguration{}
+	if err := convert(desired, apply); err != nil {
+		return err
+	}
+	if _, err := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace).Apply(ctx, apply, applyOptions()); err != nil {
+		return fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
+	}
+	return nil
+}
+
+// DeleteLoadBalancerRouting deletes routing, and only routing.
+func (c *Client) DeleteLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) error {
+	return c.deleteExactly(ctx, "LoadBalancerRouting", routing)
+}
+
+// Network returns the named Network from the cache.
+func (c *Client) Network(ctx context.Context, name string) (*networkingv1alpha1.Network, error) {
+	network := &networkingv1alpha1.Network{}
+	if err := c.getCached(ctx, "Network", c.namespace, name, network); err != nil {
+		return nil, err
+	}
+	return network, nil
+}
+
+func (c *Client) deleteExactly(ctx context.Context, kind string, obj client.Object) error {
+	uid := obj.GetUID()
+	err := c.api.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		// The precondition failed: the object of that name is another one now.
+		return nil
+	default:
+		return fmt.Errorf("delete %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// convert copies between an API type and its apply configuration, which share a JSON form.
+func convert(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, to)
+}

@@ -1,0 +1,162 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ipamv1alpha1apply "github.com/ironcore-dev/ironcore/client-go/applyconfigurations/ipam/v1alpha1"
+	networkingv1alpha1apply "github.com/ironcore-dev/ironcore/client-go/applyconfigurations/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// referenceLoadBalancer creates a LoadBalancer for the Service as the reference CCM does: under
+// the given name, with its annotations (cluster-name being the --cluster-name it was given),
+// its field manager, and a selector on the cluster label only; then waits for an address.
+func referenceLoadBalancer(t *testing.T, name, clusterName string, service *corev1.Service, internal bool) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	ctx := context.Background()
+	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := networkingv1alpha1apply.LoadBalancerSpec().
+		WithType(networkingv1alpha1.LoadBalancerTypePublic).
+		WithIPFamilies(service.Spec.IPFamilies...).
+		WithNetworkRef(corev1.LocalObjectReference{Name: stack.Network}).
+		WithNetworkInterfaceSelector(metav1apply.LabelSelector().WithMatchLabels(map[string]string{keys.LabelCluster: stack.ClusterName})).
+		WithPorts(networkingv1alpha1apply.LoadBalancerPort().WithProtocol(corev1.ProtocolTCP).WithPort(80))
+	if internal {
+		// The reference omits the prefix length and leaves it to IronCore's defaulting.
+		spec.WithType(networkingv1alpha1.LoadBalancerTypeInternal).WithIPs(networkingv1alpha1apply.IPSource().WithEphemeral(
+			networkingv1alpha1apply.EphemeralPrefixSource().WithPrefixTemplate(ipamv1alpha1apply.PrefixTemplateSpec().WithSpec(
+				ipamv1alpha1apply.PrefixSpec().WithIPFamily(corev1.IPv4Protocol).WithParentRef(corev1.LocalObjectReference{Name: testenv.LoadBalancerPrefix})))))
+	}
+	apply := networkingv1alpha1apply.LoadBalancer(name, stack.Namespace).
+		WithAnnotations(map[string]string{
+			keys.AnnotationClusterName:      clusterName,
+			keys.AnnotationServiceName:      service.Name,
+			keys.AnnotationServiceNamespace: service.Namespace,
+			keys.AnnotationServiceUID:       string(service.UID),
+		}).
+		WithSpec(spec)
+	if _, err := clientset.NetworkingV1alpha1().LoadBalancers(stack.Namespace).Apply(ctx, apply,
+		metav1.ApplyOptions{FieldManager: "cloud-provider.ironcore.dev/loadbalancer", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	var lb *networkingv1alpha1.LoadBalancer
+	err = testenv.WaitFor(ctx, waitTimeout, "an address for the reference LoadBalancer", func(ctx context.Context) error {
+		lb = &networkingv1alpha1.LoadBalancer{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+			return err
+		}
+		if len(lb.Status.IPs) == 0 {
+			return fmt.Errorf("no address yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
+func legacyName(cluster string, service *corev1.Service) string {
+	uidPrefix, _, _ := strings.Cut(string(service.UID), "-")
+	return cluster + "-" + service.Name + "-" + uidPrefix
+}
+
+func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-adopt-1")
+	for _, tc := range []struct {
+		name     string
+		lbName   func(*corev1.Service) string
+		cluster  string
+		internal bool
+	}{
+		{name: "adopt-uid-name", lbName: provider.LoadBalancerName, cluster: stack.ClusterName},
+		{name: "adopt-legacy-name", lbName: func(s *corev1.Service) string { return legacyName(stack.ClusterName, s) }, cluster: stack.ClusterName},
+		// The reference recorded --cluster-name, whose default differs from clusterName.
+		{name: "adopt-flag-cluster", lbName: func(s *corev1.Service) string { return legacyName("kubernetes", s) }, cluster: "kubernetes"},
+		{name: "adopt-internal", lbName: provider.LoadBalancerName, cluster: stack.ClusterName, internal: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testenv.ServiceOptions{}
+			if tc.internal {
+				opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+			}
+			service := createService(t, tc.name, opts)
+			before := referenceLoadBalancer(t, tc.lbName(service), tc.cluster, service, tc.internal)
+
+			status := ensureUntilReady(t, lbs, service, nodes)
+			after := ironcoreLoadBalancer(t, before.Name)
+			if after.UID != before.UID {
+				t.Fatalf("LoadBalancer %s was recreated (UID %s, was %s)", before.Name, after.UID, before.UID)
+			}
+			if ips := ingressIPs(status); len(ips) != 1 || ips[0] != before.Status.IPs[0].String() {
+				t.Fatalf("ingress %v, want the address it had: %v", ips, before.Status.IPs)
+			}
+			if after.Labels[keys.LabelServiceUID] != string(service.UID) || after.Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] != stack.ClusterName {
+				t.Errorf("adopted LoadBalancer was not updated: labels %v, selector %v", after.Labels, after.Spec.NetworkInterfaceSelector)
+			}
+			owned, err := cloud.IronCore().LoadBalancersOfService(context.Background(), service.UID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, lb := range owned {
+				if lb.Name != before.Name {
+					t.Errorf("a second LoadBalancer %s was created", lb.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestForeignLoadBalancersAreLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	service := createService(t, "foreign", testenv.ServiceOptions{})
+	// Same name and even the same Service UID, as in a restored copy of the cluster, but
+	// recorded as another cluster's.
+	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false)
+
+	stack.IronCoreProxy.Reset()
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, workerNodes(t, "lb-foreign-1"))
+	if !errorContains(err, `of cluster "other-cluster"`) {
+		t.Fatalf("EnsureLoadBalancer error %v, want an ownership conflict", err)
+	}
+	waitForEvent(t, service, provider.ReasonOwnershipConflict)
+	if status, exists, err := lbs.GetLoadBalancer(ctx, "kubernetes", service); exists || err != nil {
+		t.Errorf("GetLoadBalancer = %v, %v, %v; want not existing", status, exists, err)
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Errorf("EnsureLoadBalancerDeleted: %v", err)
+	}
+	for verb, n := range writes() {
+		if strings.Contains(verb, "loadbalancers") {
+			t.Errorf("%d %s", n, verb)
+		}
+	}
+	if after := ironcoreLoadBalancer(t, foreign.Name); after.ResourceVersion != foreign.ResourceVersion || after.DeletionTimestamp != nil {
+		t.Fatalf("the foreign LoadBalancer was changed")
+	}
+}
+
+func TestGetLoadBalancerOfAServiceWithoutOne(t *testing.T) {
+	service := createService(t, "never-ensured", testenv.ServiceOptions{})
+	status, exists, err := loadBalancerOf(t, cloud).GetLoadBalancer(context.Background(), "kubernetes", service)
+	if status != nil || exists || err != nil {
+		t.Fatalf("GetLoadBalancer = %v, %v, %v; want nil, false, nil", status, exists, err)
+	}
+}

@@ -1,0 +1,363 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+)
+
+// retryDelay is how soon the service controller asks again while IronCore is still working on
+// a LoadBalancer. Asking costs no IronCore request: it reads the cache.
+const retryDelay = time.Second
+
+// loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
+// waits for IronCore: while IronCore works, EnsureLoadBalancer returns a RetryError.
+type loadBalancers struct {
+	ironcore *ironcore.Client
+	settings loadBalancerSettings
+	targets  *targets
+	recorder record.EventRecorder
+}
+
+var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
+
+// GetLoadBalancerName returns the name a new LoadBalancer of the Service gets. It makes no
+// request; an adopted LoadBalancer of the reference CCM may have an older name.
+func (l *loadBalancers) GetLoadBalancerName(_ context.Context, _ string, service *corev1.Service) string {
+	return LoadBalancerName(service)
+}
+
+// GetLoadBalancer reports the Service's LoadBalancer, or (nil, false, nil) when it has none,
+// so that a Service whose LoadBalancer is gone can still be deleted.
+func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	lb, err := l.find(ctx, clusterName, service)
+	var conflict *serviceError
+	switch {
+	case errors.As(err, &conflict):
+		// Someone else's LoadBalancer is not the Service's.
+		l.warn(service, conflict)
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case lb == nil:
+		return nil, false, nil
+	}
+	return loadBalancerStatus(lb), true, nil
+}
+
+// EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
+// or a RetryError while IronCore has not allocated them yet.
+func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	desired, err := desiredLoadBalancer(service, l.settings)
+	if err != nil {
+		return nil, l.report(service, err)
+	}
+	l.warnAboutIgnoredFields(service)
+	existing, err := l.find(ctx, clusterName, service)
+	if err != nil {
+		return nil, l.report(service, err)
+	}
+	if existing != nil {
+		if ready, err := l.prepareUpdate(ctx, service, existing, desired); !ready || err != nil {
+			return nil, err
+		}
+		desired.Name = existing.Name
+	}
+
+	if l.settings.useNICSelector {
+		skipped, err := l.targets.syncLabels(ctx, nodes)
+		if err != nil {
+			return nil, err
+		}
+		l.warnAboutSkipped(service, skipped)
+	}
+	lb := existing
+	if existing == nil || needsApply(existing, desired) {
+		if lb, err = l.ironcore.ApplyLoadBalancer(ctx, desired); err != nil {
+			return nil, err
+		}
+		klog.V(2).InfoS("Applied IronCore LoadBalancer", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
+	}
+	if !l.settings.useNICSelector {
+		skipped, err := l.applyRouting(ctx, lb, nodes)
+		if err != nil {
+			return nil, err
+		}
+		l.warnAboutSkipped(service, skipped)
+	}
+
+	status := loadBalancerStatus(lb)
+	if !allocated(lb, desired) {
+		return nil, api.NewRetryError(fmt.Sprintf("IronCore has not yet allocated the addresses of LoadBalancer %s; checking again in %s", lb.Name, retryDelay), retryDelay)
+	}
+	return status, nil
+}
+
+// prepareUpdate checks that an existing LoadBalancer can be updated to the desired one. A type
+// switch replaces it: the old one is deleted here and the new one created on a later call,
+// once the old one is gone. ready is false while that takes.
+func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (bool, error) {
+	if existing.DeletionTimestamp != nil {
+		return false, api.NewRetryError(fmt.Sprintf("the previous IronCore LoadBalancer %s is still being deleted", existing.Name), retryDelay)
+	}
+	if existing.Spec.NetworkRef.Name != desired.Spec.NetworkRef.Name {
+		return false, l.report(service, &serviceError{reason: ReasonNetworkChanged, message: fmt.Sprintf(
+			"IronCore LoadBalancer %s is on Network %s, not %s as the cloud-config says; a LoadBalancer cannot move, so it is left as it is",
+			existing.Name, existing.Spec.NetworkRef.Name, desired.Spec.NetworkRef.Name)})
+	}
+	if existing.Spec.Type == desired.Spec.Type {
+		return true, nil
+	}
+	l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonTypeChanged,
+		"Replacing %s IronCore LoadBalancer %s with an %s one; the Service gets new addresses", existing.Spec.Type, existing.Name, desired.Spec.Type)
+	if err := l.delete(ctx, existing); err != nil {
+		return false, err
+	}
+	return false, api.NewRetryError(fmt.Sprintf("replacing IronCore LoadBalancer %s of type %s with type %s", existing.Name, existing.Spec.Type, desired.Spec.Type), retryDelay)
+}
+
+// UpdateLoadBalancer points the Service's LoadBalancer at the given Nodes; no Nodes means no
+// targets. Nodes that cannot be targets are left out and named in the returned error, after
+// all others have been applied, so that the framework retries them.
+func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	if l.settings.useNICSelector {
+		skipped, err := l.targets.syncLabels(ctx, nodes)
+		return errors.Join(err, skipped.err())
+	}
+	lb, err := l.find(ctx, clusterName, service)
+	if err != nil || lb == nil {
+		// Without a LoadBalancer there is nothing to route to; EnsureLoadBalancer creates it.
+		return l.report(service, err)
+	}
+	skipped, err := l.applyRouting(ctx, lb, nodes)
+	return errors.Join(err, skipped.err())
+}
+
+// EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
+// returns without waiting for IronCore to finish. Deleting what is gone is not an error.
+func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	lb, err := l.find(ctx, clusterName, service)
+	var conflict *serviceError
+	switch {
+	case errors.As(err, &conflict):
+		l.warn(service, conflict)
+		return nil
+	case err != nil:
+		return err
+	case lb == nil || lb.DeletionTimestamp != nil:
+		return nil
+	}
+	return l.delete(ctx, lb)
+}
+
+// delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
+// IronCore's garbage collector would remove the routing too, but not if it is not running.
+func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
+	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	switch {
+	case err == nil && ownedBy(routing, lb):
+		if err := l.ironcore.DeleteLoadBalancerRouting(ctx, routing); err != nil {
+			return err
+		}
+	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
+		return err
+	}
+	if err := l.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Deleted IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", klog.KRef(ironcore.OwnerOf(lb).Namespace, ironcore.OwnerOf(lb).Name))
+	return nil
+}
+
+func networkRefOf(network *networkingv1alpha1.Network) commonv1alpha1.LocalUIDReference {
+	return commonv1alpha1.LocalUIDReference{Name: network.Name, UID: network.UID}
+}
+
+func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == owner.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns the Service's LoadBalancer, or nil if it has none. It looks for LoadBalancers
+// recording the Service's UID, then at the names this and the reference CCM give them, in the
+// cache and, if the cache knows none, at the API server, so that a LoadBalancer created a
+// moment ago is not mistaken for a missing one. A LoadBalancer under one of those names that
+// belongs to another cluster or Service is an ownership conflict.
+func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	owners := []string{l.settings.cluster, clusterName}
+	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range candidates {
+		if l.owns(&candidates[i], owners, service) {
+			return &candidates[i], nil
+		}
+	}
+	names := []string{LoadBalancerName(service), legacyLoadBalancerName(l.settings.cluster, service)}
+	if clusterName != "" && clusterName != l.settings.cluster {
+		names = append(names, legacyLoadBalancerName(clusterName, service))
+	}
+	for _, name := range names {
+		lb, err := l.ironcore.LoadBalancer(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.ownedOrConflict(lb, owners, service)
+	}
+	lb, err := l.ironcore.LiveLoadBalancer(ctx, names[0])
+	if errors.Is(err, ironcore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.ownedOrConflict(lb, owners, service)
+}
+
+func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, owners []string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	if l.owns(lb, owners, service) {
+		return lb, nil
+	}
+	owner := ironcore.OwnerOf(lb)
+	return nil, &serviceError{reason: ReasonOwnershipConflict, message: fmt.Sprintf(
+		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q, not to this Service of cluster %q; it is left alone",
+		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, l.settings.cluster)}
+}
+
+// owns reports whether lb was made for this Service (by UID, which a re-created Service does
+// not share) of this cluster. The cluster may be recorded as the configured name or, by the
+// reference CCM, as the --cluster-name it was given.
+func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []string, service *corev1.Service) bool {
+	owner := ironcore.OwnerOf(lb)
+	if owner.UID != string(service.UID) {
+		return false
+	}
+	for _, cluster := range clusters {
+		if cluster != "" && owner.Cluster == cluster {
+			return true
+		}
+	}
+	return false
+}
+
+// applyRouting writes the LoadBalancerRouting of lb from the Nodes' NetworkInterfaces, if it
+// differs from what is there.
+func (l *loadBalancers) applyRouting(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (skippedNodes, error) {
+	destinations, skipped, err := l.targets.destinations(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	network, err := l.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
+	if err != nil {
+		return nil, err
+	}
+	routing := &networkingv1alpha1.LoadBalancerRouting{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: lb.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: networkingv1alpha1.SchemeGroupVersion.String(),
+				Kind:       "LoadBalancer",
+				Name:       lb.Name,
+				UID:        lb.UID,
+			}},
+		},
+		NetworkRef:   networkRefOf(network),
+		Destinations: destinations,
+	}
+	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
+		return nil, err
+	}
+	if err == nil && ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef &&
+		equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
+		return skipped, nil
+	}
+	if err := l.ironcore.ApplyLoadBalancerRouting(ctx, routing); err != nil {
+		return nil, err
+	}
+	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "destinations", len(destinations))
+	return skipped, nil
+}
+
+// loadBalancerStatus turns the LoadBalancer's addresses into ingress points.
+func loadBalancerStatus(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
+	status := &corev1.LoadBalancerStatus{}
+	for _, ip := range lb.Status.IPs {
+		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+	return status
+}
+
+// allocated reports whether IronCore has given the LoadBalancer an address of every family,
+// including every requested one.
+func allocated(lb, desired *networkingv1alpha1.LoadBalancer) bool {
+	have := map[corev1.IPFamily]bool{}
+	addresses := map[string]bool{}
+	for _, ip := range lb.Status.IPs {
+		have[ip.Family()] = true
+		addresses[ip.String()] = true
+	}
+	for _, family := range desired.Spec.IPFamilies {
+		if !have[family] {
+			return false
+		}
+	}
+	for _, source := range desired.Spec.IPs {
+		if source.Value != nil && !addresses[source.Value.String()] {
+			return false
+		}
+	}
+	return true
+}
+
+// report records a serviceError as a Warning event on the Service; every error is returned.
+func (l *loadBalancers) report(service *corev1.Service, err error) error {
+	var serviceErr *serviceError
+	if errors.As(err, &serviceErr) {
+		l.warn(service, serviceErr)
+	}
+	return err
+}
+
+func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
+	l.recorder.Event(service, corev1.EventTypeWarning, err.reason, err.message)
+}
+
+func (l *loadBalancers) warnAboutSkipped(service *corev1.Service, skipped skippedNodes) {
+	if len(skipped) > 0 {
+		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, skipped.err().Error())
+	}
+}
+
+// warnAboutIgnoredFields tells the Service's owner about settings IronCore cannot honour.
+func (l *loadBalancers) warnAboutIgnoredFields(service *corev1.Service) {
+	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
+		l.recorder.Event(service, corev1.EventTypeWarning, ReasonSourceRangesIgnored,
+			"IronCore LoadBalancers cannot restrict clients by address; spec.loadBalancerSourceRanges is ignored")
+	}
+	if service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		l.recorder.Event(service, corev1.EventTypeWarning, ReasonLocalTrafficPolicyNotHonoured,
+			"IronCore LoadBalancers send traffic to every Node, not only to Nodes with a local endpoint; Nodes without one drop it")
+	}
+}

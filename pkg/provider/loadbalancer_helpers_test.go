@@ -1,0 +1,214 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+func loadBalancerOf(t *testing.T, c *provider.Cloud) cloudprovider.LoadBalancer {
+	t.Helper()
+	lbs, ok := c.LoadBalancer()
+	if !ok {
+		t.Fatal("LoadBalancer is not implemented")
+	}
+	return lbs
+}
+
+// createService creates a Service of type LoadBalancer, deleted when the test ends.
+func createService(t *testing.T, name string, opts testenv.ServiceOptions) *corev1.Service {
+	t.Helper()
+	service, err := stack.CreateLoadBalancerService(context.Background(), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(context.Background(), service.Name, metav1.DeleteOptions{})
+	})
+	return service
+}
+
+// workerNodes creates running Machines and returns the Nodes the framework would pass for
+// them: initialized, with provider IDs. Their NetworkInterfaces carry the cluster label, as
+// the cluster-label controller (not running in these tests) would put it there.
+func workerNodes(t *testing.T, names ...string) []*corev1.Node {
+	t.Helper()
+	var nodes []*corev1.Node
+	for _, name := range names {
+		createMachine(t, name, testenv.MachineOptions{})
+		nic := networkInterface(t, name)
+		base := nic.DeepCopy()
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels[keys.LabelCluster] = stack.ClusterName
+		if err := stack.IronCore.Client.Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, node(name, providerIDOf(name)))
+	}
+	return nodes
+}
+
+// ensureUntilReady calls EnsureLoadBalancer, as the service controller does, until it stops
+// asking to retry. Any other error fails the test.
+func ensureUntilReady(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, nodes []*corev1.Node) *corev1.LoadBalancerStatus {
+	t.Helper()
+	var status *corev1.LoadBalancerStatus
+	err := testenv.WaitFor(context.Background(), waitTimeout, "EnsureLoadBalancer to report addresses", func(ctx context.Context) error {
+		var err error
+		status, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		var retry *api.RetryError
+		if errors.As(err, &retry) {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("EnsureLoadBalancer: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+func ironcoreLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{}
+	if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
+func ingressIPs(status *corev1.LoadBalancerStatus) []string {
+	var ips []string
+	for _, ingress := range status.Ingress {
+		ips = append(ips, ingress.IP)
+	}
+	return ips
+}
+
+// nicIPs lists the IPs of the Machines' NetworkInterfaces, sorted.
+func nicIPs(t *testing.T, machines ...string) []string {
+	t.Helper()
+	var ips []string
+	for _, machine := range machines {
+		for _, ip := range networkInterface(t, machine).Status.IPs {
+			ips = append(ips, ip.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// waitForRouting waits until the LoadBalancer's routing sends traffic to exactly the IPs.
+func waitForRouting(t *testing.T, lbName string, want []string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
+			return err
+		}
+		got := []string{}
+		for _, destination := range routing.Destinations {
+			got = append(got, destination.IP.String())
+		}
+		slices.Sort(got)
+		if want == nil {
+			want = []string{}
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("destinations %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForEvent waits for an event with the reason on the Service, and returns its message.
+func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
+	t.Helper()
+	var message string
+	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
+		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason,
+		})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return errors.New("none yet")
+		}
+		message = events.Items[0].Message
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return message
+}
+
+// writes counts the requests to IronCore since the last proxy reset that changed something.
+func writes() map[string]int {
+	counts := map[string]int{}
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if !slices.Contains([]string{"get", "list", "watch"}, count.Verb) {
+			counts[count.Verb+" "+count.Resource] += count.N
+		}
+	}
+	return counts
+}
+
+func requireNoLoadBalancer(t *testing.T, name string) {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{}
+	err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb)
+	if err == nil {
+		t.Fatalf("IronCore LoadBalancer %s exists", name)
+	}
+	if client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasTargetLabel(t *testing.T, machine string) bool {
+	t.Helper()
+	return networkInterface(t, machine).Labels[keys.LabelLoadBalancerTarget] == stack.ClusterName
+}
+
+func errorContains(err error, text string) bool {
+	return err != nil && strings.Contains(err.Error(), text)
+}
+
+// equalJSON compares two values by their JSON form, which is what the API server stores.
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	aJSON, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bJSON, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(aJSON) == string(bJSON)
+}

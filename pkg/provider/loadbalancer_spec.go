@@ -1,0 +1,247 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// loadBalancerSettings are the cloud settings IronCore LoadBalancers are built from.
+type loadBalancerSettings struct {
+	cluster string
+	network string
+	// internalPrefixes are the parent Prefixes of internal load balancer addresses, by family.
+	internalPrefixes map[corev1.IPFamily]string
+	useNICSelector   bool
+}
+
+// LoadBalancerName is the name of a Service's IronCore LoadBalancer: its UID without dashes,
+// as the reference CCM names them.
+func LoadBalancerName(service *corev1.Service) string {
+	return strings.ReplaceAll(string(service.UID), "-", "")
+}
+
+// legacyLoadBalancerName is the name older reference CCMs gave a Service's LoadBalancer.
+func legacyLoadBalancerName(cluster string, service *corev1.Service) string {
+	uidPrefix, _, _ := strings.Cut(string(service.UID), "-")
+	return cluster + "-" + service.Name + "-" + uidPrefix
+}
+
+// desiredLoadBalancer returns the IronCore LoadBalancer a Service asks for, or a serviceError
+// naming what in the Service cannot be served. It has no side effects.
+func desiredLoadBalancer(service *corev1.Service, settings loadBalancerSettings) (*networkingv1alpha1.LoadBalancer, error) {
+	internal, err := isInternal(service)
+	if err != nil {
+		return nil, err
+	}
+	families := service.Spec.IPFamilies
+	if len(families) == 0 {
+		families = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	requested, err := requestedIPs(service, families)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := loadBalancerPorts(service)
+	if err != nil {
+		return nil, err
+	}
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        LoadBalancerName(service),
+			Labels:      ownerLabels(settings.cluster, service),
+			Annotations: ownerAnnotations(settings.cluster, service),
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: slices.Clone(families),
+			NetworkRef: corev1.LocalObjectReference{Name: settings.network},
+			Ports:      ports,
+		},
+	}
+	if internal {
+		lb.Spec.Type = networkingv1alpha1.LoadBalancerTypeInternal
+		lb.Spec.IPs, err = internalIPs(families, requested, settings.internalPrefixes)
+		if err != nil {
+			return nil, err
+		}
+	} else if len(requested) > 0 {
+		return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
+			"a Public IronCore LoadBalancer cannot have a requested address (spec.loadBalancerIP or %s); remove it, or make the load balancer Internal with %s: \"true\"",
+			keys.AnnotationLoadBalancerIPs, keys.AnnotationInternalLoadBalancer)}
+	}
+	if settings.useNICSelector {
+		lb.Spec.NetworkInterfaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{
+			keys.LabelCluster:            settings.cluster,
+			keys.LabelLoadBalancerTarget: settings.cluster,
+		}}
+	}
+	return lb, nil
+}
+
+// isInternal reads the internal annotation. Only "true" and "false" are accepted: the
+// reference CCM treated anything but "true" as Public, so guessing at other spellings could
+// turn an existing Public LoadBalancer Internal and change its address.
+func isInternal(service *corev1.Service) (bool, error) {
+	value, ok := service.Annotations[keys.AnnotationInternalLoadBalancer]
+	switch {
+	case !ok || value == "false":
+		return false, nil
+	case value == "true":
+		return true, nil
+	default:
+		return false, &serviceError{reason: ReasonInvalidAnnotation, message: fmt.Sprintf(
+			"annotation %s must be \"true\" or \"false\", not %q", keys.AnnotationInternalLoadBalancer, value)}
+	}
+}
+
+// requestedIPs collects the addresses asked for with spec.loadBalancerIP and our annotation,
+// at most one per IP family of the Service.
+func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[corev1.IPFamily]netip.Addr, error) {
+	var values []string
+	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
+		values = append(values, ip)
+	}
+	if list, ok := service.Annotations[keys.AnnotationLoadBalancerIPs]; ok {
+		for _, ip := range strings.Split(list, ",") {
+			if ip = strings.TrimSpace(ip); ip != "" {
+				values = append(values, ip)
+			}
+		}
+	}
+	requested := map[corev1.IPFamily]netip.Addr{}
+	for _, value := range values {
+		addr, err := netip.ParseAddr(value)
+		if err != nil || addr.Zone() != "" {
+			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf("requested load balancer address %q is not an IP address", value)}
+		}
+		addr = addr.Unmap()
+		family := familyOf(addr)
+		if !slices.Contains(families, family) {
+			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
+				"requested load balancer address %s is %s, but the Service's IP families are %v", addr, family, families)}
+		}
+		if previous, ok := requested[family]; ok && previous != addr {
+			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
+				"requested load balancer addresses %s and %s are both %s; give at most one per family", previous, addr, family)}
+		}
+		requested[family] = addr
+	}
+	return requested, nil
+}
+
+// internalIPs gives each family the requested address, or one allocated from the family's
+// Prefix. The prefix template is spelled out in full, as IronCore would default it, so that
+// the desired spec compares equal to the stored one and an unchanged Service causes no write.
+func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip.Addr, prefixes map[corev1.IPFamily]string) ([]networkingv1alpha1.IPSource, error) {
+	var sources []networkingv1alpha1.IPSource
+	for _, family := range families {
+		if addr, ok := requested[family]; ok {
+			sources = append(sources, networkingv1alpha1.IPSource{Value: &commonv1alpha1.IP{Addr: addr}})
+			continue
+		}
+		parent := prefixes[family]
+		if parent == "" {
+			key := "prefixName"
+			if family == corev1.IPv6Protocol {
+				key = "ipv6PrefixName"
+			}
+			return nil, &serviceError{reason: ReasonInternalPrefixMissing, message: fmt.Sprintf(
+				"an Internal LoadBalancer needs an %s address, but the cloud-config names no Prefix to allocate it from (%s); request one with %s, or ask the cluster operator to set %s",
+				family, key, keys.AnnotationLoadBalancerIPs, key)}
+		}
+		sources = append(sources, networkingv1alpha1.IPSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+			PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{Spec: ipamv1alpha1.PrefixSpec{
+				IPFamily:     family,
+				PrefixLength: hostPrefixLength(family),
+				ParentRef:    &corev1.LocalObjectReference{Name: parent},
+			}},
+		}})
+	}
+	return sources, nil
+}
+
+// loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid
+// ports (ironcore-api.md 1.2), so they are checked here, before anything is written.
+func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalancerPort, error) {
+	var errs []error
+	ports := make([]networkingv1alpha1.LoadBalancerPort, 0, len(service.Spec.Ports))
+	for _, port := range service.Spec.Ports {
+		protocol := port.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		switch {
+		case protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP && protocol != corev1.ProtocolSCTP:
+			errs = append(errs, fmt.Errorf("port %q: protocol %s is not supported (TCP, UDP or SCTP)", port.Name, protocol))
+		case port.Port < 1 || port.Port > 65535:
+			errs = append(errs, fmt.Errorf("port %q: %d is not a port number (1-65535)", port.Name, port.Port))
+		default:
+			ports = append(ports, networkingv1alpha1.LoadBalancerPort{Protocol: &protocol, Port: port.Port})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &serviceError{reason: ReasonUnsupportedPort, message: errors.Join(errs...).Error()}
+	}
+	return ports, nil
+}
+
+func ownerLabels(cluster string, service *corev1.Service) map[string]string {
+	return map[string]string{
+		keys.LabelClusterName:      cluster,
+		keys.LabelServiceNamespace: service.Namespace,
+		keys.LabelServiceName:      service.Name,
+		keys.LabelServiceUID:       string(service.UID),
+	}
+}
+
+func ownerAnnotations(cluster string, service *corev1.Service) map[string]string {
+	return map[string]string{
+		keys.AnnotationClusterName:      cluster,
+		keys.AnnotationServiceNamespace: service.Namespace,
+		keys.AnnotationServiceName:      service.Name,
+		keys.AnnotationServiceUID:       string(service.UID),
+	}
+}
+
+// needsApply reports whether the stored LoadBalancer differs from the desired one in anything
+// the CCM sets.
+func needsApply(existing, desired *networkingv1alpha1.LoadBalancer) bool {
+	return !equality.Semantic.DeepEqual(existing.Spec, desired.Spec) ||
+		!containsAll(existing.Labels, desired.Labels) ||
+		!containsAll(existing.Annotations, desired.Annotations)
+}
+
+func containsAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if value, ok := have[k]; !ok || value != v {
+			return false
+		}
+	}
+	return true
+}
+
+func familyOf(addr netip.Addr) corev1.IPFamily {
+	if addr.Is4() {
+		return corev1.IPv4Protocol
+	}
+	return corev1.IPv6Protocol
+}
+
+func hostPrefixLength(family corev1.IPFamily) int32 {
+	if family == corev1.IPv6Protocol {
+		return 128
+	}
+	return 32
+}

@@ -1,0 +1,103 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+func testService(mutate func(*corev1.Service)) *corev1.Service {
+	service := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"},
+		Spec: corev1.ServiceSpec{
+			Type:       corev1.ServiceTypeLoadBalancer,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			Ports:      []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		},
+	}
+	if mutate != nil {
+		mutate(service)
+	}
+	return service
+}
+
+var testSettings = loadBalancerSettings{
+	cluster: "lab", network: "net",
+	internalPrefixes: map[corev1.IPFamily]string{corev1.IPv4Protocol: "v4"},
+	useNICSelector:   true,
+}
+
+func TestLegacyLoadBalancerName(t *testing.T) {
+	if got := legacyLoadBalancerName("lab", testService(nil)); got != "lab-web-0b1c2d3e" {
+		t.Fatalf("legacy name %q", got)
+	}
+}
+
+func TestDesiredLoadBalancerRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Service)
+		reason string
+		text   string
+	}{
+		{"port zero", func(s *corev1.Service) { s.Spec.Ports[0].Port = 0 }, ReasonUnsupportedPort, "0 is not a port number"},
+		{"port too high", func(s *corev1.Service) { s.Spec.Ports[0].Port = 70000 }, ReasonUnsupportedPort, "70000 is not a port number"},
+		{"two addresses of a family", func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.0.0.1,10.0.0.2"}
+		}, ReasonInvalidLoadBalancerIP, "give at most one per family"},
+		{"IPv6 internal without a prefix", func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+		}, ReasonInternalPrefixMissing, "ipv6PrefixName"},
+		{"zoned address", func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "fe80::1%eth0"}
+		}, ReasonInvalidLoadBalancerIP, "is not an IP address"},
+		{"internal annotation 1", func(s *corev1.Service) { s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "1"} }, ReasonInvalidAnnotation, `not "1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb, err := desiredLoadBalancer(testService(tc.mutate), testSettings)
+			var serviceErr *serviceError
+			if !errors.As(err, &serviceErr) || serviceErr.reason != tc.reason || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("desiredLoadBalancer = %v, %v; want a %s error containing %q", lb, err, tc.reason, tc.text)
+			}
+		})
+	}
+}
+
+func TestDesiredLoadBalancerInternalMixesRequestedAndAllocated(t *testing.T) {
+	service := testService(func(s *corev1.Service) {
+		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: " fd00::7 "}
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	})
+	lb, err := desiredLoadBalancer(service, testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := lb.Spec.IPs
+	if len(ips) != 2 || ips[0].Ephemeral == nil || ips[0].Ephemeral.PrefixTemplate.Spec.ParentRef.Name != "v4" ||
+		ips[0].Ephemeral.PrefixTemplate.Spec.PrefixLength != 32 || ips[1].Value == nil || ips[1].Value.String() != "fd00::7" {
+		t.Fatalf("IPs %+v, want IPv4 allocated from v4 and the requested IPv6 address", ips)
+	}
+}
+
+func TestNeedsApplyIgnoresOtherLabels(t *testing.T) {
+	desired, err := desiredLoadBalancer(testService(nil), testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	existing := desired.DeepCopy()
+	existing.Labels["someone-else/label"] = "x"
+	existing.Annotations["someone-else/annotation"] = "y"
+	if needsApply(existing, desired) {
+		t.Fatal("foreign labels and annotations made a write necessary")
+	}
+	existing.Spec.Ports[0].Port = 8080
+	if !needsApply(existing, desired) {
+		t.Fatal("a changed port did not make a write necessary")
+	}
+}

@@ -1,0 +1,367 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+func TestGetLoadBalancerNameIsPure(t *testing.T) {
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"}}
+	stack.IronCoreProxy.Reset()
+	name := loadBalancerOf(t, cloud).GetLoadBalancerName(context.Background(), "kubernetes", service)
+	if name != "0b1c2d3e4f5061728394a5b6c7d8e9f0" {
+		t.Fatalf("name %q, want the UID without dashes", name)
+	}
+	if counts := stack.IronCoreProxy.Counts(); len(counts) != 0 {
+		t.Fatalf("GetLoadBalancerName made requests: %v", counts)
+	}
+}
+
+func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-public-1", "lb-public-2")
+	service := createService(t, "public", testenv.ServiceOptions{Ports: []corev1.ServicePort{
+		{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
+		{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
+	}})
+
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	var retry *api.RetryError
+	if !errors.As(err, &retry) {
+		t.Fatalf("first EnsureLoadBalancer = %v, want a RetryError while IronCore allocates", err)
+	}
+	status := ensureUntilReady(t, lbs, service, nodes)
+	name := provider.LoadBalancerName(service)
+	lb := ironcoreLoadBalancer(t, name)
+	if got := ingressIPs(status); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
+		t.Fatalf("ingress %v, want the LoadBalancer's address %v", got, lb.Status.IPs)
+	}
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	wantSpec := networkingv1alpha1.LoadBalancerSpec{
+		Type:       networkingv1alpha1.LoadBalancerTypePublic,
+		IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+		NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		NetworkInterfaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+			keys.LabelCluster: stack.ClusterName, keys.LabelLoadBalancerTarget: stack.ClusterName,
+		}},
+		Ports: []networkingv1alpha1.LoadBalancerPort{{Protocol: &tcp, Port: 80}, {Protocol: &udp, Port: 53}},
+	}
+	if !equalJSON(t, lb.Spec, wantSpec) {
+		t.Errorf("spec %+v, want %+v", lb.Spec, wantSpec)
+	}
+	// The owner is recorded as the reference CCM does, and in our labels.
+	for key, want := range map[string]string{
+		keys.AnnotationClusterName: stack.ClusterName, keys.AnnotationServiceUID: string(service.UID),
+		keys.AnnotationServiceName: service.Name, keys.AnnotationServiceNamespace: service.Namespace,
+	} {
+		if lb.Annotations[key] != want {
+			t.Errorf("annotation %s=%q, want %q", key, lb.Annotations[key], want)
+		}
+	}
+	for key, want := range map[string]string{
+		keys.LabelClusterName: stack.ClusterName, keys.LabelServiceUID: string(service.UID),
+		keys.LabelServiceName: service.Name, keys.LabelServiceNamespace: service.Namespace,
+	} {
+		if lb.Labels[key] != want {
+			t.Errorf("label %s=%q, want %q", key, lb.Labels[key], want)
+		}
+	}
+	// IronCore's loadbalancer controller routes to the selected interfaces.
+	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+
+	// Nothing changed: another sync writes nothing.
+	stack.IronCoreProxy.Reset()
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(); len(w) > 0 {
+		t.Errorf("an unchanged sync wrote to IronCore: %v", w)
+	}
+
+	// A Node left out (removed, or excluded by label) stops receiving traffic; zero Nodes is
+	// valid and leaves no targets.
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-public-1"))
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
+		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
+	}
+	waitForRouting(t, name, nil)
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+}
+
+func TestDualStackPublicLoadBalancer(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	service := createService(t, "dual-public", testenv.ServiceOptions{DualStack: true})
+	status := ensureUntilReady(t, lbs, service, workerNodes(t, "lb-dual-1"))
+	ips := ingressIPs(status)
+	if len(ips) != 2 || !netip.MustParseAddr(ips[0]).Is4() || !netip.MustParseAddr(ips[1]).Is6() {
+		t.Fatalf("ingress %v, want an IPv4 and an IPv6 address", ips)
+	}
+}
+
+func TestInternalLoadBalancer(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-internal-1")
+	internal := map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+
+	service := createService(t, "internal", testenv.ServiceOptions{Annotations: internal, DualStack: true})
+	ips := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
+	if len(ips) != 2 || !netip.MustParsePrefix("10.1.0.0/16").Contains(netip.MustParseAddr(ips[0])) ||
+		!netip.MustParsePrefix("fd00:20::/64").Contains(netip.MustParseAddr(ips[1])) {
+		t.Fatalf("ingress %v, want one address from each internal prefix", ips)
+	}
+	if lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(service)); lb.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
+		t.Fatalf("type %s, want Internal", lb.Spec.Type)
+	}
+
+	// A requested address, by spec.loadBalancerIP and by annotation.
+	requested := createService(t, "internal-requested", testenv.ServiceOptions{
+		Annotations:    map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "fd00:20::beef"},
+		LoadBalancerIP: "10.1.200.7",
+		DualStack:      true,
+	})
+	if ips := ingressIPs(ensureUntilReady(t, lbs, requested, nodes)); !slices.Equal(ips, []string{"10.1.200.7", "fd00:20::beef"}) {
+		t.Fatalf("ingress %v, want the requested addresses", ips)
+	}
+}
+
+func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-problems-1")
+	for _, tc := range []struct {
+		name   string
+		opts   testenv.ServiceOptions
+		modify func(*corev1.Service)
+		reason string
+		text   string
+	}{{
+		name:   "misspelt-internal",
+		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "True"}},
+		reason: provider.ReasonInvalidAnnotation,
+		text:   `must be "true" or "false", not "True"`,
+	}, {
+		name:   "public-with-ip",
+		opts:   testenv.ServiceOptions{LoadBalancerIP: "203.0.113.10"},
+		reason: provider.ReasonInvalidLoadBalancerIP,
+		text:   "cannot have a requested address",
+	}, {
+		name:   "internal-bad-ip",
+		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.1.0.300"}},
+		reason: provider.ReasonInvalidLoadBalancerIP,
+		text:   `"10.1.0.300" is not an IP address`,
+	}, {
+		name:   "internal-wrong-family",
+		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "fd00:20::1"}},
+		reason: provider.ReasonInvalidLoadBalancerIP,
+		text:   "is IPv6, but the Service's IP families are [IPv4]",
+	}, {
+		name:   "bad-protocol",
+		modify: func(s *corev1.Service) { s.Spec.Ports[0].Protocol = "ICMP" },
+		reason: provider.ReasonUnsupportedPort,
+		text:   "protocol ICMP is not supported",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			service := createService(t, tc.name, tc.opts)
+			if tc.modify != nil {
+				tc.modify(service)
+			}
+			stack.IronCoreProxy.Reset()
+			_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+			if !errorContains(err, tc.text) {
+				t.Fatalf("EnsureLoadBalancer error %v, want one containing %q", err, tc.text)
+			}
+			if message := waitForEvent(t, service, tc.reason); !strings.Contains(message, tc.text) {
+				t.Errorf("event message %q does not contain %q", message, tc.text)
+			}
+			if w := writes(); len(w) > 0 {
+				t.Errorf("a rejected Service caused writes: %v", w)
+			}
+			requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		})
+	}
+}
+
+func TestTypeSwitchReplacesTheLoadBalancerWithoutLeaks(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-switch-1")
+	service := createService(t, "switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	name := provider.LoadBalancerName(service)
+	internalIPs := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
+	internalLB := ironcoreLoadBalancer(t, name)
+	prefixKey := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0)}
+
+	// Internal to Public: no call waits, the old LoadBalancer and its prefix go.
+	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
+	publicIPs := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
+	publicLB := ironcoreLoadBalancer(t, name)
+	if publicLB.UID == internalLB.UID || publicLB.Spec.Type != networkingv1alpha1.LoadBalancerTypePublic || slices.Equal(publicIPs, internalIPs) {
+		t.Fatalf("after the switch: LoadBalancer %s of type %s with %v, want a new Public one", publicLB.UID, publicLB.Spec.Type, publicIPs)
+	}
+	err := testenv.WaitFor(ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
+		err := stack.IronCore.Client.Get(ctx, prefixKey, &ipamv1alpha1.Prefix{})
+		if client.IgnoreNotFound(err) != nil || err == nil {
+			return errors.Join(err, errors.New("still there"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// And back to Internal.
+	service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
+	ensureUntilReady(t, lbs, service, nodes)
+	if lb := ironcoreLoadBalancer(t, name); lb.UID == publicLB.UID || lb.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
+		t.Fatalf("after switching back: LoadBalancer %s of type %s, want a new Internal one", lb.UID, lb.Spec.Type)
+	}
+}
+
+func TestExplicitRouting(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	defer close(stop)
+	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := loadBalancerOf(t, explicit)
+	nodes := workerNodes(t, "lb-explicit-1", "lb-explicit-2")
+	service := createService(t, "explicit", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, nodes)
+	name := provider.LoadBalancerName(service)
+	lb := ironcoreLoadBalancer(t, name)
+	if lb.Spec.NetworkInterfaceSelector != nil {
+		t.Fatalf("selector %v, want none in explicit mode", lb.Spec.NetworkInterfaceSelector)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
+		t.Fatal(err)
+	}
+	if refs := routing.OwnerReferences; len(refs) != 1 || refs[0].UID != lb.UID {
+		t.Fatalf("owner references %v, want the LoadBalancer", refs)
+	}
+
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:]); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-explicit-2"))
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
+		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
+	}
+	waitForRouting(t, name, nil)
+
+	// A Node whose Machine is gone is named in the error, and the others still get traffic.
+	gone := node("lb-explicit-gone", providerIDOf("lb-explicit-gone"))
+	err = lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))
+	if !errorContains(err, "Node lb-explicit-gone: its Machine does not exist") {
+		t.Fatalf("UpdateLoadBalancer error %v, want it to name the Node without a Machine", err)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+}
+
+func TestDeletion(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	service := createService(t, "deleted", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-deleted-1"))
+	name := provider.LoadBalancerName(service)
+
+	// IronCore holds the deletion (apinetlet's finalizer): the call must not wait for it.
+	lb := ironcoreLoadBalancer(t, name)
+	stack.Simulator.Hold(lb)
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatal(err)
+	}
+	if lb = ironcoreLoadBalancer(t, name); lb.DeletionTimestamp == nil {
+		t.Fatal("the LoadBalancer is not being deleted")
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatalf("second EnsureLoadBalancerDeleted: %v", err)
+	}
+	stack.Simulator.Release(lb)
+	err := testenv.WaitFor(ctx, waitTimeout, "the LoadBalancer to be gone", func(ctx context.Context) error {
+		_, exists, err := lbs.GetLoadBalancer(ctx, "kubernetes", service)
+		if err != nil || exists {
+			return errors.Join(err, errors.New("still exists"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireNoLoadBalancer(t, name)
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatalf("EnsureLoadBalancerDeleted of a gone LoadBalancer: %v", err)
+	}
+}
+
+// TestConcurrentSyncs runs syncs of many Services at once, as the service controller's
+// workers do, and checks that every Service ends up with its LoadBalancer and the targets are
+// right. Run with -race.
+func TestConcurrentSyncs(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-busy-1", "lb-busy-2")
+	var services []*corev1.Service
+	for i := range 20 {
+		services = append(services, createService(t, "busy-"+string(rune('a'+i)), testenv.ServiceOptions{}))
+	}
+	var wg sync.WaitGroup
+	work := make(chan *corev1.Service)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for service := range work {
+				ensureUntilReady(t, lbs, service, nodes)
+				if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+					t.Errorf("UpdateLoadBalancer(%s): %v", service.Name, err)
+				}
+			}
+		}()
+	}
+	for _, service := range services {
+		work <- service
+	}
+	close(work)
+	wg.Wait()
+	for _, service := range services {
+		if _, exists, err := lbs.GetLoadBalancer(ctx, "kubernetes", service); !exists || err != nil {
+			t.Errorf("GetLoadBalancer(%s) = %v, %v", service.Name, exists, err)
+		}
+	}
+	for _, machine := range []string{"lb-busy-1", "lb-busy-2"} {
+		if !hasTargetLabel(t, machine) {
+			t.Errorf("NetworkInterface of %s is not a target", machine)
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// worker creates a Machine and registers its Node, and waits until the CCM initialized it.
+func worker(t *testing.T, name string) {
+	t.Helper()
+	runningMachine(t, name, testenv.MachineOptions{})
+	createNode(t, name, testenv.NodeOptions{})
+	waitForNode(t, name, "Node "+name+" to be initialized", initialized)
+}
+
+func createService(t *testing.T, name string, opts testenv.ServiceOptions) *corev1.Service {
+	t.Helper()
+	service, err := stack.CreateLoadBalancerService(context.Background(), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = deleteService(service) })
+	return service
+}
+
+func deleteService(service *corev1.Service) error {
+	return client.IgnoreNotFound(stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(context.Background(), service.Name, metav1.DeleteOptions{}))
+}
+
+// waitForIngress waits until the Service's status has addresses accepted by check.
+func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) error) []string {
+	t.Helper()
+	var ips []string
+	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "ingress of Service "+service.Name, func(ctx context.Context) error {
+		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ips = nil
+		for _, ingress := range current.Status.LoadBalancer.Ingress {
+			ips = append(ips, ingress.IP)
+		}
+		return check(ips)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ips
+}
+
+func anyIngress(ips []string) error {
+	if len(ips) == 0 {
+		return errors.New("no ingress yet")
+	}
+	return nil
+}
+
+func nicIPs(t *testing.T, machines ...string) []string {
+	t.Helper()
+	ips := []string{}
+	for _, machine := range machines {
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range nic.Status.IPs {
+			ips = append(ips, ip.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+func waitForRouting(t *testing.T, lbName string, want []string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
+			return err
+		}
+		got := []string{}
+		for _, destination := range routing.Destinations {
+			got = append(got, destination.IP.String())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("destinations %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadBalancerLifecycle follows one Service through the CCM: an address, targets that
+// follow the Nodes, a switch to Internal and back, and deletion without leftovers.
+func TestLoadBalancerLifecycle(t *testing.T) {
+	ctx := context.Background()
+	startCCM(t, "ccm-lb-lifecycle")
+	worker(t, "lb-1")
+	worker(t, "lb-2")
+
+	service := createService(t, "lifecycle", testenv.ServiceOptions{})
+	created := time.Now()
+	public := waitForIngress(t, service, anyIngress)
+	t.Logf("Service got address %v %s after it was created", public, time.Since(created).Round(time.Millisecond))
+	name := provider.LoadBalancerName(service)
+	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2"))
+
+	// A new Node becomes a target; an excluded one stops being one.
+	worker(t, "lb-3")
+	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2", "lb-3"))
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "lb-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels[corev1.LabelNodeExcludeBalancers] = "true"
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+
+	// Public to Internal: a new LoadBalancer with an internal address.
+	setAnnotation(t, service, keys.AnnotationInternalLoadBalancer, "true")
+	internal := waitForIngress(t, service, func(ips []string) error {
+		if len(ips) != 1 || !netip.MustParsePrefix("10.1.0.0/16").Contains(netip.MustParseAddr(ips[0])) {
+			return fmt.Errorf("ingress %v", ips)
+		}
+		return nil
+	})
+	t.Logf("switched to Internal: %v -> %v", public, internal)
+	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+
+	if err := deleteService(service); err != nil {
+		t.Fatal(err)
+	}
+	waitForServiceGone(t, service)
+	waitForNoLeftovers(t, []string{name})
+}
+
+func setAnnotation(t *testing.T, service *corev1.Service, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if current.Annotations == nil {
+		current.Annotations = map[string]string{}
+	}
+	current.Annotations[key] = value
+	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitForServiceGone(t *testing.T, service *corev1.Service) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" to be gone", func(ctx context.Context) error {
+		_, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(err, errors.New("still there"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForNoLeftovers waits until no IronCore LoadBalancer, LoadBalancerRouting or ephemeral
+// Prefix of the named LoadBalancers is left.
+func waitForNoLeftovers(t *testing.T, lbNames []string) {
+	t.Helper()
+	wanted := map[string]bool{}
+	for _, name := range lbNames {
+		wanted[name] = true
+	}
+	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "no IronCore leftovers", func(ctx context.Context) error {
+		var left []string
+		lbs := &networkingv1alpha1.LoadBalancerList{}
+		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+		prefixes := &ipamv1alpha1.PrefixList{}
+		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
+			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
+				return err
+			}
+		}
+		for _, lb := range lbs.Items {
+			if wanted[lb.Name] {
+				left = append(left, "LoadBalancer "+lb.Name)
+			}
+		}
+		for _, routing := range routings.Items {
+			if wanted[routing.Name] {
+				left = append(left, "LoadBalancerRouting "+routing.Name)
+			}
+		}
+		for _, prefix := range prefixes.Items {
+			for name := range wanted {
+				if prefix.Name == networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0) || prefix.Name == networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 1) {
+					left = append(left, "Prefix "+prefix.Name)
+				}
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%d left, e.g. %v", len(left), left[:min(len(left), 3)])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFiftyServicesAtOnce creates 50 Services in a burst, 10 of them Internal, and waits for
+// every one to get an address; then deletes them all and waits until nothing is left on IronCore.
+func TestFiftyServicesAtOnce(t *testing.T) {
+	startCCM(t, "ccm-fifty")
+	worker(t, "burst-1")
+	worker(t, "burst-2")
+
+	const count = 50
+	services := make([]*corev1.Service, count)
+	started := time.Now()
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts := testenv.ServiceOptions{}
+			if i%5 == 0 {
+				opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+			}
+			service, err := stack.CreateLoadBalancerService(context.Background(), fmt.Sprintf("burst-%02d", i), opts)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			services[i] = service
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var names []string
+	for _, service := range services {
+		t.Cleanup(func() { _ = deleteService(service) })
+		names = append(names, provider.LoadBalancerName(service))
+	}
+	for _, service := range services {
+		waitForIngress(t, service, anyIngress)
+	}
+	t.Logf("all %d Services had an address %s after the burst began", count, time.Since(started).Round(time.Millisecond))
+
+	deleted := time.Now()
+	for _, service := range services {
+		if err := deleteService(service); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, service := range services {
+		waitForServiceGone(t, service)
+	}
+	waitForNoLeftovers(t, names)
+	t.Logf("all %d Services and their IronCore objects were gone %s after the deletions began", count, time.Since(deleted).Round(time.Millisecond))
+}
+
+// TestServiceWhoseLoadBalancerVanishedCanBeDeleted removes the IronCore LoadBalancer behind the
+// CCM's back; deleting the Service must still complete.
+func TestServiceWhoseLoadBalancerVanishedCanBeDeleted(t *testing.T) {
+	ctx := context.Background()
+	startCCM(t, "ccm-vanished")
+	worker(t, "vanished-1")
+	service := createService(t, "vanished", testenv.ServiceOptions{})
+	waitForIngress(t, service, anyIngress)
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	waitForNoLeftovers(t, []string{lb.Name})
+	if err := deleteService(service); err != nil {
+		t.Fatal(err)
+	}
+	waitForServiceGone(t, service)
+}
+
+// TestOrphanedLoadBalancersAreCollected gives the CCM a LoadBalancer of this cluster whose
+// Service is gone, as after a CCM outage, and one of another cluster.
+func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
+	ctx := context.Background()
+	orphan := orphanLoadBalancer(t, "orphan", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000001")
+	foreign := orphanLoadBalancer(t, "foreign-orphan", "another-cluster", "5a4c1d1e-0000-4000-8000-000000000002")
+	startCCM(t, "ccm-orphans", "--orphan-load-balancer-grace-period=2s")
+	waitForNoLeftovers(t, []string{orphan.Name})
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.DeletionTimestamp != nil {
+		t.Fatalf("another cluster's LoadBalancer was touched: %v, %v", err, foreign.DeletionTimestamp)
+	}
+}
+
+func orphanLoadBalancer(t *testing.T, name, cluster, serviceUID string) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Annotations: map[string]string{
+			keys.AnnotationClusterName: cluster, keys.AnnotationServiceNamespace: "default",
+			keys.AnnotationServiceName: "deleted-while-the-ccm-was-down", keys.AnnotationServiceUID: serviceUID,
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), lb) })
+	return lb
+}
