@@ -64,7 +64,13 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool) e
 	defer func() { _ = ccm.Stop() }()
 	fmt.Printf("CCM running (pid %d), log: %s\n\n", ccm.Pid(), ccm.LogPath)
 
-	if err := nodeLifecycle(ctx, stack); err != nil {
+	if err := initializeNodes(ctx, stack); err != nil {
+		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	if err := loadBalancers(ctx, stack); err != nil {
+		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	if err := shutdownAndDeletion(ctx, stack); err != nil {
 		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(started).Round(100*time.Millisecond))
@@ -77,9 +83,8 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool) e
 	return nil
 }
 
-// nodeLifecycle registers Machines and Nodes, shows how the CCM initialized them, then shuts
-// one Machine down and deletes another.
-func nodeLifecycle(ctx context.Context, stack *testenv.Stack) error {
+// initializeNodes registers Machines and Nodes and shows how the CCM initialized them.
+func initializeNodes(ctx context.Context, stack *testenv.Stack) error {
 	workers := demoWorkers()
 	fmt.Printf("Creating %d IronCore Machines (IronCore schedules them and allocates their addresses)...\n", len(workers))
 	machinesCreated := time.Now()
@@ -119,7 +124,11 @@ func nodeLifecycle(ctx context.Context, stack *testenv.Stack) error {
 		fmt.Printf(" %s %s", w.name, initTimes[w.name].Round(time.Millisecond))
 	}
 	fmt.Println()
+	return nil
+}
 
+// shutdownAndDeletion shuts one Machine down and deletes another.
+func shutdownAndDeletion(ctx context.Context, stack *testenv.Stack) error {
 	fmt.Println("\nPowering off Machine worker-b (its kubelet stops reporting, the Node goes NotReady)...")
 	shutdownStarted := time.Now()
 	if err := powerOff(ctx, stack, "worker-b"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
@@ -11,6 +12,7 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -19,9 +21,13 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
 
-// retryDelay is how soon the service controller asks again while IronCore is still working on
-// a LoadBalancer. Asking costs no IronCore request: it reads the cache.
-const retryDelay = time.Second
+// While IronCore works on a LoadBalancer, the service controller is asked to come back after
+// a delay that starts short, for a fast IronCore, and doubles up to a limit, for a slow one.
+// Coming back costs no IronCore request: it reads the cache.
+const (
+	firstRetryDelay = 250 * time.Millisecond
+	maxRetryDelay   = 4 * time.Second
+)
 
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
 // waits for IronCore: while IronCore works, EnsureLoadBalancer returns a RetryError.
@@ -30,6 +36,40 @@ type loadBalancers struct {
 	settings loadBalancerSettings
 	targets  *targets
 	recorder record.EventRecorder
+	retries  retryDelays
+}
+
+// retryDelays remembers, per Service, how long the last retry delay was.
+type retryDelays struct {
+	mu     sync.Mutex
+	delays map[types.UID]time.Duration
+}
+
+// next returns the delay for the Service's next retry.
+func (r *retryDelays) next(uid types.UID) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.delays == nil {
+		r.delays = map[types.UID]time.Duration{}
+	}
+	delay := firstRetryDelay
+	if previous, ok := r.delays[uid]; ok {
+		delay = min(2*previous, maxRetryDelay)
+	}
+	r.delays[uid] = delay
+	return delay
+}
+
+// forget resets the Service's delay, once it needs no more retries.
+func (r *retryDelays) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.delays, uid)
+}
+
+func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
+	delay := l.retries.next(service.UID)
+	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
@@ -99,11 +139,11 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		l.warnAboutSkipped(service, skipped)
 	}
 
-	status := loadBalancerStatus(lb)
 	if !allocated(lb, desired) {
-		return nil, api.NewRetryError(fmt.Sprintf("IronCore has not yet allocated the addresses of LoadBalancer %s; checking again in %s", lb.Name, retryDelay), retryDelay)
+		return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 	}
-	return status, nil
+	l.retries.forget(service.UID)
+	return loadBalancerStatus(lb), nil
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one. A type
@@ -111,7 +151,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 // once the old one is gone. ready is false while that takes.
 func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (bool, error) {
 	if existing.DeletionTimestamp != nil {
-		return false, api.NewRetryError(fmt.Sprintf("the previous IronCore LoadBalancer %s is still being deleted", existing.Name), retryDelay)
+		return false, l.retry(service, "the previous IronCore LoadBalancer %s is still being deleted", existing.Name)
 	}
 	if existing.Spec.NetworkRef.Name != desired.Spec.NetworkRef.Name {
 		return false, l.report(service, &serviceError{reason: ReasonNetworkChanged, message: fmt.Sprintf(
@@ -126,7 +166,7 @@ func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Servi
 	if err := l.delete(ctx, existing); err != nil {
 		return false, err
 	}
-	return false, api.NewRetryError(fmt.Sprintf("replacing IronCore LoadBalancer %s of type %s with type %s", existing.Name, existing.Spec.Type, desired.Spec.Type), retryDelay)
+	return false, l.retry(service, "replacing IronCore LoadBalancer %s of type %s with type %s", existing.Name, existing.Spec.Type, desired.Spec.Type)
 }
 
 // UpdateLoadBalancer points the Service's LoadBalancer at the given Nodes; no Nodes means no
@@ -149,6 +189,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
 // returns without waiting for IronCore to finish. Deleting what is gone is not an error.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	l.retries.forget(service.UID)
 	lb, err := l.find(ctx, clusterName, service)
 	var conflict *serviceError
 	switch {

@@ -99,7 +99,7 @@ func TestHelpListsTheIronCoreFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, output)
 	}
-	for _, flag := range []string{"--ironcore-kubeconfig", "--use-nic-selector", "--ironcore-api-qps", "--ironcore-api-burst", "--cloud-config", "--cluster-name", "--controllers"} {
+	for _, flag := range []string{"--ironcore-kubeconfig", "--use-nic-selector", "--ironcore-api-qps", "--ironcore-api-burst", "--orphan-load-balancer-cleanup", "--orphan-load-balancer-grace-period", "--cloud-config", "--cluster-name", "--controllers", "--concurrent-service-syncs"} {
 		if !strings.Contains(string(output), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}
