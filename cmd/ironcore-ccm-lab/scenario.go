@@ -24,17 +24,22 @@ import (
 // convergeTimeout bounds every wait of the scenario.
 const convergeTimeout = 2 * time.Minute
 
+// clusterCIDR is the demo cluster's pod network; each worker gets a /24 (and a /64) of it, as
+// kube-controller-manager's node IPAM would assign.
+const clusterCIDR = "10.244.0.0/16,fd00:244::/56"
+
 // worker is one Machine and the Node that registers for it.
 type worker struct {
-	name    string
-	options testenv.MachineOptions
+	name     string
+	options  testenv.MachineOptions
+	podCIDRs []string
 }
 
 func demoWorkers() []worker {
 	return []worker{
-		{name: "worker-a", options: testenv.MachineOptions{Pool: "pool-a", VirtualIP: true}},
-		{name: "worker-b", options: testenv.MachineOptions{Pool: "pool-b", DualStack: true}},
-		{name: "worker-c", options: testenv.MachineOptions{Pool: "pool-a"}},
+		{name: "worker-a", options: testenv.MachineOptions{Pool: "pool-a", VirtualIP: true}, podCIDRs: []string{"10.244.1.0/24"}},
+		{name: "worker-b", options: testenv.MachineOptions{Pool: "pool-b", DualStack: true}, podCIDRs: []string{"10.244.2.0/24", "fd00:244:0:2::/64"}},
+		{name: "worker-c", options: testenv.MachineOptions{Pool: "pool-a"}, podCIDRs: []string{"10.244.3.0/24"}},
 	}
 }
 
@@ -57,7 +62,8 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool) e
 	if err != nil {
 		return err
 	}
-	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager")
+	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager",
+		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
 	if err != nil {
 		return err
 	}
@@ -99,10 +105,11 @@ func initializeNodes(ctx context.Context, stack *testenv.Stack) error {
 	fmt.Printf("  all running after %s\n", time.Since(machinesCreated).Round(time.Millisecond))
 
 	fmt.Println("Registering their Nodes, tainted uninitialized as kubelet --cloud-provider=external does...")
+	registered := time.Now()
 	initTimes := map[string]time.Duration{}
 	for _, w := range workers {
 		created := time.Now()
-		if _, err := stack.CreateNode(ctx, w.name, testenv.NodeOptions{}); err != nil {
+		if _, err := stack.CreateNode(ctx, w.name, testenv.NodeOptions{PodCIDRs: w.podCIDRs}); err != nil {
 			return err
 		}
 		err := waitForNode(ctx, stack, w.name, "initialized", func(node *corev1.Node) error {
@@ -124,6 +131,45 @@ func initializeNodes(ctx context.Context, stack *testenv.Stack) error {
 		fmt.Printf(" %s %s", w.name, initTimes[w.name].Round(time.Millisecond))
 	}
 	fmt.Println()
+	return routes(ctx, stack, registered)
+}
+
+// routes waits until every worker's pod CIDRs are prefixes of its NetworkInterface and shows
+// them.
+func routes(ctx context.Context, stack *testenv.Stack, since time.Time) error {
+	fmt.Println("\nRoutes: each Node's pod CIDRs become prefixes of its NetworkInterface on the cluster Network...")
+	prefixesOf := map[string][]string{}
+	err := testenv.WaitFor(ctx, convergeTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
+		for _, w := range demoWorkers() {
+			nic := &networkingv1alpha1.NetworkInterface{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(w.name)}, nic); err != nil {
+				return err
+			}
+			var prefixes []string
+			for _, source := range nic.Spec.Prefixes {
+				if source.Value != nil {
+					prefixes = append(prefixes, source.Value.String())
+				}
+			}
+			if len(prefixes) != len(w.podCIDRs) {
+				return fmt.Errorf("NetworkInterface of %s has prefixes %v", w.name, prefixes)
+			}
+			prefixesOf[w.name] = prefixes
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tPOD CIDRS\tNETWORKINTERFACE\tPREFIXES")
+	for _, worker := range demoWorkers() {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", worker.name, strings.Join(worker.podCIDRs, ","), testenv.NetworkInterfaceName(worker.name), strings.Join(prefixesOf[worker.name], ","))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Printf("all routed %s after the Nodes were registered\n", time.Since(since).Round(time.Millisecond))
 	return nil
 }
 

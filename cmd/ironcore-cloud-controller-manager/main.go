@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -31,8 +33,9 @@ import (
 )
 
 const (
-	commandName                   = "ironcore-cloud-controller-manager"
-	defaultConcurrentServiceSyncs = 10
+	commandName                      = "ironcore-cloud-controller-manager"
+	defaultConcurrentServiceSyncs    = 10
+	defaultRouteReconciliationPeriod = 2 * time.Second
 )
 
 func main() {
@@ -53,6 +56,11 @@ func run() int {
 	// default of one worker would still queue a burst of Services behind each other's
 	// requests.
 	ccmOptions.ServiceController.ConcurrentServiceSyncs = defaultConcurrentServiceSyncs
+	// ListRoutes reads the IronCore cache and CreateRoute writes only missing routes, so a
+	// route reconcile costs no IronCore request unless something changed: reconciling often
+	// gives a new Node its routes within seconds. (The watch-based reconciliation feature gate
+	// is no faster: it reconciles at most every 10s, and retries only on Node events.)
+	ccmOptions.KubeCloudShared.RouteReconciliationPeriod = metav1.Duration{Duration: defaultRouteReconciliationPeriod}
 
 	ironcoreOptions := config.NewOptions()
 	flagSets := cliflag.NamedFlagSets{}
@@ -72,15 +80,22 @@ func run() int {
 	command.Use = commandName
 	command.Long = `The IronCore cloud-controller-manager connects a Kubernetes cluster to the IronCore IaaS:
 it initializes Nodes from their IronCore Machines (provider ID, instance type, zone, region,
-addresses), marks Nodes whose Machine is shut down, deletes Nodes whose Machine is gone, and
-serves Services of type LoadBalancer with IronCore LoadBalancers.`
+addresses), marks Nodes whose Machine is shut down, deletes Nodes whose Machine is gone,
+serves Services of type LoadBalancer with IronCore LoadBalancers, and routes pod CIDRs as
+prefixes of the Nodes' IronCore NetworkInterfaces.`
 	return cli.Run(command)
 }
 
 func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions *config.Options, clusterNameSet bool) (*provider.Cloud, error) {
-	shared := completed.ComponentConfig.KubeCloudShared
+	shared := &completed.ComponentConfig.KubeCloudShared
 	if shared.CloudProvider.Name != provider.ProviderName {
 		return nil, fmt.Errorf("--cloud-provider is %q; this binary only implements %q", shared.CloudProvider.Name, provider.ProviderName)
+	}
+	if shared.ConfigureCloudRoutes && shared.ClusterCIDR == "" {
+		// The route controller would end the process over the missing CIDR; clusters with an
+		// overlay network leave both flags at their defaults and want no routes.
+		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
+		shared.ConfigureCloudRoutes = false
 	}
 	return provider.New(context.Background(), provider.Settings{
 		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,

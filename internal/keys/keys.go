@@ -14,6 +14,10 @@ const (
 	// LabelLoadBalancerTarget marks the NetworkInterfaces that load balancers of the cluster named
 	// by its value send traffic to: those of the Nodes the service controller currently picks.
 	LabelLoadBalancerTarget = Prefix + "load-balancer-target"
+	// AnnotationRoutes lists, comma-separated, the pod CIDRs in a NetworkInterface's
+	// spec.prefixes that this CCM manages as routes. Other prefixes are never listed as routes,
+	// so they are never deleted, even inside the cluster CIDR.
+	AnnotationRoutes = Prefix + "routes"
 )
 
 // Labels on Nodes.

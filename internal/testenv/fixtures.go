@@ -189,3 +189,16 @@ func (s *Stack) CreateLoadBalancerService(ctx context.Context, name string, opts
 	}
 	return created, nil
 }
+
+// SetNodeAddresses replaces the Node's addresses, as the CCM does when it initializes a Node.
+// A merge patch replaces the whole list; a strategic one would merge InternalIPs by type.
+func (s *Stack) SetNodeAddresses(ctx context.Context, name string, addresses []corev1.NodeAddress) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"addresses": addresses}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.TargetClientset.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("set addresses of Node %s: %w", name, err)
+	}
+	return nil
+}

@@ -29,9 +29,10 @@ func StartProcess(dir, name, binary string, args ...string) (*Process, error) {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group, so that a signal to the test does not reach it before Stop does;
-	// killed with the test process if that dies without stopping it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own process group, so that a signal to the test does not reach it before Stop does.
+	// (Not Pdeathsig: it fires when the OS thread that started the child exits, which in Go can
+	// happen while the test still runs.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -44,6 +45,9 @@ func StartProcess(dir, name, binary string, args ...string) (*Process, error) {
 	}()
 	return p, nil
 }
+
+// Err is how the process ended, once Exited is closed.
+func (p *Process) Err() error { return p.err }
 
 // Exited is closed when the process has ended.
 func (p *Process) Exited() <-chan struct{} { return p.exited }

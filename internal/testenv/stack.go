@@ -183,6 +183,12 @@ func (s *Stack) Stop() error {
 
 func (s *Stack) onStop(stop func() error) { s.stops = append(s.stops, stop) }
 
+// adminRateLimits lifts client-go's default of 5 requests per second for the stack's
+// administrator clients, which tests use to poll for conditions.
+func adminRateLimits(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = 1000, 2000
+}
+
 func (s *Stack) newEnvironment(scheme *runtime.Scheme) *envtest.Environment {
 	env := &envtest.Environment{Scheme: scheme}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: s.Binaries["etcd"]}
@@ -206,6 +212,7 @@ func (s *Stack) startTarget() error {
 		return fmt.Errorf("start target cluster: %w", err)
 	}
 	s.onStop(env.Stop)
+	adminRateLimits(cfg)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
@@ -245,6 +252,7 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 		return fmt.Errorf("start IronCore kube-apiserver: %w", err)
 	}
 	s.onStop(func() error { return ironcoreenvtest.StopWithExtensions(env, ext) })
+	adminRateLimits(cfg)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err

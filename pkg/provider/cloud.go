@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
@@ -46,11 +47,13 @@ type Cloud struct {
 	ironcore      *ironcore.Client
 	instances     *instances
 	loadBalancers *loadBalancers
+	routes        *routes
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*instances)(nil)
+	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2  = (*instances)(nil)
 )
 
 // New reads and validates the configuration, connects to IronCore, and checks that the API is
@@ -106,7 +109,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		config:    *cloudConfig,
 		options:   *options,
 		ironcore:  client,
-		instances: &instances{ironcore: client, network: cloudConfig.NetworkName},
+		instances: &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName},
 		loadBalancers: &loadBalancers{
 			ironcore: client,
 			settings: loadBalancerSettings{
@@ -118,6 +121,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 			targets:  &targets{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
 			recorder: settings.Recorder,
 		},
+		routes: &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
 	}, nil
 }
 
@@ -161,5 +165,11 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters is not implemented.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// Routes is not implemented yet.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+// Routes programs pod CIDRs as prefixes of the Nodes' NetworkInterfaces.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
+
+// SetInformers gives the provider the CCM's shared informers; routes read Nodes from them.
+// The framework calls it after Initialize and before it starts the informers.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	c.routes.nodes = factory.Core().V1().Nodes().Lister()
+}

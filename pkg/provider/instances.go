@@ -23,6 +23,7 @@ var errNotReady = errors.New("not ready")
 // instances implements InstancesV2 from the Machines of one IronCore namespace. It only reads.
 type instances struct {
 	ironcore *ironcore.Client
+	machines machines
 	// network is the cluster Network; its NetworkInterfaces' addresses are listed first.
 	network string
 }
@@ -31,7 +32,7 @@ type instances struct {
 // every other failure is an error, so that the node lifecycle controller never deletes a Node
 // because IronCore could not be asked.
 func (i *instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	_, err := i.machineForNode(ctx, node)
+	_, err := i.machines.forNode(ctx, node)
 	switch {
 	case err == nil:
 		return true, nil
@@ -45,7 +46,7 @@ func (i *instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 // InstanceShutdown reports whether the Machine is shut down or on its way out: state Shutdown,
 // Terminating or Terminated, or deletion requested.
 func (i *instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	machine, err := i.machineForNode(ctx, node)
+	machine, err := i.machines.forNode(ctx, node)
 	if err != nil {
 		return false, err
 	}
@@ -68,7 +69,7 @@ func MachineIsShutdown(machine *computev1alpha1.Machine) bool {
 // InstanceMetadata describes the Node's Machine. It returns an errNotReady error, never partial
 // metadata, while the Machine is unscheduled or one of its NetworkInterfaces has no IPs yet.
 func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	machine, err := i.machineForNode(ctx, node)
+	machine, err := i.machines.forNode(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -102,40 +103,6 @@ func Topology(pool *computev1alpha1.MachinePool) (zone, region string) {
 		zone = pool.Name
 	}
 	return zone, pool.Labels[string(commonv1alpha1.TopologyLabelRegion)]
-}
-
-// machineForNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
-// the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
-// API server, not just the cache, says the Machine does not exist.
-func (i *instances) machineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	if node.Spec.ProviderID != "" {
-		id, err := providerid.Parse(node.Spec.ProviderID)
-		if err != nil {
-			return nil, fmt.Errorf("Node %s: %w", node.Name, err)
-		}
-		if id.Namespace != i.ironcore.Namespace() {
-			return nil, fmt.Errorf("Node %s: provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q",
-				node.Name, node.Spec.ProviderID, id.Namespace, i.ironcore.Namespace())
-		}
-		return i.machineByName(ctx, id.Machine, "")
-	}
-	return i.machineByName(ctx, node.Name, node.Name)
-}
-
-// machineByName reads the named Machine, or the Machine with the given guest hostname, from
-// the cache and confirms a miss with a live read.
-func (i *instances) machineByName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
-	machine, err := i.ironcore.Machine(ctx, name)
-	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
-		return machine, err
-	}
-	if hostname != "" {
-		machine, err := i.ironcore.MachineByHostname(ctx, hostname)
-		if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
-			return machine, err
-		}
-	}
-	return i.ironcore.LiveMachine(ctx, name)
 }
 
 // networkInterfaces returns the Machine's NetworkInterfaces in the order of its spec, each

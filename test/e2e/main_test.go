@@ -57,7 +57,7 @@ func startCCM(t *testing.T, name string, extraArgs ...string) *testenv.Process {
 	t.Cleanup(func() {
 		select {
 		case <-ccm.Exited():
-			t.Errorf("the CCM exited during the test; its log:\n%s", readLog(ccm))
+			t.Errorf("the CCM exited during the test (%v); its log:\n%s", ccm.Err(), readLog(ccm))
 		default:
 		}
 		if err := ccm.Stop(); err != nil {

@@ -1,0 +1,52 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+)
+
+// machines finds the Machines behind Nodes.
+type machines struct {
+	ironcore *ironcore.Client
+}
+
+// forNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
+// the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
+// API server, not just the cache, says the Machine does not exist.
+func (m machines) forNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+	if node.Spec.ProviderID != "" {
+		id, err := providerid.Parse(node.Spec.ProviderID)
+		if err != nil {
+			return nil, fmt.Errorf("Node %s: %w", node.Name, err)
+		}
+		if id.Namespace != m.ironcore.Namespace() {
+			return nil, fmt.Errorf("Node %s: provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q",
+				node.Name, node.Spec.ProviderID, id.Namespace, m.ironcore.Namespace())
+		}
+		return m.byName(ctx, id.Machine, "")
+	}
+	return m.byName(ctx, node.Name, node.Name)
+}
+
+// byName reads the named Machine, or the Machine with the given guest hostname, from
+// the cache and confirms a miss with a live read.
+func (m machines) byName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
+	machine, err := m.ironcore.Machine(ctx, name)
+	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+		return machine, err
+	}
+	if hostname != "" {
+		machine, err := m.ironcore.MachineByHostname(ctx, hostname)
+		if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+			return machine, err
+		}
+	}
+	return m.ironcore.LiveMachine(ctx, name)
+}

@@ -1,0 +1,290 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+)
+
+// routes implements Routes as prefixes on the NetworkInterfaces of the cluster's Machines: a
+// Node's pod CIDR becomes a prefix of its NetworkInterface on the cluster Network, so that the
+// Network delivers the pods' traffic to it. The CIDRs this CCM added are recorded in the
+// keys.AnnotationRoutes annotation; only those are routes, so no other prefix is ever removed.
+type routes struct {
+	ironcore *ironcore.Client
+	machines machines
+	cluster  string
+	network  string
+	// nodes is the CCM's Node lister, set through Cloud.SetInformers.
+	nodes corelisters.NodeLister
+}
+
+var _ cloudprovider.Routes = (*routes)(nil)
+
+// ListRoutes lists the managed prefixes of the cluster's NetworkInterfaces on the cluster
+// Network, from the cache. A route whose Node is gone has no target Node, which tells the
+// route controller to delete it.
+func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
+	if r.nodes == nil {
+		return nil, errors.New("routes are not initialized: the Node informer is not set")
+	}
+	nics, err := r.ironcore.NetworkInterfacesOfCluster(ctx, r.cluster, r.network)
+	if err != nil {
+		return nil, err
+	}
+	nodeOfMachine, err := r.nodesByMachine()
+	if err != nil {
+		return nil, err
+	}
+	var list []*cloudprovider.Route
+	for i := range nics {
+		nic := &nics[i]
+		var node *corev1.Node
+		if nic.Spec.MachineRef != nil {
+			node = nodeOfMachine[nic.Spec.MachineRef.Name]
+		}
+		for _, cidr := range managedPrefixes(nic) {
+			route := &cloudprovider.Route{Name: routeName(nic.Name, cidr), DestinationCIDR: cidr.String()}
+			if node != nil {
+				route.TargetNode = types.NodeName(node.Name)
+				route.TargetNodeAddresses = node.Status.Addresses
+			}
+			list = append(list, route)
+		}
+	}
+	return list, nil
+}
+
+// CreateRoute adds the route's CIDR to the prefixes of the target Node's NetworkInterface on
+// the cluster Network: the one with the Node's InternalIP. It compares against spec, the
+// desired state, so a lagging status never causes a duplicate, and a prefix already there
+// (for example one the reference CCM added) is taken over rather than added again. When the
+// route cannot be placed yet it returns an error, so that it is retried.
+func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
+	cidr, err := parseCIDR(route.DestinationCIDR)
+	if err != nil {
+		return err
+	}
+	nicName, err := r.networkInterfaceOf(ctx, route)
+	if err != nil {
+		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
+	}
+	added := false
+	_, err = r.ironcore.UpdateNetworkInterface(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		added = addPrefix(nic, cidr)
+		return added, nil
+	})
+	if err != nil {
+		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
+	}
+	if added {
+		klog.V(2).InfoS("Created route", "cidr", cidr, "node", klog.KRef("", string(route.TargetNode)), "networkInterface", klog.KRef(r.ironcore.Namespace(), nicName))
+	}
+	return nil
+}
+
+// DeleteRoute removes exactly the route's CIDR from the NetworkInterface, if this CCM manages
+// it there; every other prefix, literal or ephemeral, stays.
+func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
+	cidr, err := parseCIDR(route.DestinationCIDR)
+	if err != nil {
+		return err
+	}
+	nicName, ok := networkInterfaceOfRouteName(route.Name)
+	if !ok {
+		if nicName, err = r.networkInterfaceOf(ctx, route); err != nil {
+			return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
+		}
+	}
+	removed := false
+	_, err = r.ironcore.UpdateNetworkInterface(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		removed = removePrefix(nic, cidr)
+		return removed, nil
+	})
+	if errors.Is(err, ironcore.ErrNotFound) {
+		return nil // gone with its Machine
+	}
+	if err != nil {
+		return fmt.Errorf("delete route %s: %w", cidr, err)
+	}
+	if removed {
+		klog.V(2).InfoS("Deleted route", "cidr", cidr, "node", klog.KRef("", string(route.TargetNode)), "networkInterface", klog.KRef(r.ironcore.Namespace(), nicName))
+	}
+	return nil
+}
+
+// networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network that has
+// one of the Node's InternalIPs.
+func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Route) (string, error) {
+	if r.nodes == nil {
+		return "", errors.New("routes are not initialized: the Node informer is not set")
+	}
+	node, err := r.nodes.Get(string(route.TargetNode))
+	if err != nil {
+		return "", fmt.Errorf("read Node: %w", err)
+	}
+	internalIPs := map[netip.Addr]bool{}
+	for _, address := range append(slices.Clone(node.Status.Addresses), route.TargetNodeAddresses...) {
+		if addr, err := netip.ParseAddr(address.Address); err == nil && address.Type == corev1.NodeInternalIP {
+			internalIPs[addr] = true
+		}
+	}
+	if len(internalIPs) == 0 {
+		return "", fmt.Errorf("the Node has no InternalIP yet: %w", errNotReady)
+	}
+	machine, err := r.machines.forNode(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
+		nic, err := r.ironcore.NetworkInterface(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if nic.Spec.NetworkRef.Name != r.network {
+			continue
+		}
+		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != r.cluster {
+			return "", fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
+		}
+		for _, ip := range nic.Status.IPs {
+			if internalIPs[ip.Addr] {
+				return nic.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no NetworkInterface of Machine %s on Network %s has one of the Node's InternalIPs yet: %w", machine.Name, r.network, errNotReady)
+}
+
+// nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
+// initialized, by its name.
+func (r *routes) nodesByMachine() (map[string]*corev1.Node, error) {
+	nodes, err := r.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	byMachine := map[string]*corev1.Node{}
+	for _, node := range nodes {
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == r.ironcore.Namespace() {
+			byMachine[id.Machine] = node
+		}
+	}
+	for _, node := range nodes {
+		if _, taken := byMachine[node.Name]; !taken && node.Spec.ProviderID == "" {
+			byMachine[node.Name] = node
+		}
+	}
+	return byMachine, nil
+}
+
+// routeName names a route by its NetworkInterface and CIDR; DeleteRoute reads the
+// NetworkInterface back from it. Object names cannot contain "/", so the first one ends it.
+func routeName(nicName string, cidr netip.Prefix) string {
+	return nicName + "/" + cidr.String()
+}
+
+func networkInterfaceOfRouteName(name string) (string, bool) {
+	nicName, _, ok := strings.Cut(name, "/")
+	return nicName, ok && nicName != ""
+}
+
+func parseCIDR(s string) (netip.Prefix, error) {
+	cidr, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("route destination %q is not a CIDR: %w", s, err)
+	}
+	return cidr.Masked(), nil
+}
+
+// managedPrefixes are the prefixes of the NetworkInterface's spec this CCM manages.
+func managedPrefixes(nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
+	var managed []netip.Prefix
+	for _, cidr := range annotatedRoutes(nic) {
+		if specHasPrefix(nic, cidr) {
+			managed = append(managed, cidr)
+		}
+	}
+	return managed
+}
+
+// annotatedRoutes reads the routes annotation; entries that do not parse are ignored.
+func annotatedRoutes(nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
+	var cidrs []netip.Prefix
+	for _, value := range strings.Split(nic.Annotations[keys.AnnotationRoutes], ",") {
+		if cidr, err := netip.ParsePrefix(strings.TrimSpace(value)); err == nil {
+			cidrs = append(cidrs, cidr.Masked())
+		}
+	}
+	return cidrs
+}
+
+func setAnnotatedRoutes(nic *networkingv1alpha1.NetworkInterface, cidrs []netip.Prefix) {
+	if len(cidrs) == 0 {
+		delete(nic.Annotations, keys.AnnotationRoutes)
+		return
+	}
+	values := make([]string, 0, len(cidrs))
+	for _, cidr := range cidrs {
+		values = append(values, cidr.String())
+	}
+	slices.Sort(values)
+	if nic.Annotations == nil {
+		nic.Annotations = map[string]string{}
+	}
+	nic.Annotations[keys.AnnotationRoutes] = strings.Join(values, ",")
+}
+
+func specHasPrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) bool {
+	return slices.ContainsFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
+		return source.Value != nil && source.Value.Masked() == cidr
+	})
+}
+
+// addPrefix makes cidr a managed prefix of the NetworkInterface and reports whether that
+// changed anything.
+func addPrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) bool {
+	changed := false
+	if !specHasPrefix(nic, cidr) {
+		nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: &commonv1alpha1.IPPrefix{Prefix: cidr}})
+		changed = true
+	}
+	if managed := annotatedRoutes(nic); !slices.Contains(managed, cidr) {
+		setAnnotatedRoutes(nic, append(managed, cidr))
+		changed = true
+	}
+	return changed
+}
+
+// removePrefix removes cidr from the NetworkInterface if it is a managed prefix, and reports
+// whether that changed anything. Entries without a value (ephemeral prefixes) are left alone.
+func removePrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) bool {
+	managed := annotatedRoutes(nic)
+	if !slices.Contains(managed, cidr) {
+		return false
+	}
+	nic.Spec.Prefixes = slices.DeleteFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
+		return source.Value != nil && source.Value.Masked() == cidr
+	})
+	setAnnotatedRoutes(nic, slices.DeleteFunc(managed, func(p netip.Prefix) bool { return p == cidr }))
+	return true
+}
