@@ -251,7 +251,11 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("start IronCore kube-apiserver: %w", err)
 	}
-	s.onStop(func() error { return ironcoreenvtest.StopWithExtensions(env, ext) })
+	s.onStop(func() error {
+		err := ironcoreenvtest.StopWithExtensions(env, ext)
+		// The extensions leave their certificate directories behind.
+		return errors.Join(err, os.RemoveAll(ext.APIServiceInstallOptions.ClientCertDir), os.RemoveAll(ext.APIServiceInstallOptions.LocalServingCertDir))
+	})
 	adminRateLimits(cfg)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
