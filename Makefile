@@ -16,6 +16,10 @@ demo: ## Run the demo: local Kubernetes and IronCore control planes, the CCM at 
 lab: ## Like demo, then keep everything running for kubectl until Ctrl-C.
 	go run ./cmd/ironcore-ccm-lab lab
 
+.PHONY: bench
+bench: ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); results in docs/benchmarks/.
+	go run ./cmd/ironcore-ccm-lab $(BENCH_FLAGS) bench
+
 .PHONY: test
 test: prepare verify lint ## Run what CI runs: module checks, linters, unit, integration and end-to-end tests.
 	go test -race -count=1 -timeout 30m ./...

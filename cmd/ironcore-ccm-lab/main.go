@@ -13,14 +13,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/bench"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|prepare]
+const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|prepare]
 
   demo     start the local stack and the CCM, run a short scenario, print what the CCM did,
            and exit (the default)
   lab      like demo, then keep everything running for kubectl until Ctrl-C
+  bench    measure the CCM: Nodes and Services created in a burst (see the bench flags)
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -32,7 +34,15 @@ func main() {
 
 func run() int {
 	flags := flag.NewFlagSet("ironcore-ccm-lab", flag.ContinueOnError)
-	latency := flags.Duration("latency", 200*time.Millisecond, "how long the simulated IronCore providers take to report each change")
+	latency := flags.Duration("latency", 200*time.Millisecond, "how long the simulated IronCore providers take to report each change (bench: 500ms if not set)")
+	benchOptions := bench.Options{Command: bench.DefaultCommand, Progress: os.Stdout}
+	flags.IntVar(&benchOptions.Nodes, "nodes", 100, "bench: Nodes (and Machines) to create")
+	flags.IntVar(&benchOptions.Services, "services", 30, "bench: Services of type LoadBalancer to create")
+	flags.DurationVar(&benchOptions.Idle, "idle", 70*time.Second, "bench: how long to count IronCore requests after convergence; should span --node-sync-period")
+	flags.DurationVar(&benchOptions.NodeSyncPeriod, "node-sync-period", time.Minute, "bench: the CCM's --node-status-update-frequency in the default command")
+	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
+	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
+	out := flags.String("out", "docs/benchmarks", "bench: where to write the results")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), usage)
 		flags.PrintDefaults()
@@ -57,6 +67,14 @@ func run() int {
 		err = prepare(ctx)
 	case "demo", "lab":
 		err = runScenario(ctx, *latency, mode == "lab")
+	case "bench":
+		benchOptions.Latency = 500 * time.Millisecond
+		flags.Visit(func(f *flag.Flag) {
+			if f.Name == "latency" {
+				benchOptions.Latency = *latency
+			}
+		})
+		err = runBench(ctx, benchOptions, *out)
 	default:
 		flags.Usage()
 		return 2
@@ -82,5 +100,19 @@ func prepare(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("all %d servers are built in %s/bin\n", len(paths), root)
+	return nil
+}
+
+func runBench(ctx context.Context, options bench.Options, out string) error {
+	started := time.Now()
+	result, err := bench.Run(ctx, options)
+	if err != nil {
+		return err
+	}
+	files, err := result.Write(out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nwrote %v (the whole run took %s)\n", result.Markdown(), files, time.Since(started).Round(time.Second))
 	return nil
 }

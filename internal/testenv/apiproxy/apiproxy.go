@@ -48,10 +48,11 @@ type Request struct {
 	Resource string
 }
 
-// Count is how many requests of one kind arrived.
+// Count is how many requests of one kind arrived, and how many of them the API server refused
+// (status 400 or more: conflicts, not found, invalid).
 type Count struct {
 	Request
-	N int
+	N, Refused int
 }
 
 // Proxy is a running proxy.
@@ -63,10 +64,11 @@ type Proxy struct {
 	addr     string
 	info     *request.RequestInfoFactory
 
-	mu     sync.Mutex
-	mode   Mode
-	server *http.Server
-	counts map[Request]int
+	mu      sync.Mutex
+	mode    Mode
+	server  *http.Server
+	counts  map[Request]int
+	refused map[Request]int
 }
 
 // Start listens on a loopback port and forwards to the API server of upstream, authenticating
@@ -89,6 +91,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 		tlsCert:  cert,
 		caPEM:    caPEM,
 		counts:   map[Request]int{},
+		refused:  map[Request]int{},
 		info: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -147,7 +150,7 @@ func (p *Proxy) Counts() []Count {
 	defer p.mu.Unlock()
 	counts := make([]Count, 0, len(p.counts))
 	for req, n := range p.counts {
-		counts = append(counts, Count{Request: req, N: n})
+		counts = append(counts, Count{Request: req, N: n, Refused: p.refused[req]})
 	}
 	sort.Slice(counts, func(i, j int) bool {
 		if counts[i].N != counts[j].N {
@@ -166,6 +169,7 @@ func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts = map[Request]int{}
+	p.refused = map[Request]int{}
 }
 
 // Close stops the proxy.
@@ -211,8 +215,28 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"ServiceUnavailable","code":503}`))
 		return
 	}
-	p.handler.ServeHTTP(w, r)
+	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	p.handler.ServeHTTP(recorder, r)
+	if recorder.status >= http.StatusBadRequest {
+		p.mu.Lock()
+		p.refused[req]++
+		p.mu.Unlock()
+	}
 }
+
+// statusRecorder remembers the status code of a response. It keeps http.Flusher reachable
+// (through Unwrap, for http.ResponseController), which watches need.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func resourceName(info *request.RequestInfo) string {
 	name := info.Resource

@@ -1,0 +1,164 @@
+// Package bench measures how a CCM scales on the test stack: N Nodes (with pod CIDRs) and M
+// Services of type LoadBalancer created in a burst, with the provider simulator answering after
+// a set latency. It times Node initialization, load balancer readiness and route convergence,
+// counts the CCM's IronCore API requests from outside the CCM (through the stack's proxy),
+// during convergence and while idle, and reads the CCM's peak memory and CPU time.
+//
+// The CCM under test is a command line with placeholders, so another build of this CCM, or any
+// CCM that takes the same flags, can be measured with the same scenario.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// DefaultCommand runs this repository's CCM with routes on. Placeholders: {{.Binary}} (this
+// repository's CCM, built for the run), {{.TargetKubeconfig}}, {{.IronCoreKubeconfig}},
+// {{.CloudConfig}}, {{.SecurePort}}, {{.ClusterCIDR}}.
+const DefaultCommand = "{{.Binary}} --cloud-provider=ironcore --kubeconfig={{.TargetKubeconfig}} " +
+	"--ironcore-kubeconfig={{.IronCoreKubeconfig}} --cloud-config={{.CloudConfig}} " +
+	"--configure-cloud-routes=true --cluster-cidr={{.ClusterCIDR}} " +
+	"--leader-elect=false --bind-address=127.0.0.1 --secure-port={{.SecurePort}} " +
+	"--node-status-update-frequency={{.NodeSyncPeriod}} --v=1"
+
+// Options describe one run.
+type Options struct {
+	// Nodes and Services are how many of each the burst creates.
+	Nodes, Services int
+	// Latency is how long the simulated IronCore providers take to report each change.
+	Latency time.Duration
+	// Idle is how long requests are counted after convergence; it should span a node sync.
+	Idle time.Duration
+	// NodeSyncPeriod is the CCM's --node-status-update-frequency in the default command.
+	NodeSyncPeriod time.Duration
+	// Command is the CCM command line, with placeholders (see DefaultCommand).
+	Command string
+	// Label names the CCM under test in the results.
+	Label string
+	// Progress receives what the run is doing.
+	Progress io.Writer
+}
+
+// commandValues fill the placeholders of Options.Command.
+type commandValues struct {
+	Binary, TargetKubeconfig, IronCoreKubeconfig, CloudConfig, ClusterCIDR string
+	SecurePort                                                             int
+	NodeSyncPeriod                                                         time.Duration
+}
+
+// clusterCIDR is the benchmark cluster's pod network: Node i gets 10.(i/256).(i%256).0/24.
+const clusterCIDR = "10.128.0.0/9"
+
+func podCIDR(i int) string {
+	return fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256)
+}
+
+// Run runs the scenario once and returns its result.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	log := func(format string, args ...any) { fmt.Fprintf(opts.Progress, format+"\n", args...) }
+	result := newResult(opts)
+	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stack.Stop() }()
+	result.StackStartup = newSeconds(stack.StartupDuration)
+
+	log("creating %d Machines and waiting for IronCore to run them (not part of the CCM's time)...", opts.Nodes)
+	provisioned := time.Now()
+	if err := createMachines(ctx, stack, opts.Nodes); err != nil {
+		return nil, err
+	}
+	result.MachineProvisioning = newSeconds(time.Since(provisioned))
+	log("  %d Machines running with addresses after %s", opts.Nodes, time.Since(provisioned).Round(time.Second))
+
+	ccm, err := startCCM(ctx, stack, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ccm.Stop() }()
+
+	// The tracker's watches must end before the stack stops: an API server waits for open
+	// watches on SIGTERM, which made every run 60 s longer.
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	tracker, err := newTracker(trackCtx, stack, opts.Nodes, opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	stack.IronCoreProxy.Reset()
+	log("burst: creating %d Nodes and %d Services...", opts.Nodes, opts.Services)
+	burst := time.Now()
+	if err := createBurst(ctx, stack, tracker, opts.Nodes, opts.Services); err != nil {
+		return nil, err
+	}
+	if err := tracker.wait(ctx, 30*time.Minute, opts.Progress); err != nil {
+		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	result.Convergence = newSeconds(time.Since(burst))
+	result.Requests.Convergence = counts(stack.IronCoreProxy.Counts())
+	tracker.fill(result)
+	log("converged %s after the burst began", time.Since(burst).Round(100*time.Millisecond))
+
+	if opts.Idle > 0 {
+		log("counting the CCM's IronCore requests for %s of idleness...", opts.Idle)
+		stack.IronCoreProxy.Reset()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(opts.Idle):
+		}
+		result.Requests.Idle = counts(stack.IronCoreProxy.Counts())
+		result.Requests.IdleSeconds = opts.Idle.Seconds()
+	}
+	if result.CCM, err = processUsage(ccm.Pid()); err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv.Process, error) {
+	values := commandValues{
+		TargetKubeconfig:   stack.CCMTargetKubeconfig,
+		IronCoreKubeconfig: stack.CCMIronCoreKubeconfig,
+		CloudConfig:        stack.CloudConfig,
+		ClusterCIDR:        clusterCIDR,
+		NodeSyncPeriod:     opts.NodeSyncPeriod,
+	}
+	var err error
+	if values.SecurePort, err = testenv.FreePort(); err != nil {
+		return nil, err
+	}
+	if strings.Contains(opts.Command, "{{.Binary}}") {
+		fmt.Fprintln(opts.Progress, "building the CCM binary...")
+		if values.Binary, err = testenv.BuildCCM(ctx, stack.Dir, false); err != nil {
+			return nil, err
+		}
+	}
+	tmpl, err := template.New("command").Option("missingkey=error").Parse(opts.Command)
+	if err != nil {
+		return nil, fmt.Errorf("parse the CCM command: %w", err)
+	}
+	var command bytes.Buffer
+	if err := tmpl.Execute(&command, values); err != nil {
+		return nil, fmt.Errorf("fill in the CCM command: %w", err)
+	}
+	fields := strings.Fields(command.String())
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("the CCM command is empty")
+	}
+	ccm, err := testenv.StartProcess(stack.Dir, "ccm", fields[0], fields[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.Progress, "CCM running (pid %d), log: %s\n", ccm.Pid(), ccm.LogPath)
+	return ccm, nil
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Name is the base name of the run's files: label, Nodes and Services.
+func (r *Result) Name() string {
+	return fmt.Sprintf("%s-n%d-s%d", r.Label, r.Nodes, r.Services)
+}
+
+// Write stores the result in dir as <name>.json, <name>.md and <name>.png.
+func (r *Result) Write(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(dir, r.Name())
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(base+".json", append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(base+".md", []byte(r.Markdown()), 0o644); err != nil {
+		return nil, err
+	}
+	if err := r.plot(base + ".png"); err != nil {
+		return nil, err
+	}
+	return []string{base + ".json", base + ".md", base + ".png"}, nil
+}
+
+// Markdown renders the result as tables.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s: %d Nodes, %d Services\n\n", r.Label, r.Nodes, r.Services)
+	fmt.Fprintf(&b, "Run %s on %d CPUs (%s), %d GiB, kernel %s, %s. Simulated IronCore latency %gs per change; "+
+		"--node-status-update-frequency %gs. IronCore ran the %d Machines in %gs before the burst (not the CCM's time).\n\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
+		r.Latency, r.NodeSyncPeriod, r.Nodes, r.MachineProvisioning)
+	fmt.Fprintf(&b, "CCM command: `%s`\n\n", r.Command)
+	fmt.Fprintf(&b, "| From creation to | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
+	for _, row := range []struct {
+		name string
+		t    Timings
+	}{{"Node initialized", r.NodeInitialization}, {"Service has an address", r.LoadBalancerReadiness}, {"pod CIDR on the NIC", r.RouteConvergence}} {
+		fmt.Fprintf(&b, "| %s | %d | %.3fs | %.3fs | %.3fs |\n", row.name, row.t.Count, row.t.P50, row.t.P95, row.t.Max)
+	}
+	fmt.Fprintf(&b, "\nEverything converged %.3fs after the burst began.\n\n", r.Convergence)
+	fmt.Fprintf(&b, "CCM: peak resident memory %.1f MiB, %.1f CPU seconds over the run.\n\n", r.CCM.PeakRSSMiB, r.CCM.CPUSeconds)
+	fmt.Fprintf(&b, "IronCore API requests by the CCM, counted by a proxy in front of IronCore:\n\n")
+	fmt.Fprintf(&b, "| verb | resource | during convergence | idle, %gs |\n|---|---|---:|---:|\n", r.Requests.IdleSeconds)
+	idle := map[string]RequestCount{}
+	for _, c := range r.Requests.Idle {
+		idle[c.Verb+" "+c.Resource] = c
+	}
+	seen := map[string]bool{}
+	for _, c := range r.Requests.Convergence {
+		key := c.Verb + " " + c.Resource
+		seen[key] = true
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", c.Verb, c.Resource, c.cell(), idle[key].cell())
+	}
+	for _, c := range r.Requests.Idle {
+		if !seen[c.Verb+" "+c.Resource] {
+			fmt.Fprintf(&b, "| %s | %s | 0 | %s |\n", c.Verb, c.Resource, c.cell())
+		}
+	}
+	fmt.Fprintf(&b, "| **all** | | **%d** (writes %d) | **%d** (writes %d) |\n",
+		total(r.Requests.Convergence, false), total(r.Requests.Convergence, true), total(r.Requests.Idle, false), total(r.Requests.Idle, true))
+	return b.String()
+}
+
+// cell shows a count in the requests table, with the refused ones if any.
+func (c RequestCount) cell() string {
+	if c.Refused == 0 {
+		return strconv.Itoa(c.Count)
+	}
+	return fmt.Sprintf("%d (%d refused)", c.Count, c.Refused)
+}
+
+// plot draws the distribution of times to done: the share of objects done by each time.
+func (r *Result) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: %d Nodes, %d Services (simulated IronCore latency %gs)", r.Label, r.Nodes, r.Services, r.Latency)
+	p.X.Label.Text = "seconds from creation"
+	p.Y.Label.Text = "share done"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	for i, series := range []struct {
+		name string
+		t    Timings
+	}{{"Node initialized", r.NodeInitialization}, {"Service has an address", r.LoadBalancerReadiness}, {"pod CIDR on the NIC", r.RouteConvergence}} {
+		if len(series.t.All) == 0 {
+			continue
+		}
+		points := make(plotter.XYs, 0, len(series.t.All)+1)
+		points = append(points, plotter.XY{X: 0, Y: 0})
+		for j, s := range series.t.All {
+			points = append(points, plotter.XY{X: float64(s), Y: float64(j+1) / float64(len(series.t.All))})
+		}
+		line, err := plotter.NewLine(points)
+		if err != nil {
+			return err
+		}
+		line.Color = []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}, color.RGBA{R: 44, G: 160, B: 44, A: 255}}[i]
+		line.Width = vg.Points(2)
+		p.Add(line)
+		p.Legend.Add(series.name, line)
+	}
+	p.Legend.Top = false
+	p.Legend.Left = false
+	return p.Save(7*vg.Inch, 4*vg.Inch, path)
+}

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// workers bounds how many objects are created at once.
+const workers = 20
+
+func nodeName(i int) string    { return fmt.Sprintf("node-%04d", i) }
+func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
+
+// parallel runs fn for 0..n-1 on a bounded number of goroutines and returns the first error.
+func parallel(n int, fn func(i int) error) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	next := make(chan int)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return firstErr
+}
+
+// createMachines creates the Machines the Nodes run on and waits until IronCore runs them
+// and their NetworkInterfaces have addresses, as before a kubelet could register.
+func createMachines(ctx context.Context, stack *testenv.Stack, n int) error {
+	err := parallel(n, func(i int) error {
+		_, err := stack.CreateMachine(ctx, nodeName(i), testenv.MachineOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return testenv.WaitFor(ctx, 30*time.Minute, fmt.Sprintf("%d Machines to run with addresses", n), func(ctx context.Context) error {
+		machines := &computev1alpha1.MachineList{}
+		nics := &networkingv1alpha1.NetworkInterfaceList{}
+		for _, list := range []client.ObjectList{machines, nics} {
+			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
+				return err
+			}
+		}
+		running, addressed := 0, 0
+		for _, machine := range machines.Items {
+			if machine.Status.State == computev1alpha1.MachineStateRunning {
+				running++
+			}
+		}
+		for _, nic := range nics.Items {
+			if len(nic.Status.IPs) > 0 {
+				addressed++
+			}
+		}
+		if running < n || addressed < n {
+			return fmt.Errorf("%d running, %d addressed", running, addressed)
+		}
+		return nil
+	})
+}
+
+// createBurst registers the Nodes, as kubelets with pod CIDRs from node IPAM would, and creates
+// the Services, one in five of them Internal, all at once.
+func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, nodes, services int) error {
+	return parallel(nodes+services, func(i int) error {
+		if i < nodes {
+			tracker.created(nodeKey(nodeName(i)))
+			tracker.created(routeKey(nodeName(i)))
+			_, err := stack.CreateNode(ctx, nodeName(i), testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}})
+			return err
+		}
+		j := i - nodes
+		opts := testenv.ServiceOptions{}
+		if j%5 == 0 {
+			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+		}
+		tracker.created(serviceKey(serviceName(j)))
+		_, err := stack.CreateLoadBalancerService(ctx, serviceName(j), opts)
+		return err
+	})
+}
+
+// processUsage reads the process's peak resident memory and CPU time from /proc.
+func processUsage(pid int) (Usage, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Usage{}, fmt.Errorf("read the CCM's memory use: %w", err)
+	}
+	var usage Usage
+	for _, line := range strings.Split(string(status), "\n") {
+		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 64)
+			if err != nil {
+				return Usage{}, fmt.Errorf("parse VmHWM %q: %w", value, err)
+			}
+			usage.PeakRSSMiB = kib / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return Usage{}, fmt.Errorf("read the CCM's CPU time: %w", err)
+	}
+	// The fields after the command name (which is in parentheses and may contain spaces):
+	// utime and stime are the 12th and 13th, in clock ticks of 1/100 s on Linux.
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return Usage{}, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return Usage{}, fmt.Errorf("parse the CCM's CPU time from %q", stat)
+	}
+	usage.CPUSeconds = (utime + stime) / 100
+	return usage, nil
+}
