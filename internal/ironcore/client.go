@@ -70,6 +70,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// than each of the REST clients the cache and the client create per kind.
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
+	cfg.Wrap(instrument)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore HTTP client: %w", err)

@@ -14,8 +14,9 @@ import (
 var ErrLabelConflict = errors.New("label holds another value")
 
 // AddLabel sets key=value on obj unless it is already there. It never overwrites another value
-// (ErrLabelConflict) and writes with the object's resourceVersion as a precondition, so a
-// concurrent change is a conflict to retry, not a lost update. It reports whether it wrote.
+// (ErrLabelConflict): the JSON patch it writes first tests that the label is still absent, so
+// a concurrent writer of the label makes it fail, to be retried, while changes to anything else
+// on the object do not. It reports whether it wrote.
 func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value string) (bool, error) {
 	current, ok := obj.GetLabels()[key]
 	switch {
@@ -24,14 +25,21 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 	case ok:
 		return false, fmt.Errorf("%s %s: %s=%q, not %q: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, current, value, ErrLabelConflict)
 	}
-	base := obj.DeepCopyObject().(client.Object)
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
+	// A missing member tests as null (RFC 6902 leaves it open; the API server's JSON patch
+	// library does so), which is how the patch asserts absence.
+	ops := []jsonPatchOperation{
+		{Op: "test", Path: "/metadata/labels", Value: nil},
+		{Op: "add", Path: "/metadata/labels", Value: map[string]string{key: value}},
 	}
-	labels[key] = value
-	obj.SetLabels(labels)
-	if err := c.api.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if obj.GetLabels() != nil {
+		path := "/metadata/labels/" + jsonPointerEscape(key)
+		ops = []jsonPatchOperation{{Op: "test", Path: path, Value: nil}, {Op: "add", Path: path, Value: value}}
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return false, err
+	}
+	if err := c.api.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		return false, fmt.Errorf("label %s %s with %s=%s: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, value, err)
 	}
 	return true, nil

@@ -2,11 +2,15 @@ package ironcore
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,42 +36,131 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 	return list.Items, nil
 }
 
-// UpdateNetworkInterface applies mutate to the named NetworkInterface and writes the result
-// with the read object's resourceVersion as a precondition, so that a concurrent writer's
-// change is never overwritten: on a conflict it reads the object again from the API server
-// and applies mutate anew. mutate reports whether it changed anything; if not, nothing is
-// written. It returns the NetworkInterface as last read or written.
-func (c *Client) UpdateNetworkInterface(ctx context.Context, name string, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) (*networkingv1alpha1.NetworkInterface, error) {
+// UpdateNetworkInterfacePrefixes applies mutate to the named NetworkInterface's prefixes and
+// their ownership annotation (keys.AnnotationRoutes), and writes exactly those two fields with
+// a JSON patch that first tests that both still hold what was read. A concurrent change to
+// them fails the test, and mutate is applied anew to the object read again from the API server;
+// changes to anything else (labels, status) do not get in the way, as a resourceVersion
+// precondition would. mutate reports whether it changed anything; if not, nothing is written.
+func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
 	nic, err := c.NetworkInterface(ctx, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = retry.RetryOnConflict(conflictBackoff(), func() error {
+	readLive := func() error {
+		fresh := &networkingv1alpha1.NetworkInterface{}
+		if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("NetworkInterface %s/%s: %w", c.namespace, name, ErrNotFound)
+			}
+			return err
+		}
+		nic = fresh
+		return nil
+	}
+	cached := true
+	err = retry.OnError(conflictBackoff(), isStaleRead, func() error {
 		if nic == nil {
-			fresh := &networkingv1alpha1.NetworkInterface{}
-			if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, fresh); err != nil {
-				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("NetworkInterface %s/%s: %w", c.namespace, name, ErrNotFound)
-				}
+			if err := readLive(); err != nil {
 				return err
 			}
-			nic = fresh
 		}
 		base := nic.DeepCopy()
 		changed, err := mutate(nic)
+		if err == nil && !changed && cached {
+			// The cache may not show a change just made, by this process too: "nothing to
+			// do" is only the answer once the API server confirms it.
+			cached = false
+			if err := readLive(); err != nil {
+				return err
+			}
+			base = nic.DeepCopy()
+			changed, err = mutate(nic)
+		}
 		if err != nil || !changed {
 			return err
 		}
-		if err := c.api.Patch(ctx, nic, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			nic = nil // read it afresh, from the API server, on the next attempt
+		patch, err := prefixesPatch(base, nic)
+		if err != nil {
+			return err
+		}
+		if err := c.api.Patch(ctx, nic, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			nic, cached = nil, false // read it afresh, from the API server, on the next attempt
 			return err
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("update NetworkInterface %s/%s: %w", c.namespace, name, err)
+		return fmt.Errorf("update the prefixes of NetworkInterface %s/%s: %w", c.namespace, name, err)
 	}
-	return nic, nil
+	return nil
+}
+
+// jsonPatchOperation is one operation of an RFC 6902 JSON patch.
+type jsonPatchOperation struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// prefixesPatch tests spec.prefixes and the routes annotation for their values in base (a
+// missing value tests as null) and sets them to their values in changed.
+func prefixesPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, error) {
+	var oldPrefixes, newPrefixes any
+	if len(base.Spec.Prefixes) > 0 {
+		oldPrefixes = base.Spec.Prefixes
+	}
+	if len(changed.Spec.Prefixes) > 0 {
+		newPrefixes = changed.Spec.Prefixes
+	}
+	ops := []jsonPatchOperation{{Op: "test", Path: "/spec/prefixes", Value: oldPrefixes}}
+	if newPrefixes != nil {
+		ops = append(ops, jsonPatchOperation{Op: "add", Path: "/spec/prefixes", Value: newPrefixes})
+	} else if oldPrefixes != nil {
+		ops = append(ops, jsonPatchOperation{Op: "remove", Path: "/spec/prefixes"})
+	}
+	oldValue, hadValue := base.Annotations[keys.AnnotationRoutes]
+	newValue, hasValue := changed.Annotations[keys.AnnotationRoutes]
+	switch {
+	case base.Annotations == nil:
+		ops = append(ops, jsonPatchOperation{Op: "test", Path: "/metadata/annotations", Value: nil})
+		if hasValue {
+			ops = append(ops, jsonPatchOperation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{keys.AnnotationRoutes: newValue}})
+		}
+	default:
+		path := "/metadata/annotations/" + jsonPointerEscape(keys.AnnotationRoutes)
+		var tested any
+		if hadValue {
+			tested = oldValue
+		}
+		ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: tested})
+		if hasValue {
+			ops = append(ops, jsonPatchOperation{Op: "add", Path: path, Value: newValue})
+		} else if hadValue {
+			ops = append(ops, jsonPatchOperation{Op: "remove", Path: path})
+		}
+	}
+	return json.Marshal(ops)
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
+
+// isStaleRead tells whether a write failed because the object changed since it was read: a
+// resourceVersion conflict, or a failed test of a JSON patch. The API server reports the latter
+// as 422 Invalid without details, whereas a validation error names its fields as causes.
+func isStaleRead(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details == nil || len(details.Causes) == 0
 }
 
 // conflictBackoff spaces out retries after write conflicts; many writers may contend for one

@@ -1,5 +1,5 @@
 // Package metrics defines the CCM's own metrics, served with the upstream ones on the secure
-// port's /metrics.
+// port's /metrics. docs/metrics.md describes them with example queries and alerts.
 package metrics
 
 import (
@@ -11,20 +11,61 @@ import (
 
 const namespace = "ironcore_ccm"
 
-// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace period,
-// by what was done: "deleted", "reported" or "failed".
-var OrphanedLoadBalancers = metrics.NewCounterVec(&metrics.CounterOpts{
-	Namespace:      namespace,
-	Name:           "orphaned_load_balancers_total",
-	Help:           "IronCore LoadBalancers of this cluster found without a Service past the grace period, by action taken.",
-	StabilityLevel: metrics.ALPHA,
-}, []string{"action"})
+// The metrics live in component-base's process-wide registry, which is what the upstream
+// controllers and the secure port's /metrics use; they are only ever incremented.
+var (
+	// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace
+	// period, by what was done: "deleted", "reported" or "failed".
+	OrphanedLoadBalancers = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "orphaned_load_balancers_total",
+		Help:           "IronCore LoadBalancers of this cluster found without a Service past the grace period, by action taken.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action"})
+
+	// IronCoreRequests counts the CCM's requests to the IronCore API by verb, resource and
+	// result: the HTTP status code, or "error" when no response came.
+	IronCoreRequests = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "ironcore_api_requests_total",
+		Help:           "Requests to the IronCore API, by verb, resource and result (HTTP status code, or error when there was no response).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"verb", "resource", "code"})
+
+	// IronCoreRequestDuration is how long IronCore API requests took, watches excluded.
+	IronCoreRequestDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "ironcore_api_request_duration_seconds",
+		Help:           "Latency of requests to the IronCore API (watches excluded), by verb and resource.",
+		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"verb", "resource"})
+
+	// LoadBalancerProvisioning is how long a Service waited for its IronCore LoadBalancer's
+	// addresses, from this process's first attempt until the addresses were returned.
+	LoadBalancerProvisioning = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_provisioning_duration_seconds",
+		Help:           "Time from the first attempt to provision a Service's IronCore LoadBalancer until it had addresses, by type (public, internal).",
+		Buckets:        []float64{0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"type"})
+
+	// RouteOperations counts route changes on NetworkInterfaces by operation (create,
+	// delete) and result (changed, unchanged, error).
+	RouteOperations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "route_operations_total",
+		Help:           "Route operations on IronCore NetworkInterfaces, by operation (create, delete) and result (changed, unchanged, error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"operation", "result"})
+)
 
 var registerOnce sync.Once
 
 // Register adds the metrics to the registry /metrics serves. It may be called more than once.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(OrphanedLoadBalancers)
+		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations)
 	})
 }

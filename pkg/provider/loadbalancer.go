@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
 // While IronCore works on a LoadBalancer, the service controller is asked to come back after
@@ -39,10 +41,12 @@ type loadBalancers struct {
 	retries  retryDelays
 }
 
-// retryDelays remembers, per Service, how long the last retry delay was.
+// retryDelays remembers, per Service, how long the last retry delay was, and when this process
+// began provisioning its LoadBalancer.
 type retryDelays struct {
-	mu     sync.Mutex
-	delays map[types.UID]time.Duration
+	mu      sync.Mutex
+	delays  map[types.UID]time.Duration
+	started map[types.UID]time.Time
 }
 
 // next returns the delay for the Service's next retry.
@@ -60,11 +64,27 @@ func (r *retryDelays) next(uid types.UID) time.Duration {
 	return delay
 }
 
-// forget resets the Service's delay, once it needs no more retries.
-func (r *retryDelays) forget(uid types.UID) {
+// begin records when provisioning of the Service's LoadBalancer began, unless it already did.
+func (r *retryDelays) begin(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started == nil {
+		r.started = map[types.UID]time.Time{}
+	}
+	if _, ok := r.started[uid]; !ok {
+		r.started[uid] = time.Now()
+	}
+}
+
+// forget resets the Service's delay, once it needs no more retries, and returns how long
+// provisioning took if it had begun.
+func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.delays, uid)
+	started, ok := r.started[uid]
+	delete(r.started, uid)
+	return time.Since(started), ok
 }
 
 func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
@@ -106,6 +126,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		return nil, l.report(service, err)
 	}
 	l.warnAboutIgnoredFields(service)
+	if len(service.Status.LoadBalancer.Ingress) == 0 {
+		l.retries.begin(service.UID)
+	}
 	existing, err := l.find(ctx, clusterName, service)
 	if err != nil {
 		return nil, l.report(service, err)
@@ -142,7 +165,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if !allocated(lb, desired) {
 		return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 	}
-	l.retries.forget(service.UID)
+	if took, ok := l.retries.forget(service.UID); ok {
+		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
+	}
 	return loadBalancerStatus(lb), nil
 }
 
@@ -189,7 +214,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
 // returns without waiting for IronCore to finish. Deleting what is gone is not an error.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	l.retries.forget(service.UID)
+	_, _ = l.retries.forget(service.UID)
 	lb, err := l.find(ctx, clusterName, service)
 	var conflict *serviceError
 	switch {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
@@ -84,13 +85,15 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	}
 	nicName, err := r.networkInterfaceOf(ctx, route)
 	if err != nil {
+		countRouteOperation("create", false, err)
 		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
 	}
 	added := false
-	_, err = r.ironcore.UpdateNetworkInterface(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		added = addPrefix(nic, cidr)
 		return added, nil
 	})
+	countRouteOperation("create", added, err)
 	if err != nil {
 		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
 	}
@@ -114,13 +117,15 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 		}
 	}
 	removed := false
-	_, err = r.ironcore.UpdateNetworkInterface(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		removed = removePrefix(nic, cidr)
 		return removed, nil
 	})
 	if errors.Is(err, ironcore.ErrNotFound) {
+		countRouteOperation("delete", false, nil)
 		return nil // gone with its Machine
 	}
+	countRouteOperation("delete", removed, err)
 	if err != nil {
 		return fmt.Errorf("delete route %s: %w", cidr, err)
 	}
@@ -128,6 +133,17 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 		klog.V(2).InfoS("Deleted route", "cidr", cidr, "node", klog.KRef("", string(route.TargetNode)), "networkInterface", klog.KRef(r.ironcore.Namespace(), nicName))
 	}
 	return nil
+}
+
+func countRouteOperation(operation string, changed bool, err error) {
+	result := "unchanged"
+	switch {
+	case err != nil:
+		result = "error"
+	case changed:
+		result = "changed"
+	}
+	metrics.RouteOperations.WithLabelValues(operation, result).Inc()
 }
 
 // networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network that has

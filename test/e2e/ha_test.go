@@ -114,9 +114,7 @@ func startCCMWithoutCrashCheck(t *testing.T, name string, args ...string) *teste
 		if err := ccm.Stop(); err != nil {
 			t.Error(err)
 		}
-		if _, race, found := strings.Cut(readLog(ccm), "WARNING: DATA RACE"); found {
-			t.Errorf("the race detector found a data race in %s:\n%s", name, race)
-		}
+		checkRaces(t, name, readLog(ccm))
 		if t.Failed() {
 			t.Logf("%s log tail:\n%s", name, tail(readLog(ccm), 40))
 		}
