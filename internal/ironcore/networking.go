@@ -121,24 +121,23 @@ func prefixesPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, 
 	}
 	oldValue, hadValue := base.Annotations[keys.AnnotationRoutes]
 	newValue, hasValue := changed.Annotations[keys.AnnotationRoutes]
-	switch {
-	case base.Annotations == nil:
+	if base.Annotations == nil {
 		ops = append(ops, jsonPatchOperation{Op: "test", Path: "/metadata/annotations", Value: nil})
 		if hasValue {
 			ops = append(ops, jsonPatchOperation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{keys.AnnotationRoutes: newValue}})
 		}
-	default:
-		path := "/metadata/annotations/" + jsonPointerEscape(keys.AnnotationRoutes)
-		var tested any
-		if hadValue {
-			tested = oldValue
-		}
-		ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: tested})
-		if hasValue {
-			ops = append(ops, jsonPatchOperation{Op: "add", Path: path, Value: newValue})
-		} else if hadValue {
-			ops = append(ops, jsonPatchOperation{Op: "remove", Path: path})
-		}
+		return json.Marshal(ops)
+	}
+	path := "/metadata/annotations/" + jsonPointerEscape(keys.AnnotationRoutes)
+	var tested any
+	if hadValue {
+		tested = oldValue
+	}
+	ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: tested})
+	if hasValue {
+		ops = append(ops, jsonPatchOperation{Op: "add", Path: path, Value: newValue})
+	} else if hadValue {
+		ops = append(ops, jsonPatchOperation{Op: "remove", Path: path})
 	}
 	return json.Marshal(ops)
 }

@@ -19,8 +19,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
