@@ -37,9 +37,14 @@ lint: $(GOLANGCI_LINT) ## Run the linters.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: ## Check that go.mod and go.sum of the module and the tool modules are tidy.
+verify: ## Check that go.mod and go.sum are tidy and that deploy/ is rendered from the current chart.
 	go mod tidy -diff
 	for dir in hack/tools/*/; do (cd $$dir && go mod tidy -diff) || exit 1; done
+	cd hack/tools/helm && go run . -root ../../.. -check
+
+.PHONY: manifests
+manifests: ## Render deploy/kustomize from the Helm chart.
+	go generate ./deploy
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) (about 1.5 minutes, first time only)..."

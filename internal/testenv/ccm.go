@@ -46,6 +46,10 @@ func (s *Stack) CCMArgs(extra ...string) ([]string, int, error) {
 	args := []string{
 		"--cloud-provider=ironcore",
 		"--kubeconfig=" + s.CCMTargetKubeconfig,
+		// In a pod these default to the in-cluster configuration; here they must be given
+		// for the secure port to authenticate and authorize scrapers.
+		"--authentication-kubeconfig=" + s.CCMTargetKubeconfig,
+		"--authorization-kubeconfig=" + s.CCMTargetKubeconfig,
 		"--ironcore-kubeconfig=" + s.CCMIronCoreKubeconfig,
 		"--cloud-config=" + s.CloudConfig,
 		"--bind-address=127.0.0.1",

@@ -34,6 +34,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/deploy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/simulator"
@@ -162,7 +163,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.createIronCoreObjects(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.writeCCMFiles(); err != nil {
+	if err := s.writeCCMFiles(ctx); err != nil {
 		return nil, err
 	}
 	s.StartupDuration = time.Since(started)
@@ -407,18 +408,20 @@ func rootPrefix(namespace, name, cidr string) *ipamv1alpha1.Prefix {
 	return prefix
 }
 
-// writeCCMFiles writes the CCM's kubeconfigs, for administrators of both sides, and its
-// cloud-config; the IronCore one goes through IronCoreProxy.
-func (s *Stack) writeCCMFiles() error {
-	targetUser, err := s.Target.env.ControlPlane.AddUser(envtest.User{Name: "ironcore-cloud-controller-manager", Groups: []string{"system:masters"}}, nil)
+// writeCCMFiles writes the CCM's kubeconfigs and its cloud-config. The CCM authenticates on
+// both sides as the ServiceAccounts of the manifests rendered from the Helm chart, bound only
+// to the roles rendered with them, so every test proves those roles sufficient. The IronCore
+// kubeconfig goes through IronCoreProxy.
+func (s *Stack) writeCCMFiles(ctx context.Context) error {
+	targetIdentity, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
 	if err != nil {
-		return err
+		return fmt.Errorf("the CCM's identity in the target cluster: %w", err)
 	}
-	ironcoreUser, err := s.IronCore.env.ControlPlane.AddUser(envtest.User{Name: "ironcore-cloud-controller-manager", Groups: []string{"system:masters"}}, nil)
+	ironcoreIdentity, err := serviceAccountIdentity(ctx, s.IronCore, deploy.IronCoreRBAC, s.Namespace)
 	if err != nil {
-		return err
+		return fmt.Errorf("the CCM's identity in IronCore: %w", err)
 	}
-	proxy, err := apiproxy.Start(ironcoreUser.Config())
+	proxy, err := apiproxy.Start(ironcoreIdentity)
 	if err != nil {
 		return err
 	}
@@ -428,7 +431,7 @@ func (s *Stack) writeCCMFiles() error {
 	s.CCMTargetKubeconfig = filepath.Join(s.Dir, "ccm-target.kubeconfig")
 	s.CCMIronCoreKubeconfig = filepath.Join(s.Dir, "ccm-ironcore.kubeconfig")
 	s.CloudConfig = filepath.Join(s.Dir, "cloud-config.yaml")
-	if err := WriteKubeconfig(s.CCMTargetKubeconfig, targetUser.Config(), ""); err != nil {
+	if err := WriteKubeconfig(s.CCMTargetKubeconfig, targetIdentity, ""); err != nil {
 		return err
 	}
 	if err := WriteKubeconfig(s.CCMIronCoreKubeconfig, proxy.ClientConfig(), s.Namespace); err != nil {

@@ -115,6 +115,7 @@ func startCCMWithoutCrashCheck(t *testing.T, name string, args ...string) *teste
 			t.Error(err)
 		}
 		checkRaces(t, name, readLog(ccm))
+		checkPermissions(t, name, readLog(ccm))
 		if t.Failed() {
 			t.Logf("%s log tail:\n%s", name, tail(readLog(ccm), 40))
 		}

@@ -50,6 +50,13 @@ func runTests(m *testing.M) int {
 // still running: whatever the test did to it, it must not have crashed.
 func startCCM(t *testing.T, name string, extraArgs ...string) *testenv.Process {
 	t.Helper()
+	ccm, _ := startCCMOnPort(t, name, extraArgs...)
+	return ccm
+}
+
+// startCCMOnPort is startCCM that also returns the CCM's secure port.
+func startCCMOnPort(t *testing.T, name string, extraArgs ...string) (*testenv.Process, int) {
+	t.Helper()
 	ccm, port, err := stack.StartCCM(ccmBinary, name, extraArgs...)
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +71,24 @@ func startCCM(t *testing.T, name string, extraArgs ...string) *testenv.Process {
 			t.Error(err)
 		}
 		checkRaces(t, name, readLog(ccm))
+		checkPermissions(t, name, readLog(ccm))
 		if t.Failed() {
 			t.Logf("CCM log tail:\n%s", tail(readLog(ccm), 60))
 		}
 	})
 	waitHealthy(t, port)
-	return ccm
+	return ccm, port
+}
+
+// checkPermissions fails the test for every request the CCM was forbidden to make: the CCM
+// runs with exactly the roles rendered from the Helm chart, which must be enough.
+func checkPermissions(t *testing.T, name, log string) {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "forbidden") {
+			t.Errorf("%s was refused a request; the rendered roles lack a permission:\n%s", name, line)
+		}
+	}
 }
 
 // checkRaces fails the test for every data race the race detector reported in a CCM log that
