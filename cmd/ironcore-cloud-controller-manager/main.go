@@ -6,10 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -26,18 +24,14 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
-const (
-	commandName                      = "ironcore-cloud-controller-manager"
-	defaultConcurrentServiceSyncs    = 10
-	defaultConcurrentNodeSyncs       = 10
-	defaultRouteReconciliationPeriod = 2 * time.Second
-)
+const commandName = "ironcore-cloud-controller-manager"
 
 func main() {
 	os.Exit(run())
@@ -52,19 +46,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
 		return 1
 	}
-	ccmOptions.KubeCloudShared.CloudProvider.Name = provider.ProviderName
-	// EnsureLoadBalancer never waits for IronCore, so a sync takes milliseconds; the upstream
-	// default of one worker would still queue a burst of Services behind each other's
-	// requests.
-	ccmOptions.ServiceController.ConcurrentServiceSyncs = defaultConcurrentServiceSyncs
-	// Initializing a Node reads the IronCore cache and patches the Node: with the upstream
-	// default of one worker, 100 new Nodes waited 13 s for the last one (docs/benchmarks).
-	ccmOptions.NodeController.ConcurrentNodeSyncs = defaultConcurrentNodeSyncs
-	// ListRoutes reads the IronCore cache and CreateRoute writes only missing routes, so a
-	// route reconcile costs no IronCore request unless something changed: reconciling often
-	// gives a new Node its routes within seconds. (The watch-based reconciliation feature gate
-	// is no faster: it reconciles at most every 10s, and retries only on Node events.)
-	ccmOptions.KubeCloudShared.RouteReconciliationPeriod = metav1.Duration{Duration: defaultRouteReconciliationPeriod}
+	ccmdefaults.Apply(ccmOptions)
 
 	ironcoreOptions := config.NewOptions()
 	flagSets := cliflag.NamedFlagSets{}
@@ -95,11 +77,8 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if shared.CloudProvider.Name != provider.ProviderName {
 		return nil, fmt.Errorf("--cloud-provider is %q; this binary only implements %q", shared.CloudProvider.Name, provider.ProviderName)
 	}
-	if shared.ConfigureCloudRoutes && shared.ClusterCIDR == "" {
-		// The route controller would end the process over the missing CIDR; clusters with an
-		// overlay network leave both flags at their defaults and want no routes.
+	if ccmdefaults.DisableRoutesWithoutClusterCIDR(shared) {
 		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
-		shared.ConfigureCloudRoutes = false
 	}
 	return provider.New(context.Background(), provider.Settings{
 		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,

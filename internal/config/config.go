@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// CloudConfig is the content of the file given with --cloud-config.
+// CloudConfig is the content of the file given with --cloud-config. Fields documents its keys.
 type CloudConfig struct {
 	// NetworkName is the IronCore Network the cluster's Machines are attached to. Required.
 	NetworkName string `json:"networkName"`
@@ -31,9 +31,6 @@ type CloudConfig struct {
 	// Required unless --cluster-name is set.
 	ClusterName string `json:"clusterName,omitempty"`
 }
-
-// knownKeys lists the file's keys, in the order they are documented.
-var knownKeys = []string{"networkName", "prefixName", "ipv6PrefixName", "clusterName"}
 
 // ReadCloudConfig reads and strictly decodes a cloud-config file. It does not validate values;
 // call Validate once the cluster name has been resolved.
@@ -81,9 +78,10 @@ func ParseCloudConfig(data []byte) (*CloudConfig, error) {
 }
 
 func checkKeys(fields map[string]json.RawMessage) error {
+	known := knownKeys()
 	var unknown []string
 	for key := range fields {
-		if !contains(knownKeys, key) {
+		if !contains(known, key) {
 			unknown = append(unknown, key)
 		}
 	}
@@ -93,7 +91,7 @@ func checkKeys(fields map[string]json.RawMessage) error {
 		if suggestion := closestKey(key); suggestion != "" {
 			errs = append(errs, fmt.Errorf("unknown key %q (did you mean %q?)", key, suggestion))
 		} else {
-			errs = append(errs, fmt.Errorf("unknown key %q (known keys: %s)", key, strings.Join(knownKeys, ", ")))
+			errs = append(errs, fmt.Errorf("unknown key %q (known keys: %s)", key, strings.Join(known, ", ")))
 		}
 	}
 	return errors.Join(errs...)
@@ -154,7 +152,7 @@ func contains(list []string, s string) bool {
 // closestKey returns the known key that key most likely misspells, or "".
 func closestKey(key string) string {
 	best, bestDistance := "", 3
-	for _, known := range knownKeys {
+	for _, known := range knownKeys() {
 		if strings.EqualFold(known, key) {
 			return known
 		}

@@ -1,45 +1,39 @@
-// Package keys holds the label and annotation keys the CCM reads and writes. Keys shared with
-// the reference IronCore CCM keep their names for compatibility; new keys carry our own prefix.
+// Package keys holds the label and annotation keys the CCM reads and writes, and a registry
+// documenting each of them (All), from which docs/reference/annotations.md is generated. Keys
+// shared with the reference IronCore CCM keep their names for compatibility; new keys carry our
+// own prefix.
 package keys
 
 // Prefix is the domain of every label and annotation key this CCM introduces.
 const Prefix = "cloud-provider.ironcore.dev/"
 
-// Labels and annotations on IronCore Machines and NetworkInterfaces.
+// Labels and annotations on IronCore Machines and NetworkInterfaces (see All).
 const (
-	// LabelCluster marks the Machines and NetworkInterfaces that back this cluster's Nodes; its
-	// value is the cluster name. Routes find NetworkInterfaces by it, and load balancers select
-	// them by it. The key is the reference CCM's.
+	// LabelCluster marks the Machines and NetworkInterfaces of this cluster's Nodes.
 	LabelCluster = "kubernetes.io/cluster"
-	// LabelLoadBalancerTarget marks the NetworkInterfaces that load balancers of the cluster named
-	// by its value send traffic to: those of the Nodes the service controller currently picks.
+	// LabelLoadBalancerTarget marks the NetworkInterfaces load balancers send traffic to.
 	LabelLoadBalancerTarget = Prefix + "load-balancer-target"
-	// AnnotationRoutes lists, comma-separated, the pod CIDRs in a NetworkInterface's
-	// spec.prefixes that this CCM manages as routes. Other prefixes are never listed as routes,
-	// so they are never deleted, even inside the cluster CIDR.
+	// AnnotationRoutes lists the pod CIDRs of a NetworkInterface that this CCM manages.
 	AnnotationRoutes = Prefix + "routes"
 )
 
-// Labels on Nodes.
+// Labels on Nodes (see All).
 const (
 	// LabelMachinePool is the name of the MachinePool the Node's Machine runs on.
 	LabelMachinePool = Prefix + "machine-pool"
 )
 
-// Annotations on Services.
+// Annotations on Services (see All).
 const (
-	// AnnotationInternalLoadBalancer set to "true" asks for an Internal IronCore LoadBalancer
-	// instead of a Public one; "false" or no annotation means Public. The key is the reference's.
+	// AnnotationInternalLoadBalancer asks for an Internal IronCore LoadBalancer.
 	AnnotationInternalLoadBalancer = "service.beta.kubernetes.io/ironcore-load-balancer-internal"
-	// AnnotationLoadBalancerIPs requests the addresses of an Internal LoadBalancer: a
-	// comma-separated list with at most one IPv4 and one IPv6 address. It extends
-	// spec.loadBalancerIP, which can only hold one address.
+	// AnnotationLoadBalancerIPs requests the addresses of an Internal LoadBalancer.
 	AnnotationLoadBalancerIPs = Prefix + "load-balancer-ips"
 )
 
-// Ownership of IronCore LoadBalancers. The unprefixed annotations are the reference CCM's and
-// are kept so that either CCM recognizes the other's LoadBalancers; the labels are ours and let
-// the API server and caches select by owner.
+// Ownership of IronCore LoadBalancers (see All). The unprefixed annotations are the reference
+// CCM's and are kept so that either CCM recognizes the other's LoadBalancers; the labels are ours
+// and let the API server and caches select by owner.
 const (
 	AnnotationClusterName      = "cluster-name"
 	AnnotationServiceName      = "service-name"

@@ -1,34 +1,103 @@
 package provider
 
-// Reasons of the events the provider records on Services. They are stable: alerts and
-// runbooks may match on them.
-const (
-	// ReasonInvalidAnnotation: an annotation of ours has a value that cannot be used.
-	ReasonInvalidAnnotation = "InvalidLoadBalancerAnnotation"
-	// ReasonInvalidLoadBalancerIP: a requested load balancer address cannot be used.
-	ReasonInvalidLoadBalancerIP = "InvalidLoadBalancerIP"
-	// ReasonUnsupportedPort: a Service port has a protocol or number IronCore cannot serve.
-	ReasonUnsupportedPort = "UnsupportedLoadBalancerPort"
-	// ReasonInternalPrefixMissing: an Internal LoadBalancer needs an address of a family for
-	// which the cloud-config names no Prefix.
-	ReasonInternalPrefixMissing = "InternalLoadBalancerPrefixMissing"
-	// ReasonOwnershipConflict: the IronCore LoadBalancer the Service would use belongs to
-	// another cluster or Service; it is left alone.
-	ReasonOwnershipConflict = "LoadBalancerOwnershipConflict"
-	// ReasonNetworkChanged: the Service's LoadBalancer is on another Network than the
-	// cloud-config names, and a LoadBalancer cannot move.
-	ReasonNetworkChanged = "LoadBalancerNetworkChanged"
-	// ReasonTypeChanged: the Service switched between Public and Internal; its LoadBalancer is
-	// replaced and gets new addresses.
-	ReasonTypeChanged = "LoadBalancerTypeChanged"
-	// ReasonSourceRangesIgnored: IronCore LoadBalancers cannot filter clients by address.
-	ReasonSourceRangesIgnored = "LoadBalancerSourceRangesIgnored"
-	// ReasonLocalTrafficPolicyNotHonoured: IronCore LoadBalancers send traffic to every Node,
-	// with or without a local endpoint.
-	ReasonLocalTrafficPolicyNotHonoured = "ExternalTrafficPolicyLocalNotHonoured"
-	// ReasonTargetsIncomplete: some Nodes could not be made load balancer targets.
-	ReasonTargetsIncomplete = "LoadBalancerTargetsIncomplete"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
+
+// Reasons of the events the provider records on Services. They are stable: alerts and
+// runbooks may match on them. EventReasons documents each.
+const (
+	ReasonInvalidAnnotation             = "InvalidLoadBalancerAnnotation"
+	ReasonInvalidLoadBalancerIP         = "InvalidLoadBalancerIP"
+	ReasonUnsupportedPort               = "UnsupportedLoadBalancerPort"
+	ReasonInternalPrefixMissing         = "InternalLoadBalancerPrefixMissing"
+	ReasonOwnershipConflict             = "LoadBalancerOwnershipConflict"
+	ReasonNetworkChanged                = "LoadBalancerNetworkChanged"
+	ReasonTypeChanged                   = "LoadBalancerTypeChanged"
+	ReasonSourceRangesIgnored           = "LoadBalancerSourceRangesIgnored"
+	ReasonLocalTrafficPolicyNotHonoured = "ExternalTrafficPolicyLocalNotHonoured"
+	ReasonTargetsIncomplete             = "LoadBalancerTargetsIncomplete"
+)
+
+// EventReason documents one reason of the events the CCM records. docs/events.md is generated
+// from EventReasons, and a test checks that the code records exactly these reasons, each with
+// its type.
+type EventReason struct {
+	Reason string
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type string
+	// Object is the kind of object the event is recorded on.
+	Object string
+	// Controller is the controller (as named in --controllers) that records it.
+	Controller string
+	// When says what causes the event and what the CCM does about it.
+	When string
+	// Action says what the user should do.
+	Action string
+}
+
+// EventReasons documents every event reason the CCM records, this package's and its
+// controllers', so that users find them in one catalogue.
+func EventReasons() []EventReason {
+	const serviceLB = "service-lb-controller"
+	internalKey, ipsKey, clusterKey := "`"+keys.AnnotationInternalLoadBalancer+"`", "`"+keys.AnnotationLoadBalancerIPs+"`", "`"+keys.LabelCluster+"`"
+	warning := func(reason, when, action string) EventReason {
+		return EventReason{Reason: reason, Type: corev1.EventTypeWarning, Object: "Service", Controller: serviceLB, When: when, Action: action}
+	}
+	return []EventReason{
+		warning(ReasonInvalidAnnotation,
+			"The Service's "+internalKey+" annotation is neither `\"true\"` nor `\"false\"`. "+
+				"The sync fails and the existing LoadBalancer is left as it is.",
+			"Set the annotation to `\"true\"` (Internal) or `\"false\"` (Public), or remove it (Public)."),
+		warning(ReasonInvalidLoadBalancerIP,
+			"A requested address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) is not an IP address, "+
+				"is of an IP family the Service does not have, is one of two for the same family, or is requested for a Public LoadBalancer. "+
+				"The sync fails.",
+			"Request addresses only for Internal LoadBalancers, at most one per IP family of the Service; or remove the request."),
+		warning(ReasonUnsupportedPort,
+			"A Service port has a protocol other than TCP, UDP or SCTP, or a number outside 1-65535. The sync fails; the message names each port.",
+			"Change or remove the named ports."),
+		warning(ReasonInternalPrefixMissing,
+			"An Internal LoadBalancer needs an address of an IP family for which the Service requests none and the cloud-config names no Prefix "+
+				"(`prefixName` for IPv4, `ipv6PrefixName` for IPv6). The sync fails.",
+			"Request the address with the "+ipsKey+" annotation, or ask the cluster operator to set the Prefix in the cloud-config."),
+		warning(ReasonOwnershipConflict,
+			"The IronCore LoadBalancer under the Service's name, or under the name the reference CCM used, belongs to another cluster or Service. "+
+				"It is never changed or deleted: syncing the Service fails, and deleting it leaves that LoadBalancer alone.",
+			"Find out who owns the IronCore LoadBalancer the message names. If nobody does any more, delete it; the Service gets its own on the next sync."),
+		warning(ReasonNetworkChanged,
+			"The Service's IronCore LoadBalancer is on another Network than the cloud-config's `networkName`, and a LoadBalancer cannot move. "+
+				"It is left as it is and the sync fails.",
+			"Restore `networkName`, or, if the move is intended, re-create the Service: it gets a new LoadBalancer, with new addresses, on the new Network."),
+		{
+			Reason: ReasonTypeChanged, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
+			When: "The Service switched between Public and Internal. Its LoadBalancer is deleted, without waiting, and a new one is created " +
+				"once the old one is gone; the Service gets new addresses.",
+			Action: "Nothing, if the switch is intended; clients must use the new addresses.",
+		},
+		warning(ReasonSourceRangesIgnored,
+			"The Service sets `spec.loadBalancerSourceRanges`, which IronCore LoadBalancers cannot honour: they do not filter clients by address. "+
+				"The LoadBalancer is still made; the event repeats on every sync.",
+			"Restrict clients another way, and remove the field."),
+		warning(ReasonLocalTrafficPolicyNotHonoured,
+			"The Service sets `externalTrafficPolicy: Local`. IronCore LoadBalancers send traffic to every target Node, and Nodes without a local "+
+				"endpoint drop it. The LoadBalancer is still made; the event repeats on every sync.",
+			"Use `externalTrafficPolicy: Cluster`, or run an endpoint on every Node."),
+		warning(ReasonTargetsIncomplete,
+			"Some Nodes could not be made load balancer targets: their provider ID is not one of the CCM's IronCore namespace, their Machine "+
+				"does not exist, or it has no NetworkInterface on the cluster Network, or one without IPs yet or of another cluster. The other Nodes are applied and the missing ones retried; the message names each Node.",
+			"Usually nothing: a starting Node resolves itself. If it persists, check the named Node's Machine and NetworkInterfaces on IronCore."),
+		{
+			Reason: clusterlabel.ReasonLabelConflict, Type: corev1.EventTypeWarning, Object: "Node", Controller: clusterlabel.Name,
+			When: "The Node's Machine or one of its NetworkInterfaces has a " + clusterKey + " label naming another cluster. " +
+				"The label is not overwritten, and such a NetworkInterface gets no routes or load balancer traffic from this cluster.",
+			Action: "Check that the Node belongs to this cluster and that the cloud-config's `clusterName` is right; if the label is stale, correct it on IronCore.",
+		},
+	}
+}
 
 // serviceError is a problem with a Service that its owner must fix; it is recorded as a
 // Warning event with its reason and returned to the framework.

@@ -1,0 +1,128 @@
+// Package ccmdefaults holds the upstream cloud-controller-manager settings this CCM changes, and
+// why. main applies them; the reference docs are generated from them, so the two cannot drift.
+package ccmdefaults
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cpconfig "k8s.io/cloud-provider/config"
+	"k8s.io/cloud-provider/options"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+const (
+	concurrentServiceSyncs    = 10
+	concurrentNodeSyncs       = 10
+	routeReconciliationPeriod = 2 * time.Second
+)
+
+// Apply sets this CCM's defaults on the upstream options, before flags are parsed, so that a
+// flag given on the command line still wins.
+func Apply(o *options.CloudControllerManagerOptions) {
+	o.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+	o.ServiceController.ConcurrentServiceSyncs = concurrentServiceSyncs
+	o.NodeController.ConcurrentNodeSyncs = concurrentNodeSyncs
+	o.KubeCloudShared.RouteReconciliationPeriod = metav1.Duration{Duration: routeReconciliationPeriod}
+}
+
+// reasons says why Apply changes each flag's default, by flag name.
+func reasons() map[string]string {
+	return map[string]string{
+		"cloud-provider": "This binary implements only the `" + provider.ProviderName + "` provider, so it is preselected; any other value stops the CCM.",
+		"concurrent-service-syncs": "EnsureLoadBalancer never waits for IronCore, so a sync takes milliseconds; " +
+			"one worker would still queue a burst of Services behind each other's requests.",
+		"concurrent-node-syncs": "Initializing a Node reads the IronCore cache and patches the Node: " +
+			"with one worker, the 100th of 100 new Nodes waited 13 s.",
+		"route-reconciliation-period": "ListRoutes reads the IronCore cache and CreateRoute writes only missing routes, " +
+			"so a pass costs no IronCore request unless something changed; reconciling often gives a new Node its routes within seconds. " +
+			"(The watch-based reconciliation feature gate is no faster: it reconciles at most every 10s, and retries only on Node events.)",
+	}
+}
+
+// Default is an upstream flag whose default this CCM changes.
+type Default struct {
+	// Flag is the flag's name, without dashes.
+	Flag string
+	// Upstream and Ours are the flag's default without and with Apply, as --help prints them.
+	Upstream, Ours string
+	// Reason says why the default is changed.
+	Reason string
+}
+
+// Defaults lists the upstream flags whose defaults Apply changes, sorted by flag name. It finds
+// them by comparing the upstream flag sets with and without Apply, so the list is complete by
+// construction; a changed flag without a reason, or a reason for an unchanged flag, is an error.
+// It is for generating docs, not for the running CCM: building the upstream flag sets also
+// registers the process-wide feature gate flag, which closes the gate to new features.
+func Defaults() ([]Default, error) {
+	upstream, err := flagDefaults(false)
+	if err != nil {
+		return nil, err
+	}
+	ours, err := flagDefaults(true)
+	if err != nil {
+		return nil, err
+	}
+	why := reasons()
+	var defaults []Default
+	var errs []error
+	for name, value := range ours {
+		if upstream[name] == value {
+			continue
+		}
+		reason, ok := why[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("ccmdefaults: the default of --%s is changed without a reason", name))
+		}
+		delete(why, name)
+		defaults = append(defaults, Default{Flag: name, Upstream: upstream[name], Ours: value, Reason: reason})
+	}
+	for name := range why {
+		errs = append(errs, fmt.Errorf("ccmdefaults: a reason is given for --%s, whose default is not changed", name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sort.Slice(defaults, func(i, j int) bool { return defaults[i].Flag < defaults[j].Flag })
+	return defaults, nil
+}
+
+// flagDefaults returns the default of every upstream flag, by name.
+func flagDefaults(apply bool) (map[string]string, error) {
+	o, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, fmt.Errorf("upstream options: %w", err)
+	}
+	if apply {
+		Apply(o)
+	}
+	defaults := map[string]string{}
+	// The controller and webhook lists only shape the usage text of --controllers and --webhooks,
+	// not any default.
+	for _, fs := range o.Flags(nil, nil, nil, nil, nil).FlagSets {
+		fs.VisitAll(func(f *pflag.Flag) { defaults[f.Name] = f.DefValue })
+	}
+	return defaults, nil
+}
+
+// RoutesWithoutClusterCIDR explains DisableRoutesWithoutClusterCIDR for the reference docs.
+const RoutesWithoutClusterCIDR = "With `--configure-cloud-routes` (default `true`) but no `--cluster-cidr`, the CCM turns routes off " +
+	"and logs so, instead of letting the upstream route controller stop the process over the missing CIDR: clusters with an overlay " +
+	"network leave both flags at their defaults and want no routes. Set `--cluster-cidr` to route pod CIDRs through IronCore, " +
+	"or `--configure-cloud-routes=false` to say that no routes are wanted."
+
+// DisableRoutesWithoutClusterCIDR turns routes off when they are configured but no cluster CIDR
+// is given, and reports whether it did (see RoutesWithoutClusterCIDR).
+func DisableRoutesWithoutClusterCIDR(shared *cpconfig.KubeCloudSharedConfiguration) bool {
+	if !shared.ConfigureCloudRoutes || shared.ClusterCIDR != "" {
+		return false
+	}
+	shared.ConfigureCloudRoutes = false
+	return true
+}

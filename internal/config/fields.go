@@ -1,0 +1,79 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// Field documents one key of the cloud-config file. docs/reference/cloud-config.md is generated
+// from Fields, and a test checks that they match CloudConfig key for key.
+type Field struct {
+	// Key is the YAML key.
+	Key string
+	// Type is the YAML type, as the strict decoder reports it ("string").
+	Type string
+	// Required is "yes", "no", or the condition under which the key is required.
+	Required string
+	// Default is what an absent key means.
+	Default string
+	// Example is a value for the example file.
+	Example     string
+	Description string
+}
+
+// Fields documents the cloud-config keys, in the order of CloudConfig.
+func Fields() []Field {
+	fields := []Field{
+		{
+			Key: "networkName", Required: "yes", Default: "none", Example: "my-network",
+			Description: "The IronCore Network the cluster's Machines are attached to. Load balancers are created on it, and routes and " +
+				"load balancer targets use the Machines' NetworkInterfaces on it. An object name (DNS-1123 subdomain) in the " +
+				"IronCore namespace; the CCM checks at start that it exists.",
+		},
+		{
+			Key: "prefixName", Required: "no", Default: "none: an Internal LoadBalancer's IPv4 address must then be requested", Example: "my-prefix",
+			Description: "The IronCore Prefix that the IPv4 addresses of Internal LoadBalancers are allocated from. Without it, an " +
+				"Internal LoadBalancer needing an IPv4 address that the Service does not request gets the event " +
+				"`InternalLoadBalancerPrefixMissing`. The CCM checks at start that it exists and is IPv4.",
+		},
+		{
+			Key: "ipv6PrefixName", Required: "no", Default: "none: an Internal LoadBalancer's IPv6 address must then be requested", Example: "my-v6-prefix",
+			Description: "The same as `prefixName`, for IPv6 addresses. Not known to the reference CCM, which gave Internal " +
+				"LoadBalancers IPv4 addresses only.",
+		},
+		{
+			Key: "clusterName", Required: "unless `--cluster-name` is set", Default: "`--cluster-name`, if set explicitly", Example: "my-cluster",
+			Description: "This cluster's name on IronCore objects: the `" + keys.LabelCluster + "` label on Machines and " +
+				"NetworkInterfaces, and the owner of LoadBalancers. It is the source of truth, because the reference CCM " +
+				"labelled IronCore objects with it; a `--cluster-name` that differs stops the CCM. A valid label value.",
+		},
+	}
+	for i := range fields {
+		fields[i].Type = yamlType(fields[i].Key)
+	}
+	return fields
+}
+
+// knownKeys lists the file's keys, in the order they are documented.
+func knownKeys() []string {
+	fields := Fields()
+	names := make([]string, 0, len(fields))
+	for _, field := range fields {
+		names = append(names, field.Key)
+	}
+	return names
+}
+
+// yamlType is the type of the CloudConfig field that key decodes into, or "" if there is none.
+func yamlType(key string) string {
+	structType := reflect.TypeFor[CloudConfig]()
+	for i := range structType.NumField() {
+		field := structType.Field(i)
+		if name, _, _ := strings.Cut(field.Tag.Get("json"), ","); name == key {
+			return field.Type.Kind().String()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,35 @@
+package docgen
+
+import (
+	"strings"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+)
+
+// cloudConfigReference renders docs/reference/cloud-config.md from config.Fields.
+func cloudConfigReference() []byte {
+	fields := config.Fields()
+	d := newDocument("Cloud-config")
+	d.paragraph("The file given with `--cloud-config`, in the reference CCM's format. Keys are decoded strictly: an unknown " +
+		"or misspelt key stops the CCM with an error naming it (and the key it probably meant), and all problems are reported together.")
+
+	d.section("Keys")
+	rows := make([][]string, 0, len(fields))
+	for _, field := range fields {
+		rows = append(rows, []string{code(field.Key), field.Type, field.Required, field.Default, field.Description})
+	}
+	d.table([]string{"Key", "Type", "Required", "Default", "Description"}, rows)
+
+	d.section("Example")
+	d.paragraph("```yaml\n" + exampleCloudConfig(fields) + "```")
+	return d.bytes()
+}
+
+// exampleCloudConfig is a cloud-config file that sets every key to its example value.
+func exampleCloudConfig(fields []config.Field) string {
+	var b strings.Builder
+	for _, field := range fields {
+		b.WriteString(field.Key + ": " + field.Example + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,94 @@
+package docgen
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// TestCodeRecordsExactlyTheDocumentedEventReasons keeps docs/events.md honest: every event the
+// CCM records has a documented reason and type, and every documented reason is recorded.
+func TestCodeRecordsExactlyTheDocumentedEventReasons(t *testing.T) {
+	emissions, err := ScanEmissions(repositoryRoot, "cmd", "internal", "pkg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(emissions) == 0 {
+		t.Fatal("found no recorded events at all; the scanner is broken")
+	}
+	documented := map[string]provider.EventReason{}
+	for _, reason := range provider.EventReasons() {
+		documented[reason.Reason] = reason
+	}
+	recorded := map[string]bool{}
+	for _, emission := range emissions {
+		reason, known := documented[emission.Reason]
+		switch {
+		case emission.Reason == "":
+			t.Errorf("%s: the reason %s is not a constant; record events with a reason constant documented in provider.EventReasons", emission.Position, emission.Expression)
+		case emission.Type == "":
+			t.Errorf("%s: the type of the %s event is not corev1.EventTypeNormal or corev1.EventTypeWarning", emission.Position, emission.Reason)
+		case !known:
+			t.Errorf("%s: event reason %q is not documented: add it to provider.EventReasons (pkg/provider/events.go) and run `go generate ./...`", emission.Position, emission.Reason)
+		case reason.Type != emission.Type:
+			t.Errorf("%s: event reason %q is recorded as %s but documented as %s in provider.EventReasons", emission.Position, emission.Reason, emission.Type, reason.Type)
+		}
+		recorded[emission.Reason] = true
+	}
+	for _, reason := range provider.EventReasons() {
+		if !recorded[reason.Reason] {
+			t.Errorf("event reason %q is documented in provider.EventReasons but never recorded; remove it", reason.Reason)
+		}
+	}
+}
+
+func TestEventReasonsAreCompleteAndUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, reason := range provider.EventReasons() {
+		if seen[reason.Reason] {
+			t.Errorf("event reason %q is documented twice", reason.Reason)
+		}
+		seen[reason.Reason] = true
+		if reason.Type != corev1.EventTypeNormal && reason.Type != corev1.EventTypeWarning {
+			t.Errorf("event reason %q has type %q", reason.Reason, reason.Type)
+		}
+		for field, value := range map[string]string{"Reason": reason.Reason, "Object": reason.Object, "Controller": reason.Controller, "When": reason.When, "Action": reason.Action} {
+			if strings.TrimSpace(value) == "" {
+				t.Errorf("event reason %q has no %s", reason.Reason, field)
+			}
+		}
+	}
+}
+
+func TestScanEmissions(t *testing.T) {
+	emissions, err := ScanEmissions("testdata/scan", "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Emission{
+		{Reason: "Literal", Type: "Warning", Position: "a/a.go:17", Expression: "ReasonLiteral"},
+		{Reason: "PrefixedConcat", Type: "Normal", Position: "a/a.go:18", Expression: `reasonPrefix + "Concat"`},
+		{Reason: "Imported", Type: "Warning", Position: "a/a.go:19", Expression: "b.ReasonImported"},
+		{Reason: "Annotated", Type: "Warning", Position: "a/a.go:20", Expression: `"Annotated"`},
+		{Reason: "", Type: "Warning", Position: "a/a.go:22", Expression: "name"},
+		{Reason: "Carried", Type: "Warning", Position: "a/a.go:24", Expression: `"Carried"`},
+		{Reason: "", Type: "Warning", Position: "a/a.go:25", Expression: "name"},
+	}
+	if len(emissions) != len(want) {
+		t.Fatalf("got %d emissions, want %d:\n%+v", len(emissions), len(want), emissions)
+	}
+	for i := range want {
+		if emissions[i] != want[i] {
+			t.Errorf("emission %d = %+v, want %+v", i, emissions[i], want[i])
+		}
+	}
+}
+
+func TestScanEmissionsNeedsAModule(t *testing.T) {
+	if _, err := ScanEmissions(t.TempDir(), "."); err == nil {
+		t.Fatal("want an error for a directory without go.mod")
+	}
+}

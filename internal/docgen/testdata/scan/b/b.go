@@ -1,0 +1,3 @@
+package b
+
+const ReasonImported = "Imported"

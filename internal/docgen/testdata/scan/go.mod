@@ -1,0 +1,3 @@
+module example.com/scan
+
+go 1.25

@@ -1,0 +1,171 @@
+package keys
+
+import (
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Kind tells labels from annotations.
+type Kind string
+
+// The kinds of keys.
+const (
+	Label      Kind = "label"
+	Annotation Kind = "annotation"
+)
+
+// Origin is who defined a key, which says whether it may be renamed: none of them may, except
+// ours, and ours only with a migration.
+type Origin string
+
+// The origins of keys.
+const (
+	// OriginReference keys are the reference IronCore CCM's, kept so that either CCM works on
+	// what the other wrote.
+	OriginReference Origin = "reference CCM"
+	// OriginOurs keys are this CCM's own, under Prefix.
+	OriginOurs Origin = "this CCM"
+	// OriginIronCore keys are defined by the IronCore API.
+	OriginIronCore Origin = "IronCore"
+	// OriginKubernetes keys are well-known Kubernetes keys that the upstream controllers in this
+	// binary handle.
+	OriginKubernetes Origin = "Kubernetes"
+)
+
+// The objects keys are found on.
+const (
+	OnService          = "Service"
+	OnNode             = "Node"
+	OnMachine          = "IronCore Machine"
+	OnMachinePool      = "IronCore MachinePool"
+	OnNetworkInterface = "IronCore NetworkInterface"
+	OnLoadBalancer     = "IronCore LoadBalancer"
+)
+
+// Key documents one label or annotation the CCM reads or writes.
+type Key struct {
+	Name   string
+	Kind   Kind
+	Origin Origin
+	// On are the objects that carry the key.
+	On []string
+	// WrittenBy is who sets the key, ReadBy what reads it.
+	WrittenBy, ReadBy string
+	// Meaning is what the value means and what the CCM does with it.
+	Meaning string
+}
+
+// All documents every label and annotation the CCM reads or writes, grouped by the object
+// that carries them: first what users set, then what the CCM sets on Nodes, then IronCore.
+func All() []Key {
+	keys := []Key{
+		{
+			Name: AnnotationInternalLoadBalancer, Kind: Annotation, Origin: OriginReference, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "`\"true\"`: the Service gets an Internal IronCore LoadBalancer, with an address per IP family from the cloud-config's " +
+				"`prefixName` (IPv4) and `ipv6PrefixName` (IPv6). `\"false\"` or no annotation: a Public one. Any other value is refused " +
+				"(event `InvalidLoadBalancerAnnotation`) and the existing LoadBalancer is left as it is. Changing it replaces the " +
+				"LoadBalancer, which gets new addresses.",
+		},
+		{
+			Name: AnnotationLoadBalancerIPs, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "The addresses an Internal LoadBalancer should have, comma-separated, at most one per IP family of the Service, " +
+				"for example `10.1.2.3,fd00::3`; it extends `spec.loadBalancerIP`, which holds only one. Refused " +
+				"(event `InvalidLoadBalancerIP`) on Public LoadBalancers, which IronCore cannot give a chosen address.",
+		},
+		{
+			Name: corev1.LabelNodeExcludeBalancers, Kind: Label, Origin: OriginKubernetes, On: []string{OnNode},
+			WrittenBy: "the cluster operator", ReadBy: "service-lb-controller (upstream)",
+			Meaning: "The Node receives no load balancer traffic: the service controller leaves it out of the Nodes it passes, " +
+				"so its NetworkInterfaces are not load balancer targets.",
+		},
+		{
+			Name: LabelMachinePool, Kind: Label, Origin: OriginOurs, On: []string{OnNode},
+			WrittenBy: "cloud-node-controller, at initialization", ReadBy: "users (selectors, scheduling)",
+			Meaning: "The name of the IronCore MachinePool the Node's Machine runs on.",
+		},
+		{
+			Name: corev1.LabelInstanceTypeStable, Kind: Label, Origin: OriginKubernetes, On: []string{OnNode},
+			WrittenBy: "cloud-node-controller, at initialization", ReadBy: "users (selectors, scheduling)",
+			Meaning: "The Machine's `spec.machineClassRef.name`. The controller also sets the deprecated `" + corev1.LabelInstanceType + "`.",
+		},
+		{
+			Name: corev1.LabelTopologyZone, Kind: Label, Origin: OriginKubernetes, On: []string{OnNode},
+			WrittenBy: "cloud-node-controller, at initialization", ReadBy: "users (selectors, scheduling)",
+			Meaning: "The MachinePool's `" + string(commonv1alpha1.TopologyLabelZone) + "` label, or the MachinePool's name if it has none. " +
+				"The controller also sets the deprecated `" + corev1.LabelFailureDomainBetaZone + "`.",
+		},
+		{
+			Name: corev1.LabelTopologyRegion, Kind: Label, Origin: OriginKubernetes, On: []string{OnNode},
+			WrittenBy: "cloud-node-controller, at initialization", ReadBy: "users (selectors, scheduling)",
+			Meaning: "The MachinePool's `" + string(commonv1alpha1.TopologyLabelRegion) + "` label; not set if the MachinePool has none. " +
+				"The controller also sets the deprecated `" + corev1.LabelFailureDomainBetaRegion + "`.",
+		},
+	}
+	keys = append(keys, ironCoreKeys()...)
+	return append(keys, ownershipKeys()...)
+}
+
+func ironCoreKeys() []Key {
+	return []Key{
+		{
+			Name: string(commonv1alpha1.TopologyLabelZone), Kind: Label, Origin: OriginIronCore, On: []string{OnMachinePool},
+			WrittenBy: "IronCore (the MachinePool's provider)", ReadBy: "cloud-node-controller",
+			Meaning: "The zone of the Machines in the pool; becomes the Node's `" + corev1.LabelTopologyZone + "` label.",
+		},
+		{
+			Name: string(commonv1alpha1.TopologyLabelRegion), Kind: Label, Origin: OriginIronCore, On: []string{OnMachinePool},
+			WrittenBy: "IronCore (the MachinePool's provider)", ReadBy: "cloud-node-controller",
+			Meaning: "The region of the Machines in the pool; becomes the Node's `" + corev1.LabelTopologyRegion + "` label.",
+		},
+		{
+			Name: LabelCluster, Kind: Label, Origin: OriginReference, On: []string{OnMachine, OnNetworkInterface},
+			WrittenBy: "ironcore-cluster-label, once, if missing (or whoever creates the Machines)",
+			ReadBy:    "node-route-controller, service-lb-controller",
+			Meaning: "The name of the cluster whose Node runs on the Machine. Routes are listed from the NetworkInterfaces carrying it, " +
+				"and load balancers select their targets by it. A value naming another cluster is never overwritten (the Node gets a " +
+				"`ClusterLabelConflict` event), and a NetworkInterface labelled for another cluster gets neither routes nor load balancer traffic from this one.",
+		},
+		{
+			Name: LabelLoadBalancerTarget, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface},
+			WrittenBy: "service-lb-controller, with `--use-nic-selector=true`", ReadBy: "IronCore, through the LoadBalancers' NetworkInterface selector",
+			Meaning: "The cluster name, on exactly the cluster-Network NetworkInterfaces of the Nodes the service controller passes; " +
+				"removed from all others. The cluster's LoadBalancers select NetworkInterfaces with this label and `" + LabelCluster + "`, " +
+				"so a removed, excluded or uninitialized Node receives no traffic.",
+		},
+		{
+			Name: AnnotationRoutes, Kind: Annotation, Origin: OriginOurs, On: []string{OnNetworkInterface},
+			WrittenBy: "node-route-controller, in the same request as `spec.prefixes`", ReadBy: "node-route-controller",
+			Meaning: "The pod CIDRs in the NetworkInterface's `spec.prefixes` that this CCM manages as routes, comma-separated. " +
+				"Only these are listed as routes, so only these can be deleted; any other prefix is left alone, even inside `--cluster-cidr`.",
+		},
+	}
+}
+
+// ownershipKeys record which Service of which cluster an IronCore LoadBalancer was made for.
+// Ownership is read from the label and, on LoadBalancers the reference CCM made, from the
+// annotation.
+func ownershipKeys() []Key {
+	const readBy = "service-lb-controller, ironcore-load-balancer-orphans"
+	owner := func(name string, kind Kind, origin Origin, what string) Key {
+		writtenBy := "service-lb-controller"
+		meaning := what + " of the Service the LoadBalancer was made for. A LoadBalancer is a Service's only if it records " +
+			"the Service's UID and this cluster's name; others are never changed or deleted."
+		if kind == Annotation {
+			writtenBy += " and the reference CCM"
+			meaning += " The reference CCM's annotation, read when the label is missing."
+		}
+		return Key{Name: name, Kind: kind, Origin: origin, On: []string{OnLoadBalancer}, WrittenBy: writtenBy, ReadBy: readBy, Meaning: meaning}
+	}
+	return []Key{
+		owner(LabelClusterName, Label, OriginOurs, "The cluster name"),
+		owner(LabelServiceNamespace, Label, OriginOurs, "The namespace"),
+		owner(LabelServiceName, Label, OriginOurs, "The name"),
+		owner(LabelServiceUID, Label, OriginOurs, "The UID"),
+		owner(AnnotationClusterName, Annotation, OriginReference, "The cluster name"),
+		owner(AnnotationServiceNamespace, Annotation, OriginReference, "The namespace"),
+		owner(AnnotationServiceName, Annotation, OriginReference, "The name"),
+		owner(AnnotationServiceUID, Annotation, OriginReference, "The UID"),
+	}
+}
