@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
@@ -124,7 +125,9 @@ type Stack struct {
 	// StartupDuration is how long Start took, excluding building binaries.
 	StartupDuration time.Duration
 
-	stops []func() error
+	// stopsMu guards stops: the two control planes start in parallel.
+	stopsMu sync.Mutex
+	stops   []func() error
 }
 
 // Start builds any missing binary and starts the whole stack. Call Stop when done.
@@ -173,6 +176,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 // Stop stops everything Start started, in reverse order, and removes the stack's directory.
 func (s *Stack) Stop() error {
+	s.stopsMu.Lock()
+	defer s.stopsMu.Unlock()
 	var errs []error
 	for i := len(s.stops) - 1; i >= 0; i-- {
 		errs = append(errs, s.stops[i]())
@@ -182,7 +187,11 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-func (s *Stack) onStop(stop func() error) { s.stops = append(s.stops, stop) }
+func (s *Stack) onStop(stop func() error) {
+	s.stopsMu.Lock()
+	defer s.stopsMu.Unlock()
+	s.stops = append(s.stops, stop)
+}
 
 // adminRateLimits lifts client-go's default of 5 requests per second for the stack's
 // administrator clients, which tests use to poll for conditions.
