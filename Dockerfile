@@ -1,4 +1,4 @@
-# A static binary on a distroless base, running as a non-root user.
+# Static binaries (the CCM and the inspect tool) on a distroless base, running as a non-root user.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -8,9 +8,9 @@ COPY internal/ internal/
 COPY pkg/ pkg/
 ARG TARGETOS=linux TARGETARCH=amd64
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" \
-      -o /out/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
+      -o /out/ ./cmd/ironcore-cloud-controller-manager ./cmd/ironcore-ccm-inspect
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/ironcore-cloud-controller-manager /ironcore-cloud-controller-manager
+COPY --from=build /out/ironcore-cloud-controller-manager /out/ironcore-ccm-inspect /
 USER 65532:65532
 ENTRYPOINT ["/ironcore-cloud-controller-manager"]

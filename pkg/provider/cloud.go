@@ -172,4 +172,5 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.routes.nodes = factory.Core().V1().Nodes().Lister()
+	c.loadBalancers.targets.nodes = c.routes.nodes
 }

@@ -3,16 +3,20 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -363,5 +367,74 @@ func TestConcurrentSyncs(t *testing.T) {
 		if !hasTargetLabel(t, machine) {
 			t.Errorf("NetworkInterface of %s is not a target", machine)
 		}
+	}
+}
+
+// TestAStaleNodeListDoesNotDropTargets: a sync may run with a Node list taken before another
+// sync's (it waited its turn), so a Node it leaves out stays a target while the Node still
+// exists and is eligible; once the Node is excluded by label, it is dropped.
+func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(ctx, stop, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	c.SetInformers(factory)
+	factory.Start(stop)
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "stale-1", "stale-2")
+	for _, n := range nodes {
+		if _, err := stack.CreateNode(ctx, n.Name, testenv.NodeOptions{ProviderID: n.Spec.ProviderID}); err != nil {
+			t.Fatal(err)
+		}
+		name := n.Name
+		t.Cleanup(func() { _ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	factory.WaitForCacheSync(stop)
+	service := createService(t, "stale-nodes", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, nodes)
+	waitForNICLabel(t, "stale-2", true)
+
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if !hasTargetLabel(t, "stale-2") {
+		t.Fatal("a Node that still exists and is eligible lost its load balancer target label to a stale Node list")
+	}
+
+	excluded, err := stack.TargetClientset.CoreV1().Nodes().Patch(ctx, "stale-2", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+corev1.LabelNodeExcludeBalancers+`":"true"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
+		seen, err := factory.Core().V1().Nodes().Lister().Get(excluded.Name)
+		if err != nil || seen.Labels[corev1.LabelNodeExcludeBalancers] != "true" {
+			return fmt.Errorf("not yet (%v)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	waitForNICLabel(t, "stale-2", false)
+}
+
+func waitForNICLabel(t *testing.T, machine string, want bool) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), time.Minute, "the target label of "+machine, func(context.Context) error {
+		if hasTargetLabel(t, machine) != want {
+			return fmt.Errorf("label present: %v, want %v", !want, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -28,6 +32,10 @@ type targets struct {
 	// labelsMu serializes label syncs: every Service's sync passes the same Nodes, and one
 	// sync's writes should be seen by the next rather than raced.
 	labelsMu sync.Mutex
+	// nodes is the CCM's Node lister, set once informers exist. A sync's Node list may be
+	// older than another's (it waited for labelsMu), so a target is only dropped when the
+	// lister confirms its Node is gone or no longer eligible.
+	nodes corelisters.NodeLister
 }
 
 // skippedNodes lists Nodes that could not be made targets, and why.
@@ -137,9 +145,19 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 	if err != nil {
 		return nil, err
 	}
+	var stillEligible map[string]bool
 	for i := range labelled {
 		nic := &labelled[i]
 		if wanted[nic.Name] {
+			continue
+		}
+		if stillEligible == nil {
+			if stillEligible, err = t.eligibleMachines(); err != nil {
+				return nil, err
+			}
+		}
+		if nic.Spec.MachineRef != nil && stillEligible[nic.Spec.MachineRef.Name] {
+			klog.V(4).InfoS("Keeping a load balancer target that a stale Node list left out", "networkInterface", klog.KObj(nic))
 			continue
 		}
 		if err := t.ironcore.RemoveLabel(ctx, nic, keys.LabelLoadBalancerTarget); err != nil {
@@ -149,6 +167,46 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 		klog.V(2).InfoS("NetworkInterface is no longer a load balancer target", "networkInterface", klog.KObj(nic))
 	}
 	return skipped, errors.Join(errs...)
+}
+
+// eligibleMachines names the Machines of the Nodes that the service controller currently
+// passes to load balancers: not being deleted, not excluded by label, not tainted for deletion
+// by the cluster autoscaler (its stable node set predicates, k8s.io/cloud-provider v0.35).
+// Without a lister every Node is taken as gone, so the caller's list decides alone.
+func (t *targets) eligibleMachines() (map[string]bool, error) {
+	eligible := map[string]bool{}
+	if t.nodes == nil {
+		return eligible, nil
+	}
+	nodes, err := t.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	for _, node := range nodes {
+		id, err := providerid.Parse(node.Spec.ProviderID)
+		if err != nil || id.Namespace != t.ironcore.Namespace() || !node.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if excludedFromLoadBalancers(node) {
+			continue
+		}
+		if slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint }) {
+			continue
+		}
+		eligible[id.Machine] = true
+	}
+	return eligible, nil
+}
+
+// excludedFromLoadBalancers reads the exclusion label as the service controller does: any
+// value but a false boolean excludes.
+func excludedFromLoadBalancers(node *corev1.Node) bool {
+	value, ok := node.Labels[corev1.LabelNodeExcludeBalancers]
+	if !ok {
+		return false
+	}
+	excluded, err := strconv.ParseBool(value)
+	return err != nil || excluded
 }
 
 // destinations lists a LoadBalancerRouting destination for every IP of the Nodes'
