@@ -391,7 +391,9 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := n.Name
-		t.Cleanup(func() { _ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	factory.WaitForCacheSync(stop)
 	service := createService(t, "stale-nodes", testenv.ServiceOptions{})
@@ -412,8 +414,11 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	}
 	err = testenv.WaitFor(ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
 		seen, err := factory.Core().V1().Nodes().Lister().Get(excluded.Name)
-		if err != nil || seen.Labels[corev1.LabelNodeExcludeBalancers] != "true" {
-			return fmt.Errorf("not yet (%v)", err)
+		if err != nil {
+			return err
+		}
+		if seen.Labels[corev1.LabelNodeExcludeBalancers] != "true" {
+			return errors.New("not yet")
 		}
 		return nil
 	})
