@@ -42,7 +42,11 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 // them fails the test, and mutate is applied anew to the object read again from the API server;
 // changes to anything else (labels, status) do not get in the way, as a resourceVersion
 // precondition would. mutate reports whether it changed anything; if not, nothing is written.
-func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
+// With confirmNoChange, "nothing to change" found in the cache is confirmed by a read from the
+// API server, because the cache may not yet show a change just made (by this process too).
+// Deletions want that; additions do not: the cache cannot show a prefix that was never added,
+// and the route controller asks again for any route its listing misses, which must stay free.
+func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
 	nic, err := c.NetworkInterface(ctx, name)
 	if err != nil {
 		return err
@@ -58,7 +62,7 @@ func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string
 		nic = fresh
 		return nil
 	}
-	cached := true
+	confirm := confirmNoChange
 	err = retry.OnError(conflictBackoff(), isStaleRead, func() error {
 		if nic == nil {
 			if err := readLive(); err != nil {
@@ -67,10 +71,8 @@ func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string
 		}
 		base := nic.DeepCopy()
 		changed, err := mutate(nic)
-		if err == nil && !changed && cached {
-			// The cache may not show a change just made, by this process too: "nothing to
-			// do" is only the answer once the API server confirms it.
-			cached = false
+		if err == nil && !changed && confirm {
+			confirm = false
 			if err := readLive(); err != nil {
 				return err
 			}
@@ -85,7 +87,7 @@ func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string
 			return err
 		}
 		if err := c.api.Patch(ctx, nic, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-			nic, cached = nil, false // read it afresh, from the API server, on the next attempt
+			nic, confirm = nil, false // read it afresh, from the API server, on the next attempt
 			return err
 		}
 		return nil

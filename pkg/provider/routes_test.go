@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
@@ -176,6 +177,28 @@ func TestCreateRouteIsIdempotentWhileStatusLags(t *testing.T) {
 	}
 	if literal, _ := specPrefixes(t, "route-lag"); !slices.Equal(literal, []string{"10.244.2.0/24"}) {
 		t.Fatalf("prefixes %v, want the pod CIDR once", literal)
+	}
+	// Once the cache shows the route, asking again is free: the route controller asks on
+	// every pass for any route its listing misses.
+	err := testenv.WaitFor(ctx, time.Minute, "the cache to show the route", func(ctx context.Context) error {
+		cached, err := cloud.IronCore().NetworkInterface(ctx, nic.Name)
+		if err != nil {
+			return err
+		}
+		if len(cached.Spec.Prefixes) != 1 {
+			return fmt.Errorf("prefixes %v", cached.Spec.Prefixes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.IronCoreProxy.Reset()
+	if err := routes.CreateRoute(ctx, "kubernetes", string(node.UID), route(node, "10.244.2.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	if counts := stack.IronCoreProxy.Counts(); len(counts) != 0 {
+		t.Errorf("CreateRoute of a route already in place made IronCore requests: %v", counts)
 	}
 }
 
