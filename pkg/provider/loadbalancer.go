@@ -140,13 +140,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		desired.Name = existing.Name
 	}
 
-	if l.settings.useNICSelector {
-		skipped, err := l.targets.syncLabels(ctx, nodes)
-		if err != nil {
-			return nil, err
-		}
-		l.warnAboutSkipped(service, skipped)
-	}
+	// The LoadBalancer first: IronCore allocates its addresses while the targets are labelled.
 	lb := existing
 	if existing == nil || needsApply(existing, desired) {
 		if lb, err = l.ironcore.ApplyLoadBalancer(ctx, desired); err != nil {
@@ -154,7 +148,13 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		}
 		klog.V(2).InfoS("Applied IronCore LoadBalancer", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
 	}
-	if !l.settings.useNICSelector {
+	if l.settings.useNICSelector {
+		skipped, err := l.targets.syncLabels(ctx, nodes)
+		if err != nil {
+			return nil, err
+		}
+		l.warnAboutSkipped(service, skipped)
+	} else {
 		skipped, err := l.applyRouting(ctx, lb, nodes)
 		if err != nil {
 			return nil, err

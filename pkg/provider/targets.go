@@ -29,9 +29,14 @@ type targets struct {
 	ironcore *ironcore.Client
 	cluster  string
 	network  string
-	// labelsMu serializes label syncs: every Service's sync passes the same Nodes, and one
-	// sync's writes should be seen by the next rather than raced.
-	labelsMu sync.Mutex
+	// labelsMu guards labelSyncRunning and pendingNodes. Every Service's sync passes the
+	// Nodes, and the label is the same for all load balancers, so one label sync runs at a
+	// time and the syncs that arrive meanwhile leave it their Nodes, newest wins, instead of
+	// queueing behind its writes.
+	labelsMu         sync.Mutex
+	labelSyncRunning bool
+	pendingNodes     []*corev1.Node
+	hasPendingNodes  bool
 	// nodes is the CCM's Node lister, set once informers exist. A sync's Node list may be
 	// older than another's (it waited for labelsMu), so a target is only dropped when the
 	// lister confirms its Node is gone or no longer eligible.
@@ -120,9 +125,40 @@ func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 // syncLabels labels the Nodes' NetworkInterfaces as targets of this cluster's load balancers,
 // and unlabels this cluster's other targets, writing only what changes. Load balancers select
 // their targets by this label, so Nodes the framework leaves out stop receiving traffic.
+//
+// If another sync is running, it applies these Nodes after its own, and this call only reports
+// the Nodes that cannot be targets.
 func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	t.labelsMu.Lock()
-	defer t.labelsMu.Unlock()
+	if t.labelSyncRunning {
+		t.pendingNodes, t.hasPendingNodes = nodes, true
+		t.labelsMu.Unlock()
+		_, skipped, err := t.networkInterfaces(ctx, nodes, false)
+		return skipped, err
+	}
+	t.labelSyncRunning = true
+	t.labelsMu.Unlock()
+
+	skipped, err := t.writeLabels(ctx, nodes)
+	for {
+		t.labelsMu.Lock()
+		if !t.hasPendingNodes {
+			t.labelSyncRunning = false
+			t.labelsMu.Unlock()
+			return skipped, err
+		}
+		pending := t.pendingNodes
+		t.pendingNodes, t.hasPendingNodes = nil, false
+		t.labelsMu.Unlock()
+		if _, pendingErr := t.writeLabels(ctx, pending); pendingErr != nil {
+			// Its caller has returned; the next sync of any Service retries.
+			klog.ErrorS(pendingErr, "Could not update load balancer targets for a later Node list")
+		}
+	}
+}
+
+// writeLabels makes the labels of the NetworkInterfaces match the Nodes.
+func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	nics, skipped, err := t.networkInterfaces(ctx, nodes, false)
 	if err != nil {
 		return nil, err
