@@ -33,6 +33,8 @@ func TestDefaultsFindsEveryChangeWithItsReason(t *testing.T) {
 		{Flag: "cloud-provider", Upstream: "", Ours: "ironcore"},
 		{Flag: "concurrent-node-syncs", Upstream: "1", Ours: "10"},
 		{Flag: "concurrent-service-syncs", Upstream: "1", Ours: "10"},
+		{Flag: "kube-api-burst", Upstream: "30", Ours: "200"},
+		{Flag: "kube-api-qps", Upstream: "20", Ours: "100"},
 		{Flag: "route-reconciliation-period", Upstream: "10s", Ours: "2s"},
 	}
 	if len(defaults) != len(want) {
