@@ -25,7 +25,7 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // Index names of the cache's field indexes. The IronCore API server cannot select on these
-// fields itself (ironcore-api.md 1.1), so the cache indexes them.
+// fields itself (it supports few field selectors), so the cache indexes them.
 const (
 	indexMachineHostname        = "spec.guestConfig.hostname"
 	indexLoadBalancerServiceUID = "loadbalancer-service-uid"
