@@ -173,7 +173,8 @@ func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip
 }
 
 // loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid
-// ports (it accepts a port of 0, for example), so they are checked here, before anything is written.
+// ports (it accepts a lone port 70000, checking a port only against the ones before it), so they
+// are checked here, before anything is written.
 func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalancerPort, error) {
 	var errs []error
 	ports := make([]networkingv1alpha1.LoadBalancerPort, 0, len(service.Spec.Ports))
