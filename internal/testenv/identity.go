@@ -35,8 +35,14 @@ func Manifests(manifest []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// rbacKinds are the objects of a manifest that make up an identity and its permissions.
-var rbacKinds = map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
+// isRBACKind tells whether objects of kind make up an identity and its permissions.
+func isRBACKind(kind string) bool {
+	switch kind {
+	case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		return true
+	}
+	return false
+}
 
 // serviceAccountIdentity creates the ServiceAccount and RBAC objects of manifest on cluster and
 // returns a configuration that authenticates as that ServiceAccount with a token, so that
@@ -49,7 +55,7 @@ func serviceAccountIdentity(ctx context.Context, cluster *Cluster, manifest []by
 	}
 	var account *unstructured.Unstructured
 	for _, obj := range objects {
-		if !rbacKinds[obj.GetKind()] {
+		if !isRBACKind(obj.GetKind()) {
 			continue
 		}
 		if namespace != "" {
