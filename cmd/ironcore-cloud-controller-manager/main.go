@@ -27,6 +27,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -99,6 +100,10 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
 		Constructor: startClusterLabelController,
 	}
+	initializers[lbrepair.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: lbrepair.Name},
+		Constructor: startLoadBalancerRepair,
+	}
 	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: orphans.Name},
 		Constructor: startOrphanCollector,
@@ -127,10 +132,46 @@ func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrolle
 		if !ok || ironcoreCloud.Options().OrphanCleanup == config.OrphanCleanupOff {
 			return nil, false, nil
 		}
-		options := ironcoreCloud.Options()
-		collector := orphans.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Services(),
-			options.OrphanCleanup, options.OrphanGracePeriod)
+		options, cloudConfig := ironcoreCloud.Options(), ironcoreCloud.CloudConfig()
+		collector := orphans.New(ironcoreCloud.IronCore(), completed.SharedInformers.Core().V1().Services(), orphans.Settings{
+			Cluster:   cloudConfig.ClusterName,
+			Aliases:   cloudConfig.ClusterNameAliases,
+			Network:   cloudConfig.NetworkName,
+			ClusterID: ironcoreCloud.ClusterID(),
+			Mode:      options.OrphanCleanup,
+			Grace:     options.OrphanGracePeriod,
+		})
 		go collector.Run(ctx)
 		return collector, true, nil
+	}
+}
+
+func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		loadBalancers, _ := ironcoreCloud.LoadBalancer()
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		c, err := lbrepair.New(lbrepair.Config{
+			IronCore:        ironcoreCloud.IronCore(),
+			LoadBalancers:   loadBalancers,
+			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
+			ExplicitRouting: !ironcoreCloud.Options().UseNICSelector,
+			Services:        completed.SharedInformers.Core().V1().Services(),
+			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
+			Eligible:        provider.EligibleForLoadBalancers,
+			Client:          client,
+			Recorder:        completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, 2)
+		return c, true, nil
 	}
 }

@@ -1,7 +1,13 @@
 // Package config reads the CCM's cloud-config file and its IronCore-specific flags.
 //
 // The file format is the reference IronCore CCM's (networkName, prefixName, clusterName), so an
-// existing file keeps working; unlike the reference, an unknown or misspelt key is an error.
+// existing file keeps working. Unlike the reference, which ignored keys it did not know, the
+// decoding is strict: an unknown key stops the CCM at start, because a misspelt key silently
+// ignored would run the cluster with a default its operator did not choose (no IPv6 prefix, say).
+// The error tells the operator what to do about each key: for a key of the reference CCM that
+// this CCM does not support (prefixNames), what to set instead; for a key that resembles a
+// known one, the key it probably meant; for any other, that it may be misspelt or belong to a
+// newer or another CCM, and is to be removed.
 package config
 
 import (
@@ -30,6 +36,10 @@ type CloudConfig struct {
 	// ClusterName identifies this cluster on IronCore objects (labels and annotations).
 	// Required unless --cluster-name is set.
 	ClusterName string `json:"clusterName,omitempty"`
+	// ClusterNameAliases are earlier names of this cluster, such as the --cluster-name a
+	// reference CCM recorded on LoadBalancers while it labelled Machines with clusterName.
+	// LoadBalancers recording one of them are this cluster's, and are taken over.
+	ClusterNameAliases []string `json:"clusterNameAliases,omitempty"`
 }
 
 // ReadCloudConfig reads and strictly decodes a cloud-config file. It does not validate values;
@@ -70,7 +80,8 @@ func ParseCloudConfig(data []byte) (*CloudConfig, error) {
 	if err := json.Unmarshal(jsonData, cfg); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return nil, fmt.Errorf("key %q must be a %s, not a %s", typeErr.Field, typeErr.Type, typeErr.Value)
+			key, _, _ := strings.Cut(typeErr.Field, ".")
+			return nil, fmt.Errorf("key %q must be a %s, not a %s", key, yamlType(key), typeErr.Value)
 		}
 		return nil, err
 	}
@@ -88,13 +99,25 @@ func checkKeys(fields map[string]json.RawMessage) error {
 	sort.Strings(unknown)
 	errs := make([]error, 0, len(unknown))
 	for _, key := range unknown {
-		if suggestion := closestKey(key); suggestion != "" {
-			errs = append(errs, fmt.Errorf("unknown key %q (did you mean %q?)", key, suggestion))
+		if instead, ok := UnsupportedReferenceKeys()[key]; ok {
+			errs = append(errs, fmt.Errorf("key %q of the reference CCM is not supported: %s", key, instead))
+		} else if suggestion := closestKey(key); suggestion != "" {
+			errs = append(errs, fmt.Errorf("unknown key %q (did you mean %q?): correct it, or remove it if it is meant for another CCM", key, suggestion))
 		} else {
-			errs = append(errs, fmt.Errorf("unknown key %q (known keys: %s)", key, strings.Join(known, ", ")))
+			errs = append(errs, fmt.Errorf("unknown key %q (known keys: %s): it may be misspelt, or be meant for a newer version of this CCM or another CCM; remove it", key, strings.Join(known, ", ")))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// UnsupportedReferenceKeys are the keys of reference CCM versions that this CCM does not read,
+// each with what to set instead. They are errors like any unknown key, but with that advice:
+// they come from a configuration that worked with the reference, not from a typing mistake.
+func UnsupportedReferenceKeys() map[string]string {
+	return map[string]string{
+		// Newer reference versions take a list of Prefixes; this CCM takes one per IP family.
+		"prefixNames": "set prefixName to the IPv4 Prefix and ipv6PrefixName to the IPv6 Prefix that Internal LoadBalancers' addresses are allocated from, and remove prefixNames",
+	}
 }
 
 // Validate reports every problem with the configuration at once.
@@ -119,6 +142,14 @@ func (c *CloudConfig) Validate() error {
 		// The name is written as a label value on Machines and NetworkInterfaces.
 		errs = append(errs, fmt.Errorf("clusterName %q is not a valid label value: %s", c.ClusterName, strings.Join(msgs, "; ")))
 	}
+	for i, alias := range c.ClusterNameAliases {
+		switch alias {
+		case "":
+			errs = append(errs, fmt.Errorf("clusterNameAliases[%d] is empty", i))
+		case c.ClusterName:
+			errs = append(errs, fmt.Errorf("clusterNameAliases[%d] %q is clusterName itself; list only earlier names", i, alias))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -134,7 +165,9 @@ func (c *CloudConfig) ResolveClusterName(flagValue string, flagSet bool) error {
 		c.ClusterName = flagValue
 		return nil
 	case c.ClusterName != flagValue:
-		return fmt.Errorf("cloud-config clusterName %q and --cluster-name %q differ: IronCore objects are labelled with clusterName, so remove --cluster-name or make it equal", c.ClusterName, flagValue)
+		return fmt.Errorf("cloud-config clusterName %q and --cluster-name %q differ: IronCore objects are labelled with clusterName, so remove --cluster-name "+
+			"or make it equal; if a reference CCM ran with --cluster-name %q, add %q to the cloud-config's clusterNameAliases, so that this CCM takes over the LoadBalancers it made",
+			c.ClusterName, flagValue, flagValue, flagValue)
 	default:
 		return nil
 	}

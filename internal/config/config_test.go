@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ func TestParseCloudConfigReadsTheReferenceFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := CloudConfig{NetworkName: "my-network", PrefixName: "my-prefix", ClusterName: "my-cluster"}
-	if *cfg != want {
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Fatalf("got %+v, want %+v", *cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -27,12 +28,54 @@ func TestParseCloudConfigNamesEveryUnknownKey(t *testing.T) {
 		t.Fatal("want an error")
 	}
 	for _, want := range []string{
-		`unknown key "networkname" (did you mean "networkName"?)`,
+		`unknown key "networkname" (did you mean "networkName"?): correct it, or remove it`,
 		`unknown key "clustrName" (did you mean "clusterName"?)`,
-		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName)`,
+		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName, clusterNameAliases): ` +
+			`it may be misspelt, or be meant for a newer version of this CCM or another CCM; remove it`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// TestParseCloudConfigSaysWhatToUseInsteadOfReferenceKeys: a newer reference CCM's prefixNames
+// is still an error, not silently ignored, but one that says what to write instead, rather
+// than suggesting its near namesake prefixName as a spelling fix.
+func TestParseCloudConfigSaysWhatToUseInsteadOfReferenceKeys(t *testing.T) {
+	_, err := ParseCloudConfig([]byte("networkName: my-network\nclusterName: c\nprefixNames: [v4-prefix, v6-prefix]\n"))
+	if err == nil {
+		t.Fatal("want an error: prefixNames must not be silently ignored")
+	}
+	want := `key "prefixNames" of the reference CCM is not supported: set prefixName to the IPv4 Prefix and ipv6PrefixName to the IPv6 Prefix`
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("error %q, want it to contain %q and no spelling suggestion", err, want)
+	}
+	for key := range UnsupportedReferenceKeys() {
+		if yamlType(key) != "" {
+			t.Errorf("%s is listed as unsupported, but CloudConfig reads it", key)
+		}
+	}
+}
+
+func TestParseCloudConfigReadsClusterNameAliases(t *testing.T) {
+	cfg, err := ParseCloudConfig([]byte("networkName: my-network\nclusterName: new\nclusterNameAliases: [old, older]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"old", "older"}; !reflect.DeepEqual(cfg.ClusterNameAliases, want) {
+		t.Fatalf("aliases %q, want %q", cfg.ClusterNameAliases, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for doc, want := range map[string]string{
+		"clusterNameAliases: old\n":  `key "clusterNameAliases" must be a list of strings, not a string`,
+		"clusterNameAliases: [1]\n":  `key "clusterNameAliases" must be a list of strings, not a number`,
+		"clusterNameAliases: {a: b}": `key "clusterNameAliases" must be a list of strings, not a object`,
+	} {
+		if _, err := ParseCloudConfig([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseCloudConfig(%q) error = %v, want it to contain %q", doc, err, want)
 		}
 	}
 }
@@ -51,12 +94,15 @@ func TestParseCloudConfigRejectsWrongTypesAndNonMappings(t *testing.T) {
 }
 
 func TestValidateReportsAllProblemsAtOnce(t *testing.T) {
-	cfg := &CloudConfig{PrefixName: "Bad_Prefix", ClusterName: "has spaces"}
+	cfg := &CloudConfig{PrefixName: "Bad_Prefix", ClusterName: "has spaces", ClusterNameAliases: []string{"old", "", "has spaces"}}
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"networkName is required", `prefixName "Bad_Prefix"`, `clusterName "has spaces"`} {
+	for _, want := range []string{
+		"networkName is required", `prefixName "Bad_Prefix"`, `clusterName "has spaces"`,
+		"clusterNameAliases[1] is empty", `clusterNameAliases[2] "has spaces" is clusterName itself`,
+	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
@@ -83,6 +129,10 @@ func TestResolveClusterName(t *testing.T) {
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got cluster name %q", cfg.ClusterName)
+				}
+				// The way out for a reference deployment whose two names differed.
+				if want := `add "` + tc.flag + `" to the cloud-config's clusterNameAliases`; !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not contain %q", err, want)
 				}
 				return
 			}

@@ -12,7 +12,7 @@ import (
 type Field struct {
 	// Key is the YAML key.
 	Key string
-	// Type is the YAML type, as the strict decoder reports it ("string").
+	// Type is the YAML type, as the strict decoder reports it ("string", "list of strings").
 	Type string
 	// Required is "yes", "no", or the condition under which the key is required.
 	Required string
@@ -47,7 +47,19 @@ func Fields() []Field {
 			Key: "clusterName", Required: "unless `--cluster-name` is set", Default: "`--cluster-name`, if set explicitly", Example: "my-cluster",
 			Description: "This cluster's name on IronCore objects: the `" + keys.LabelCluster + "` label on Machines and " +
 				"NetworkInterfaces, and the owner of LoadBalancers. It is the source of truth, because the reference CCM " +
-				"labelled IronCore objects with it; a `--cluster-name` that differs stops the CCM. A valid label value.",
+				"labelled IronCore objects with it; a `--cluster-name` that differs stops the CCM (remove it, and put its value " +
+				"into `clusterNameAliases`). A valid label value. Avoid `kubernetes`, Kubernetes' default `--cluster-name`: " +
+				"other clusters may well have it too, so with it the orphan collector only reports.",
+		},
+		{
+			Key: "clusterNameAliases", Required: "no", Default: "none", Example: "[old-cluster-name]",
+			Description: "Earlier names of this cluster, as recorded on IronCore LoadBalancers. A reference CCM run with a " +
+				"`--cluster-name` other than its `clusterName` labelled Machines and NetworkInterfaces with `clusterName` but " +
+				"recorded `--cluster-name` on LoadBalancers (annotation `" + keys.AnnotationClusterName + "`); list that name here. " +
+				"A LoadBalancer recording an alias and a Service's UID is that Service's and is adopted in place: its next " +
+				"update records the current name. Without the alias, such a LoadBalancer is an ownership conflict and left alone. " +
+				"The orphan collector deletes no LoadBalancer just for recording an alias: like any, it must carry this cluster's `" +
+				keys.LabelClusterID + "` label, which this CCM writes when it adopts one.",
 		},
 	}
 	for i := range fields {
@@ -66,12 +78,16 @@ func knownKeys() []string {
 	return names
 }
 
-// yamlType is the type of the CloudConfig field that key decodes into, or "" if there is none.
+// yamlType is the YAML type of the CloudConfig field that key decodes into, or "" if there is
+// none.
 func yamlType(key string) string {
 	structType := reflect.TypeFor[CloudConfig]()
 	for i := range structType.NumField() {
 		field := structType.Field(i)
 		if name, _, _ := strings.Cut(field.Tag.Get("json"), ","); name == key {
+			if field.Type.Kind() == reflect.Slice {
+				return "list of " + field.Type.Elem().Kind().String() + "s"
+			}
 			return field.Type.Kind().String()
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // Options are the IronCore-specific command-line flags.
@@ -29,6 +31,11 @@ type Options struct {
 
 // OrphanCleanup is a mode of the orphaned load balancer cleanup.
 type OrphanCleanup string
+
+// AmbiguousClusterName is Kubernetes' default --cluster-name, which the reference CCM's users
+// often kept: a cluster of that name is likely not the only one, so the orphan collector does
+// not delete on the strength of it.
+const AmbiguousClusterName = "kubernetes"
 
 // The modes of OrphanCleanup.
 const (
@@ -59,7 +66,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.IronCoreQPS, "ironcore-api-qps", o.IronCoreQPS, "Sustained requests per second to the IronCore API.")
 	fs.IntVar(&o.IronCoreBurst, "ironcore-api-burst", o.IronCoreBurst, "Requests to the IronCore API allowed in a burst above --ironcore-api-qps.")
 	fs.StringVar((*string)(&o.OrphanCleanup), "orphan-load-balancer-cleanup", string(o.OrphanCleanup),
-		"What to do with IronCore LoadBalancers of this cluster whose Service no longer exists or no longer wants one: delete (log and delete them), report (only log them), or off.")
+		"What to do with IronCore LoadBalancers of this cluster whose Service no longer exists or no longer wants one: delete (log and delete them), report (only log them), or off. "+
+			"Only LoadBalancers marked with this cluster's identity (label "+keys.LabelClusterID+") on the cloud-config's Network are deleted; others recording this cluster's name are logged and counted as refused. "+
+			"With the cluster name kubernetes, which other clusters likely share, delete acts as report.")
 	fs.DurationVar(&o.OrphanGracePeriod, "orphan-load-balancer-grace-period", o.OrphanGracePeriod,
 		"How long an IronCore LoadBalancer must have been orphaned before it is deleted or reported.")
 }

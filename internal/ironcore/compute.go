@@ -2,6 +2,7 @@ package ironcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// ErrAmbiguousHostname is wrapped when more than one Machine has the guest hostname looked for.
+var ErrAmbiguousHostname = errors.New("hostname is shared by several Machines")
 
 // Machine returns the named Machine from the cache.
 func (c *Client) Machine(ctx context.Context, name string) (*computev1alpha1.Machine, error) {
@@ -35,7 +39,7 @@ func (c *Client) MachineByHostname(ctx context.Context, hostname string) (*compu
 		for _, machine := range list.Items {
 			names = append(names, machine.Name)
 		}
-		return nil, fmt.Errorf("hostname %q is shared by Machines %s in %s", hostname, strings.Join(names, ", "), c.namespace)
+		return nil, fmt.Errorf("hostname %q of Machines %s in %s: %w", hostname, strings.Join(names, ", "), c.namespace, ErrAmbiguousHostname)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -21,8 +22,12 @@ func (c *Client) OnNetworkInterfaceChange(handler func(*networkingv1alpha1.Netwo
 	return onChange(c, &networkingv1alpha1.NetworkInterface{}, handler)
 }
 
+// onChange adds handler to the kind's informer. It does not wait for the informer to sync: once
+// the cache has started, GetInformer would by default block until then, which, with IronCore
+// unreachable, would hold up whoever registers handlers (the CCM's controller start-up) for as
+// long as the outage lasts. The handler sees every object when the informer syncs anyway.
 func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
-	informer, err := c.cache.GetInformer(context.Background(), obj)
+	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for %T: %w", obj, err)
 	}

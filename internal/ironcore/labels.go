@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -15,9 +17,39 @@ var ErrLabelConflict = errors.New("label holds another value")
 
 // AddLabel sets key=value on obj unless it is already there. It never overwrites another value
 // (ErrLabelConflict): the JSON patch it writes first tests that the label is still absent, so
-// a concurrent writer of the label makes it fail, to be retried, while changes to anything else
-// on the object do not. It reports whether it wrote.
+// a concurrent writer of the label makes it fail, while changes to anything else on the object
+// do not. obj usually comes from the cache, which may lag: when the patch's test fails (the
+// labels, or the label, are not as obj says), the object is read again from the API server and
+// the check and the patch are made anew on it. It reports whether it wrote.
 func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value string) (bool, error) {
+	wrote := false
+	current := obj
+	err := retry.OnError(conflictBackoff(), isStaleRead, func() error {
+		if current == nil {
+			fresh, err := c.readLive(ctx, obj)
+			if err != nil {
+				return err
+			}
+			current = fresh
+		}
+		var err error
+		wrote, err = c.addLabelOnce(ctx, current, key, value)
+		if err != nil {
+			current = nil // read it afresh, from the API server, on the next attempt
+		}
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrLabelConflict) {
+			return false, err
+		}
+		return false, fmt.Errorf("label %s %s with %s=%s: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, value, err)
+	}
+	return wrote, nil
+}
+
+// addLabelOnce is one attempt of AddLabel on obj as it was read.
+func (c *Client) addLabelOnce(ctx context.Context, obj client.Object, key, value string) (bool, error) {
 	current, ok := obj.GetLabels()[key]
 	switch {
 	case ok && current == value:
@@ -40,9 +72,33 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 		return false, err
 	}
 	if err := c.api.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		return false, fmt.Errorf("label %s %s with %s=%s: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, value, err)
+		return false, err
 	}
 	return true, nil
+}
+
+// readLive reads obj's object from the API server into a new object of its type, so that
+// nothing of obj (a map, say) survives into the result.
+func (c *Client) readLive(ctx context.Context, obj client.Object) (client.Object, error) {
+	gvk, err := c.api.GroupVersionKindFor(obj)
+	if err != nil {
+		return nil, err
+	}
+	created, err := c.api.Scheme().New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	fresh, ok := created.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object", gvk)
+	}
+	if err := c.api.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), ErrNotFound)
+		}
+		return nil, fmt.Errorf("read %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return fresh, nil
 }
 
 func (c *Client) kindOf(obj client.Object) string {

@@ -45,3 +45,9 @@ const (
 	LabelServiceNamespace = Prefix + "service-namespace"
 	LabelServiceUID       = Prefix + "service-uid"
 )
+
+// LabelClusterID marks the IronCore LoadBalancers this CCM manages with the identity of its
+// cluster, the UID of the kube-system namespace (see All). Unlike the cluster name, no two
+// clusters share it, and only this CCM writes it, so the orphan collector deletes only what
+// carries it.
+const LabelClusterID = Prefix + "cluster-id"

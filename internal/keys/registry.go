@@ -151,7 +151,8 @@ func ownershipKeys() []Key {
 	owner := func(name string, kind Kind, origin Origin, what string) Key {
 		writtenBy := "service-lb-controller"
 		meaning := what + " of the Service the LoadBalancer was made for. A LoadBalancer is a Service's only if it records " +
-			"the Service's UID and this cluster's name; others are never changed or deleted."
+			"the Service's UID and this cluster's name (or one of the cloud-config's `clusterNameAliases`, which the next " +
+			"update replaces with the name); others are never changed or deleted."
 		if kind == Annotation {
 			writtenBy += " and the reference CCM"
 			meaning += " The reference CCM's annotation, read when the label is missing."
@@ -159,6 +160,15 @@ func ownershipKeys() []Key {
 		return Key{Name: name, Kind: kind, Origin: origin, On: []string{OnLoadBalancer}, WrittenBy: writtenBy, ReadBy: readBy, Meaning: meaning}
 	}
 	return []Key{
+		{
+			Name: LabelClusterID, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, on every LoadBalancer it creates or adopts", ReadBy: "ironcore-load-balancer-orphans",
+			Meaning: "The UID of the `kube-system` namespace of the cluster whose CCM manages the LoadBalancer: unlike the cluster " +
+				"name, it is unique to one cluster. The orphan collector deletes a LoadBalancer only if it carries this cluster's " +
+				"UID here and is on the cloud-config's Network; a LoadBalancer recording this cluster's name without it, or with " +
+				"another cluster's UID, is logged and counted as `refused`, never deleted. Written once the CCM has read the UID " +
+				"(at start), so a LoadBalancer applied before that gets it on its next update. Do not copy it to other objects.",
+		},
 		owner(LabelClusterName, Label, OriginOurs, "The cluster name"),
 		owner(LabelServiceNamespace, Label, OriginOurs, "The namespace"),
 		owner(LabelServiceName, Label, OriginOurs, "The name"),

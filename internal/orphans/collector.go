@@ -3,10 +3,19 @@
 // Service's LoadBalancer when the Service goes, but not when the CCM was down at that moment
 // and the Service's finalizer was removed by hand, nor when a Service moved to another
 // load balancer class; without this sweep such LoadBalancers, and their addresses, leak.
+//
+// The cluster name a LoadBalancer records is free-form configuration that two clusters in one
+// IronCore namespace may share (Kubernetes' default "kubernetes" makes that likely), so it is
+// not enough to delete on. A LoadBalancer is deleted only if it also carries this cluster's
+// identity (keys.LabelClusterID, which only this CCM writes) and is on this cluster's Network;
+// one that records this cluster's name without them is refused: logged and counted, never
+// deleted. With the ambiguous name "kubernetes" the collector reports instead of deleting.
 package orphans
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -19,36 +28,64 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
 // Name is the controller's name in --controllers.
 const Name = "ironcore-load-balancer-orphans"
 
+// Settings say which LoadBalancers are this cluster's and what to do with its orphans.
+type Settings struct {
+	// Cluster is the cluster's name and Aliases its earlier names, from the cloud-config.
+	Cluster string
+	Aliases []string
+	// Network is the cloud-config's Network, which all of this cluster's LoadBalancers are on.
+	Network string
+	// ClusterID is the cluster's identity; the collector decides nothing until it is known.
+	ClusterID *clusterid.ID
+	// Mode is what to do with orphans, and Grace how long they must have been orphaned first.
+	Mode  config.OrphanCleanup
+	Grace time.Duration
+}
+
 // Collector sweeps the IronCore LoadBalancers of one cluster.
 type Collector struct {
-	ironcore *ironcore.Client
-	cluster  string
-	services corelisters.ServiceLister
-	synced   toolscache.InformerSynced
-	mode     config.OrphanCleanup
-	grace    time.Duration
+	ironcore  *ironcore.Client
+	names     []string
+	network   string
+	clusterID *clusterid.ID
+	services  corelisters.ServiceLister
+	synced    toolscache.InformerSynced
+	mode      config.OrphanCleanup
+	grace     time.Duration
 	// orphanedSince records when each LoadBalancer (by UID) was first seen orphaned.
 	orphanedSince map[types.UID]time.Time
 }
 
-// New builds a collector on the CCM's Service informer.
-func New(client *ironcore.Client, cluster string, services coreinformers.ServiceInformer, mode config.OrphanCleanup, grace time.Duration) *Collector {
+// New builds a collector on the CCM's Service informer. In delete mode with the ambiguous
+// cluster name "kubernetes" it only reports, and says so once.
+func New(client *ironcore.Client, services coreinformers.ServiceInformer, settings Settings) *Collector {
 	metrics.Register()
+	mode := settings.Mode
+	if mode == config.OrphanCleanupDelete && settings.Cluster == config.AmbiguousClusterName {
+		klog.InfoS("Orphaned IronCore LoadBalancers are only reported, not deleted: the cluster name is Kubernetes' default, "+
+			"which other clusters in the IronCore namespace may share; set a unique clusterName in the cloud-config to have them deleted",
+			"cluster", settings.Cluster, "orphanLoadBalancerCleanup", settings.Mode)
+		mode = config.OrphanCleanupReport
+	}
 	return &Collector{
 		ironcore:      client,
-		cluster:       cluster,
+		names:         append([]string{settings.Cluster}, settings.Aliases...),
+		network:       settings.Network,
+		clusterID:     settings.ClusterID,
 		services:      services.Lister(),
 		synced:        services.Informer().HasSynced,
 		mode:          mode,
-		grace:         grace,
+		grace:         settings.Grace,
 		orphanedSince: map[types.UID]time.Time{},
 	}
 }
@@ -56,11 +93,19 @@ func New(client *ironcore.Client, cluster string, services coreinformers.Service
 // Name implements the controller-manager's controller.Interface.
 func (c *Collector) Name() string { return Name }
 
-// Run sweeps periodically until ctx ends, starting once both caches have synced: before that,
-// every LoadBalancer would look orphaned.
+// Run sweeps periodically until ctx ends, starting once both caches have synced (before that,
+// every LoadBalancer would look orphaned) and the cluster's identity is known.
 func (c *Collector) Run(ctx context.Context) {
 	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) || !c.ironcore.WaitForCacheSync(ctx) {
 		return
+	}
+	if _, known := c.clusterID.Known(); !known {
+		klog.InfoS("Orphan sweeps wait until the cluster's identity is known")
+		select {
+		case <-c.clusterID.Ready():
+		case <-ctx.Done():
+			return
+		}
 	}
 	wait.UntilWithContext(ctx, c.Sweep, c.interval())
 }
@@ -70,8 +115,13 @@ func (c *Collector) interval() time.Duration {
 	return min(max(c.grace/2, time.Second), time.Minute)
 }
 
-// Sweep looks at every LoadBalancer once.
+// Sweep looks at every LoadBalancer once. Without the cluster's identity it does nothing.
 func (c *Collector) Sweep(ctx context.Context) {
+	clusterID, known := c.clusterID.Known()
+	if !known {
+		klog.V(2).InfoS("Skipping the orphan sweep: the cluster's identity is not known yet")
+		return
+	}
 	lbs, err := c.ironcore.LoadBalancers(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list IronCore LoadBalancers for the orphan sweep")
@@ -81,7 +131,7 @@ func (c *Collector) Sweep(ctx context.Context) {
 	for i := range lbs {
 		lb := &lbs[i]
 		seen[lb.UID] = true
-		orphaned, why, err := c.orphaned(lb)
+		orphaned, why, err := c.orphaned(lb, clusterID)
 		if err != nil {
 			klog.ErrorS(err, "Cannot tell whether an IronCore LoadBalancer is orphaned", "loadBalancer", klog.KObj(lb))
 			continue
@@ -99,7 +149,7 @@ func (c *Collector) Sweep(ctx context.Context) {
 		if time.Since(since) < c.grace {
 			continue
 		}
-		c.act(ctx, lb, why, since)
+		c.act(ctx, lb, why, since, clusterID)
 	}
 	for uid := range c.orphanedSince {
 		if !seen[uid] {
@@ -108,9 +158,16 @@ func (c *Collector) Sweep(ctx context.Context) {
 	}
 }
 
-func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, why string, since time.Time) {
+func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, why string, since time.Time, clusterID string) {
 	owner := ironcore.OwnerOf(lb)
 	service := klog.KRef(owner.Namespace, owner.Name)
+	if refusal := c.refusal(lb, clusterID); refusal != "" {
+		klog.InfoS("Not deleting IronCore LoadBalancer that looks orphaned: it may be another cluster's; delete it by hand if it is this cluster's",
+			"loadBalancer", klog.KObj(lb), "service", service, "reason", why, "refusedBecause", refusal, "orphanedFor", time.Since(since).Round(time.Second))
+		metrics.OrphanedLoadBalancers.WithLabelValues("refused").Inc()
+		c.orphanedSince[lb.UID] = time.Now() // again after another grace period, not every sweep
+		return
+	}
 	if c.mode == config.OrphanCleanupReport {
 		klog.InfoS("Orphaned IronCore LoadBalancer (report only)", "loadBalancer", klog.KObj(lb), "service", service, "reason", why, "orphanedFor", time.Since(since).Round(time.Second))
 		metrics.OrphanedLoadBalancers.WithLabelValues("reported").Inc()
@@ -127,12 +184,31 @@ func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer
 	delete(c.orphanedSince, lb.UID)
 }
 
-// orphaned reports whether lb belongs to this cluster and its Service is gone, was replaced by
-// a namesake, or no longer asks this CCM for a load balancer. LoadBalancers of other clusters,
-// or not made by a CCM, are never orphans here.
-func (c *Collector) orphaned(lb *networkingv1alpha1.LoadBalancer) (bool, string, error) {
+// refusal says why lb, though orphaned, must not be deleted, or is "" if it may be: it must
+// carry this cluster's identity, record this cluster's name and be on this cluster's Network.
+func (c *Collector) refusal(lb *networkingv1alpha1.LoadBalancer, clusterID string) string {
+	mark, marked := lb.Labels[keys.LabelClusterID]
 	owner := ironcore.OwnerOf(lb)
-	if owner.Cluster != c.cluster || owner.Namespace == "" || owner.Name == "" || owner.UID == "" {
+	switch {
+	case !marked:
+		return fmt.Sprintf("it lacks the label %s that marks this cluster's LoadBalancers (it may be another cluster's of the same name, or a reference CCM's never taken over)", keys.LabelClusterID)
+	case mark != clusterID:
+		return fmt.Sprintf("its label %s is %q, another cluster's; this cluster's is %q", keys.LabelClusterID, mark, clusterID)
+	case !slices.Contains(c.names, owner.Cluster):
+		return fmt.Sprintf("it records cluster %q, not this cluster's name", owner.Cluster)
+	case lb.Spec.NetworkRef.Name != c.network:
+		return fmt.Sprintf("it is on Network %q, not on this cluster's Network %q", lb.Spec.NetworkRef.Name, c.network)
+	}
+	return ""
+}
+
+// orphaned reports whether lb belongs to this cluster, by name or identity, and its Service is
+// gone, was replaced by a namesake, or no longer asks this CCM for a load balancer.
+// LoadBalancers of other clusters, or not made by a CCM, are never orphans here.
+func (c *Collector) orphaned(lb *networkingv1alpha1.LoadBalancer, clusterID string) (bool, string, error) {
+	owner := ironcore.OwnerOf(lb)
+	ours := slices.Contains(c.names, owner.Cluster) || lb.Labels[keys.LabelClusterID] == clusterID
+	if !ours || owner.Namespace == "" || owner.Name == "" || owner.UID == "" {
 		return false, "", nil
 	}
 	service, err := c.services.Services(owner.Namespace).Get(owner.Name)

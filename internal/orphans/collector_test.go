@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -40,9 +41,23 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-// collector starts a collector on real informers and caches, once its cache holds the named
-// LoadBalancers; tests call Sweep themselves.
+// clusterID is this cluster's identity in the tests, and otherClusterID another cluster's.
+const (
+	clusterID      = "0c1d2e3f-0000-4000-8000-00000000c1d0"
+	otherClusterID = "0c1d2e3f-0000-4000-8000-00000000c1d1"
+)
+
+// collector starts a collector of the stack's cluster, with identity clusterID, on real
+// informers and caches, once its cache holds the named LoadBalancers; tests call Sweep
+// themselves.
 func collector(t *testing.T, mode config.OrphanCleanup, grace time.Duration, lbNames ...string) *orphans.Collector {
+	t.Helper()
+	id := clusterid.New()
+	id.Set(clusterID)
+	return collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id, Mode: mode, Grace: grace}, lbNames...)
+}
+
+func collectorWith(t *testing.T, settings orphans.Settings, lbNames ...string) *orphans.Collector {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -51,15 +66,22 @@ func collector(t *testing.T, mode config.OrphanCleanup, grace time.Duration, lbN
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c := orphans.New(client, stack.ClusterName, factory.Core().V1().Services(), mode, grace)
+	c := orphans.New(client, factory.Core().V1().Services(), settings)
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	waitForCache(t, client, lbNames...)
 	return c
 }
 
-// loadBalancer creates an IronCore LoadBalancer recording the given owner, as this CCM does.
+// loadBalancer creates an IronCore LoadBalancer recording the given owner and marked with
+// this cluster's identity on the cluster's Network, as this CCM does.
 func loadBalancer(t *testing.T, name string, owner ironcore.Owner) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	return loadBalancerMarked(t, name, owner, clusterID, stack.Network)
+}
+
+// loadBalancerMarked is loadBalancer with the given identity label (none if "") and Network.
+func loadBalancerMarked(t *testing.T, name string, owner ironcore.Owner, mark, network string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	lb := &networkingv1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
@@ -69,12 +91,17 @@ func loadBalancer(t *testing.T, name string, owner ironcore.Owner) *networkingv1
 		Spec: networkingv1alpha1.LoadBalancerSpec{
 			Type:       networkingv1alpha1.LoadBalancerTypePublic,
 			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+			NetworkRef: corev1.LocalObjectReference{Name: network},
 		},
+	}
+	if mark != "" {
+		lb.Labels[keys.LabelClusterID] = mark
 	}
 	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
 		t.Fatal(err)
 	}
+	// The tests share the namespace: a later test's collector must not see this one's.
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
 	return lb
 }
 
@@ -130,7 +157,7 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 	ghost := loadBalancer(t, "ghost", ironcore.Owner{Cluster: lab, Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000001"})
 	replaced := loadBalancer(t, "replaced", ironcore.Owner{Cluster: lab, Namespace: "default", Name: lbService.Name, UID: "1f0e4b52-0000-4000-8000-000000000002"})
 	noLongerLB := loadBalancer(t, "no-longer-lb", ironcore.Owner{Cluster: lab, Namespace: "default", Name: demoted.Name, UID: string(demoted.UID)})
-	otherCluster := loadBalancer(t, "other-cluster", ironcore.Owner{Cluster: "other", Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000003"})
+	otherCluster := loadBalancerMarked(t, "other-cluster", ironcore.Owner{Cluster: "other", Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000003"}, "", stack.Network)
 
 	names := []string{"wanted", "ghost", "replaced", "no-longer-lb", "other-cluster"}
 	// A long grace period: seen orphaned, but not yet old enough.
@@ -185,4 +212,109 @@ func counter(t *testing.T, action string) float64 {
 		t.Fatal(err)
 	}
 	return value
+}
+
+// TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted: the cluster name is shared by any
+// cluster configured with it, so an orphan recording it is deleted only if it also carries
+// this cluster's identity and is on this cluster's Network. The others are refused: counted,
+// and left alone for good, not only until some later sweep.
+func TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	lab := stack.ClusterName
+	ownerOf := func(name string, n int) ironcore.Owner {
+		return ironcore.Owner{Cluster: lab, Namespace: "default", Name: name, UID: fmt.Sprintf("1f0e4b52-0000-4000-8000-0000000001%02d", n)}
+	}
+	ours := loadBalancerMarked(t, "mark-ours", ownerOf("mark-ours", 1), clusterID, stack.Network)
+	unmarked := loadBalancerMarked(t, "mark-none", ownerOf("mark-none", 2), "", stack.Network)
+	othersMark := loadBalancerMarked(t, "mark-other", ownerOf("mark-other", 3), otherClusterID, stack.Network)
+	otherNetwork := loadBalancerMarked(t, "mark-ours-other-network", ownerOf("mark-ours-other-network", 4), clusterID, "another-network")
+	// Marked as ours but recording another name: not what this CCM writes, so not trusted.
+	renamed := loadBalancerMarked(t, "mark-ours-other-name", ironcore.Owner{Cluster: "other", Namespace: "default", Name: "x", UID: "1f0e4b52-0000-4000-8000-000000000105"}, clusterID, stack.Network)
+	// Another cluster's, with its mark: not even looked at.
+	foreign := loadBalancerMarked(t, "mark-foreign", ironcore.Owner{Cluster: "other", Namespace: "default", Name: "y", UID: "1f0e4b52-0000-4000-8000-000000000106"}, otherClusterID, stack.Network)
+
+	all := []*networkingv1alpha1.LoadBalancer{ours, unmarked, othersMark, otherNetwork, renamed, foreign}
+	var names []string
+	for _, lb := range all {
+		names = append(names, lb.Name)
+	}
+	c := collector(t, config.OrphanCleanupDelete, 0, names...)
+	deletedBefore, refusedBefore := counter(t, "deleted"), counter(t, "refused")
+	c.Sweep(ctx)
+	c.Sweep(ctx)
+	c.Sweep(ctx) // past another (zero) grace period: refusals stay refusals
+	if !gone(t, ours) {
+		t.Errorf("LoadBalancer %s, marked as this cluster's, was not deleted", ours.Name)
+	}
+	for _, lb := range all[1:] {
+		if gone(t, lb) {
+			t.Errorf("LoadBalancer %s was deleted, but it is not marked as this cluster's on its Network", lb.Name)
+		}
+	}
+	if deleted := counter(t, "deleted") - deletedBefore; deleted != 1 {
+		t.Errorf("deletions counted: %v, want 1", deleted)
+	}
+	// Four refused, each twice: once past the grace period, and again past the next one.
+	if refused := counter(t, "refused") - refusedBefore; refused != 8 {
+		t.Errorf("refusals counted: %v, want 8 (4 LoadBalancers, 2 grace periods)", refused)
+	}
+}
+
+// TestAliasesAreThisCluster: a LoadBalancer recording an earlier name of the cluster is its
+// own: deleted when marked, refused (not ignored) when not.
+func TestAliasesAreThisCluster(t *testing.T) {
+	ctx := context.Background()
+	owner := func(name string, n int) ironcore.Owner {
+		return ironcore.Owner{Cluster: "earlier-name", Namespace: "default", Name: name, UID: fmt.Sprintf("1f0e4b52-0000-4000-8000-0000000002%02d", n)}
+	}
+	marked := loadBalancerMarked(t, "alias-marked", owner("alias-marked", 1), clusterID, stack.Network)
+	unmarked := loadBalancerMarked(t, "alias-unmarked", owner("alias-unmarked", 2), "", stack.Network)
+	id := clusterid.New()
+	id.Set(clusterID)
+	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Aliases: []string{"earlier-name"}, Network: stack.Network, ClusterID: id, Mode: config.OrphanCleanupDelete},
+		marked.Name, unmarked.Name)
+	refusedBefore := counter(t, "refused")
+	c.Sweep(ctx)
+	c.Sweep(ctx)
+	if !gone(t, marked) {
+		t.Errorf("LoadBalancer %s of an alias, marked as this cluster's, was not deleted", marked.Name)
+	}
+	if gone(t, unmarked) {
+		t.Errorf("LoadBalancer %s of an alias, not marked, was deleted", unmarked.Name)
+	}
+	if refused := counter(t, "refused") - refusedBefore; refused != 1 {
+		t.Errorf("refusals counted: %v, want 1", refused)
+	}
+}
+
+// TestTheDefaultClusterNameOnlyReports: with Kubernetes' default name, which other clusters
+// likely share, delete mode deletes nothing, even what is marked as this cluster's.
+func TestTheDefaultClusterNameOnlyReports(t *testing.T) {
+	ctx := context.Background()
+	ghost := loadBalancerMarked(t, "default-name-ghost", ironcore.Owner{Cluster: config.AmbiguousClusterName, Namespace: "default", Name: "gone", UID: "1f0e4b52-0000-4000-8000-000000000301"}, clusterID, stack.Network)
+	id := clusterid.New()
+	id.Set(clusterID)
+	c := collectorWith(t, orphans.Settings{Cluster: config.AmbiguousClusterName, Network: stack.Network, ClusterID: id, Mode: config.OrphanCleanupDelete}, ghost.Name)
+	reportedBefore := counter(t, "reported")
+	c.Sweep(ctx)
+	c.Sweep(ctx)
+	if gone(t, ghost) {
+		t.Fatal("delete mode with the cluster name kubernetes deleted a LoadBalancer")
+	}
+	if reported := counter(t, "reported") - reportedBefore; reported != 1 {
+		t.Errorf("reports counted: %v, want 1", reported)
+	}
+}
+
+// TestNothingIsDecidedWithoutTheClusterIdentity: before the identity is read, no LoadBalancer
+// can be told to be this cluster's.
+func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
+	ctx := context.Background()
+	ghost := loadBalancer(t, "unknown-identity-ghost", ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "gone", UID: "1f0e4b52-0000-4000-8000-000000000401"})
+	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: clusterid.New(), Mode: config.OrphanCleanupDelete}, ghost.Name)
+	c.Sweep(ctx)
+	c.Sweep(ctx)
+	if gone(t, ghost) {
+		t.Fatal("a LoadBalancer was deleted before the cluster's identity was known")
+	}
 }

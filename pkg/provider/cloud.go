@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
@@ -26,6 +27,11 @@ const ProviderName = providerid.Scheme
 
 // startupCheckTimeout bounds the checks New makes against the IronCore API.
 const startupCheckTimeout = 15 * time.Second
+
+// clusterIDWait bounds how long Initialize waits for the cluster's identity, so that the first
+// LoadBalancer syncs after a start already mark LoadBalancers with it; after that it is read
+// in the background.
+const clusterIDWait = 10 * time.Second
 
 // Settings is what New builds a Cloud from.
 type Settings struct {
@@ -45,6 +51,7 @@ type Cloud struct {
 	config        config.CloudConfig
 	options       config.Options
 	ironcore      *ironcore.Client
+	clusterID     *clusterid.ID
 	instances     *instances
 	loadBalancers *loadBalancers
 	routes        *routes
@@ -102,6 +109,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	if err := client.RegisterInformers(checkCtx); err != nil {
 		return nil, err
 	}
+	clusterID := clusterid.New()
 	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
 		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector)
 
@@ -109,11 +117,14 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		config:    *cloudConfig,
 		options:   *options,
 		ironcore:  client,
-		instances: &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName},
+		clusterID: clusterID,
+		instances: &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName, recorder: settings.Recorder},
 		loadBalancers: &loadBalancers{
 			ironcore: client,
 			settings: loadBalancerSettings{
 				cluster:          cloudConfig.ClusterName,
+				aliases:          cloudConfig.ClusterNameAliases,
+				clusterID:        clusterID,
 				network:          cloudConfig.NetworkName,
 				internalPrefixes: internalPrefixes,
 				useNICSelector:   options.UseNICSelector,
@@ -134,14 +145,36 @@ func (c *Cloud) Options() config.Options { return c.options }
 // IronCore is the access layer, shared with the CCM's own controllers.
 func (c *Cloud) IronCore() *ironcore.Client { return c.ironcore }
 
-// Initialize starts the IronCore cache. The framework calls it once this replica leads.
-func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+// CloudConfig is the cloud-config the provider was built with, its cluster name resolved.
+func (c *Cloud) CloudConfig() config.CloudConfig { return c.config }
+
+// ClusterID is the target cluster's identity, known once Initialize has read it.
+func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
+
+// Initialize starts the IronCore cache and reads the cluster's identity. The framework calls it
+// once this replica leads.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
+	c.loadBalancers.targets.background = ctx
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
 			klog.ErrorS(err, "IronCore cache stopped")
 		}
 	}()
+	// Without a client (in tests) the identity stays unknown: LoadBalancers are not marked and
+	// the orphan collector does not run.
+	if clientBuilder != nil {
+		go func() {
+			if err := c.clusterID.Resolve(ctx, clientBuilder); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Cannot read the cluster's identity")
+			}
+		}()
+		select {
+		case <-c.clusterID.Ready():
+		case <-time.After(clusterIDWait):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // ProviderName returns "ironcore".

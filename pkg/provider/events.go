@@ -5,6 +5,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
@@ -17,7 +18,9 @@ const (
 	ReasonOwnershipConflict             = "LoadBalancerOwnershipConflict"
 	ReasonNetworkChanged                = "LoadBalancerNetworkChanged"
 	ReasonTypeChanged                   = "LoadBalancerTypeChanged"
-	ReasonSourceRangesIgnored           = "LoadBalancerSourceRangesIgnored"
+	ReasonSourceRangesOnNodes           = "LoadBalancerSourceRangesEnforcedOnNodes"
+	ReasonLoadBalancerIPIgnored         = "LoadBalancerIPIgnored"
+	ReasonLoadBalancerIPKept            = "LoadBalancerAddressKept"
 	ReasonLocalTrafficPolicyNotHonoured = "ExternalTrafficPolicyLocalNotHonoured"
 	ReasonTargetsIncomplete             = "LoadBalancerTargetsIncomplete"
 )
@@ -54,7 +57,7 @@ func EventReasons() []EventReason {
 			"Set the annotation to `\"true\"` (Internal) or `\"false\"` (Public), or remove it (Public)."),
 		warning(ReasonInvalidLoadBalancerIP,
 			"A requested address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) is not an IP address, "+
-				"is of an IP family the Service does not have, is one of two for the same family, or is requested for a Public LoadBalancer. "+
+				"is of an IP family the Service does not have, or is one of two for the same family; or the "+ipsKey+" annotation is set on a Public LoadBalancer. "+
 				"The sync fails.",
 			"Request addresses only for Internal LoadBalancers, at most one per IP family of the Service; or remove the request."),
 		warning(ReasonUnsupportedPort,
@@ -78,23 +81,47 @@ func EventReasons() []EventReason {
 				"once the old one is gone; the Service gets new addresses.",
 			Action: "Nothing, if the switch is intended; clients must use the new addresses.",
 		},
-		warning(ReasonSourceRangesIgnored,
-			"The Service sets `spec.loadBalancerSourceRanges`, which IronCore LoadBalancers cannot honour: they do not filter clients by address. "+
-				"The LoadBalancer is still made; the event repeats on every sync.",
-			"Restrict clients another way, and remove the field."),
+		warning(ReasonSourceRangesOnNodes,
+			"The Service sets `spec.loadBalancerSourceRanges`. IronCore LoadBalancers do not filter clients, but they are L3: "+
+				"packets reach the Nodes with the client's address and the load balancer address, and kube-proxy drops those from "+
+				"outside the ranges (the Service's ingress has no `ipMode: Proxy`, so kube-proxy handles the address). "+
+				"Recorded once per change of the Service.",
+			"Nothing with kube-proxy. With a kube-proxy replacement, check that it enforces `loadBalancerSourceRanges`."),
+		warning(ReasonLoadBalancerIPIgnored,
+			"A Public Service sets `spec.loadBalancerIP`. IronCore chooses the addresses of Public LoadBalancers, so it is ignored, "+
+				"as the reference CCM ignored it; the LoadBalancer is made. Recorded once per change of the Service.",
+			"Remove the field, or make the LoadBalancer Internal ("+internalKey+": `\"true\"`) to request its address."),
+		warning(ReasonLoadBalancerIPKept,
+			"The Service requests an address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) that its existing Internal LoadBalancer "+
+				"does not have. The LoadBalancer keeps its addresses: changing them would cut its clients off. Recorded once per change of the Service.",
+			"Keep the request equal to the current address, or re-create the Service to get a LoadBalancer with the requested address."),
 		warning(ReasonLocalTrafficPolicyNotHonoured,
 			"The Service sets `externalTrafficPolicy: Local`. IronCore LoadBalancers send traffic to every target Node, and Nodes without a local "+
-				"endpoint drop it. The LoadBalancer is still made; the event repeats on every sync.",
+				"endpoint drop it. The LoadBalancer is still made. Recorded once per change of the Service.",
 			"Use `externalTrafficPolicy: Cluster`, or run an endpoint on every Node."),
 		warning(ReasonTargetsIncomplete,
-			"Some Nodes could not be made load balancer targets: their provider ID is not one of the CCM's IronCore namespace, their Machine "+
-				"does not exist, or it has no NetworkInterface on the cluster Network, or one without IPs yet or of another cluster. The other Nodes are applied and the missing ones retried; the message names each Node.",
+			"Some Nodes could not be made load balancer targets: their Machine "+
+				"has no NetworkInterface on the cluster Network, or one without IPs yet or of another cluster. The other Nodes are applied and the missing ones retried; the message names each Node. "+
+				"Recorded when the list changes. Nodes of another provider or IronCore namespace, and Nodes whose Machine is gone, are left out quietly (logged once).",
 			"Usually nothing: a starting Node resolves itself. If it persists, check the named Node's Machine and NetworkInterfaces on IronCore."),
+		{
+			Reason: lbrepair.ReasonRecreated, Type: corev1.EventTypeWarning, Object: "Service", Controller: lbrepair.Name,
+			When: "The Service's IronCore LoadBalancer was deleted by someone other than the CCM while the Service still had addresses. " +
+				"The CCM creates a new one at once and writes its addresses into the Service's status; a Public LoadBalancer gets a new address " +
+				"(IronCore chooses it), an Internal one with a requested address gets that address again.",
+			Action: "Find out who deleted it. Clients of a Public LoadBalancer must use the new address (update DNS).",
+		},
 		{
 			Reason: clusterlabel.ReasonLabelConflict, Type: corev1.EventTypeWarning, Object: "Node", Controller: clusterlabel.Name,
 			When: "The Node's Machine or one of its NetworkInterfaces has a " + clusterKey + " label naming another cluster. " +
 				"The label is not overwritten, and such a NetworkInterface gets no routes or load balancer traffic from this cluster.",
 			Action: "Check that the Node belongs to this cluster and that the cloud-config's `clusterName` is right; if the label is stale, correct it on IronCore.",
+		},
+		{
+			Reason: ReasonMachinePoolLabelSkipped, Type: corev1.EventTypeWarning, Object: "Node", Controller: "cloud-node-controller",
+			When: "The name of the Node's MachinePool is not a valid label value (for example longer than 63 characters), so the Node does not get the `" +
+				keys.LabelMachinePool + "` label. The Node is initialized all the same; the event repeats whenever the Node's metadata is read.",
+			Action: "Nothing is needed. To get the label, run the Machines on MachinePools whose names are at most 63 characters.",
 		},
 	}
 }

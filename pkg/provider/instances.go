@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -20,12 +24,19 @@ import (
 // needs (scheduling, NIC addresses). The framework retries; the Node stays uninitialized.
 var errNotReady = errors.New("not ready")
 
-// instances implements InstancesV2 from the Machines of one IronCore namespace. It only reads.
+// ReasonMachinePoolLabelSkipped is the reason of the Warning event on a Node whose MachinePool
+// name cannot be a label value, so the Node does not get the keys.LabelMachinePool label.
+const ReasonMachinePoolLabelSkipped = "MachinePoolLabelSkipped"
+
+// instances implements InstancesV2 from the Machines of one IronCore namespace. It only reads
+// IronCore; it records events on Nodes.
 type instances struct {
 	ironcore *ironcore.Client
 	machines machines
 	// network is the cluster Network; its NetworkInterfaces' addresses are listed first.
 	network string
+	// recorder records events on Nodes; nil records none.
+	recorder record.EventRecorder
 }
 
 // InstanceExists reports false only when the Machine is confirmed gone by the API server;
@@ -67,7 +78,9 @@ func MachineIsShutdown(machine *computev1alpha1.Machine) bool {
 }
 
 // InstanceMetadata describes the Node's Machine. It returns an errNotReady error, never partial
-// metadata, while the Machine is unscheduled or one of its NetworkInterfaces has no IPs yet.
+// metadata, while the Machine is unscheduled or its NetworkInterface on the cluster Network has
+// no IPs yet. NetworkInterfaces on other Networks do not hold the Node back: their addresses
+// are listed once they have them.
 func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	machine, err := i.machines.forNode(ctx, node)
 	if err != nil {
@@ -85,14 +98,32 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		return nil, err
 	}
 	zone, region := Topology(pool)
+	labels, err := MachinePoolLabels(pool.Name)
+	if err != nil {
+		// A label is a convenience; the Node must not stay uninitialized for want of it.
+		klog.V(2).InfoS("Not labelling Node with its MachinePool", "node", klog.KObj(node), "machinePool", klog.KObj(pool), "reason", err)
+		if i.recorder != nil {
+			i.recorder.Eventf(node, corev1.EventTypeWarning, ReasonMachinePoolLabelSkipped,
+				"Not setting label %s: %v", keys.LabelMachinePool, err)
+		}
+	}
 	return &cloudprovider.InstanceMetadata{
 		ProviderID:       providerid.ID{Namespace: machine.Namespace, Machine: machine.Name}.String(),
 		InstanceType:     machine.Spec.MachineClassRef.Name,
 		NodeAddresses:    NodeAddresses(machine, nics, i.network),
 		Zone:             zone,
 		Region:           region,
-		AdditionalLabels: map[string]string{keys.LabelMachinePool: pool.Name},
+		AdditionalLabels: labels,
 	}, nil
+}
+
+// MachinePoolLabels are the labels a Node gets from its MachinePool. A pool name that is not a
+// valid label value (IronCore allows longer names) gives no label and an error saying why.
+func MachinePoolLabels(pool string) (map[string]string, error) {
+	if problems := validation.IsValidLabelValue(pool); len(problems) > 0 {
+		return nil, fmt.Errorf("MachinePool name %q is not a valid label value: %s", pool, strings.Join(problems, "; "))
+	}
+	return map[string]string{keys.LabelMachinePool: pool}, nil
 }
 
 // Topology returns the zone and region of a MachinePool from its topology labels; the zone
@@ -105,31 +136,77 @@ func Topology(pool *computev1alpha1.MachinePool) (zone, region string) {
 	return zone, pool.Labels[string(commonv1alpha1.TopologyLabelRegion)]
 }
 
-// networkInterfaces returns the Machine's NetworkInterfaces in the order of its spec, each
-// claimed by the Machine and with IPs.
+// networkInterfaces returns the Machine's NetworkInterfaces that have IPs, in the order of its
+// spec. Only those on the cluster Network are waited for (an errNotReady error): the Node is
+// reached on it. Another Network's interface that does not exist yet, has no IPs yet or is
+// claimed by another Machine is left out, and its addresses come with a later node sync. An
+// interface that does not exist yet and whose Network the Machine's spec does not tell (a
+// referenced one) is waited for only while no interface on the cluster Network has IPs.
 func (i *instances) networkInterfaces(ctx context.Context, machine *computev1alpha1.Machine) ([]networkingv1alpha1.NetworkInterface, error) {
-	names := computev1alpha1.MachineNetworkInterfaceNames(machine)
-	if len(names) == 0 {
+	if len(computev1alpha1.MachineNetworkInterfaceNames(machine)) == 0 {
 		return nil, fmt.Errorf("Machine %s has no network interfaces", machineKey(machine))
 	}
-	nics := make([]networkingv1alpha1.NetworkInterface, 0, len(names))
-	for _, name := range names {
+	var (
+		nics []networkingv1alpha1.NetworkInterface
+		// waiting are the reasons to wait for the cluster Network's interface; unknown are
+		// missing interfaces whose Network is unknown.
+		waiting, unknown []error
+		clusterReady     bool
+	)
+	for _, machineNIC := range machine.Spec.NetworkInterfaces {
+		name := computev1alpha1.MachineNetworkInterfaceName(machine.Name, machineNIC)
+		if name == "" {
+			continue
+		}
 		nic, err := i.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
-			return nil, fmt.Errorf("NetworkInterface %s of Machine %s does not exist yet: %w", name, machineKey(machine), errNotReady)
+			missing := fmt.Errorf("NetworkInterface %s of Machine %s does not exist yet: %w", name, machineKey(machine), errNotReady)
+			switch network := templateNetwork(machineNIC); network {
+			case i.network:
+				waiting = append(waiting, missing)
+			case "":
+				unknown = append(unknown, missing)
+			}
+			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		onCluster := nic.Spec.NetworkRef.Name == i.network
 		if ref := nic.Spec.MachineRef; ref != nil && ref.Name != machine.Name {
-			return nil, fmt.Errorf("NetworkInterface %s of Machine %s is claimed by Machine %s", name, machineKey(machine), ref.Name)
+			if onCluster {
+				return nil, fmt.Errorf("NetworkInterface %s of Machine %s is claimed by Machine %s", name, machineKey(machine), ref.Name)
+			}
+			continue
 		}
 		if len(nic.Status.IPs) == 0 {
-			return nil, fmt.Errorf("NetworkInterface %s of Machine %s has no IPs yet: %w", name, machineKey(machine), errNotReady)
+			if onCluster {
+				waiting = append(waiting, fmt.Errorf("NetworkInterface %s of Machine %s has no IPs yet: %w", name, machineKey(machine), errNotReady))
+			}
+			continue
 		}
+		clusterReady = clusterReady || onCluster
 		nics = append(nics, *nic)
 	}
-	return nics, nil
+	switch {
+	case len(waiting) > 0:
+		return nil, waiting[0]
+	case clusterReady:
+		return nics, nil
+	case len(unknown) > 0:
+		return nil, unknown[0]
+	default:
+		return nil, fmt.Errorf("Machine %s has no NetworkInterface on the cluster Network %s", machineKey(machine), i.network)
+	}
+}
+
+// templateNetwork is the Network of an ephemeral NetworkInterface as the Machine's spec gives
+// it, or "" for a referenced one, whose Network only the NetworkInterface itself tells.
+func templateNetwork(machineNIC computev1alpha1.NetworkInterface) string {
+	if machineNIC.Ephemeral == nil || machineNIC.Ephemeral.NetworkInterfaceTemplate == nil {
+		return ""
+	}
+	return machineNIC.Ephemeral.NetworkInterfaceTemplate.Spec.NetworkRef.Name
 }
 
 // NodeAddresses lists a Machine's addresses: the InternalIPs of its NetworkInterfaces on the

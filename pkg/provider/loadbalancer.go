@@ -13,6 +13,7 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
@@ -39,6 +41,7 @@ type loadBalancers struct {
 	targets  *targets
 	recorder record.EventRecorder
 	retries  retryDelays
+	notices  notices
 }
 
 // retryDelays remembers, per Service, how long the last retry delay was, and when this process
@@ -120,12 +123,19 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 
 // EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
 // or a RetryError while IronCore has not allocated them yet.
+//
+// A new LoadBalancer is applied first, so that IronCore allocates its addresses while the
+// targets are labelled. An existing one already carries traffic, so its targets come first:
+// its NetworkInterface selector moves (adoption of a reference CCM LoadBalancer, a change of
+// --use-nic-selector) only once every eligible target it routes to is selected by the new
+// selector, or once the routing this CCM writes holds them; until then it keeps its selector
+// and the Service is retried. A LoadBalancerRouting never loses an eligible destination on
+// the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	desired, err := desiredLoadBalancer(service, l.settings)
 	if err != nil {
 		return nil, l.report(service, err)
 	}
-	l.warnAboutIgnoredFields(service)
 	if len(service.Status.LoadBalancer.Ingress) == 0 {
 		l.retries.begin(service.UID)
 	}
@@ -133,35 +143,49 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return nil, l.report(service, err)
 	}
+	var kept []serviceError
 	if existing != nil {
 		if ready, err := l.prepareUpdate(ctx, service, existing, desired); !ready || err != nil {
 			return nil, err
 		}
 		desired.Name = existing.Name
+		kept = keepAddresses(service, existing, desired)
 	}
+	l.warnOnce(service, append(ignoredFields(service), kept...))
 
-	// The LoadBalancer first: IronCore allocates its addresses while the targets are labelled.
-	lb := existing
-	if existing == nil || needsApply(existing, desired) {
-		if lb, err = l.ironcore.ApplyLoadBalancer(ctx, desired); err != nil {
+	var lb *networkingv1alpha1.LoadBalancer
+	waitingForTargets := false
+	if existing == nil {
+		if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
-		klog.V(2).InfoS("Applied IronCore LoadBalancer", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
-	}
-	if l.settings.useNICSelector {
-		skipped, err := l.targets.syncLabels(ctx, nodes)
-		if err != nil {
+		if err := l.syncTargets(ctx, service, lb, nodes); err != nil {
 			return nil, err
 		}
-		l.warnAboutSkipped(service, skipped)
 	} else {
-		skipped, err := l.applyRouting(ctx, lb, nodes)
-		if err != nil {
+		if err := l.syncTargets(ctx, service, existing, nodes); err != nil {
 			return nil, err
 		}
-		l.warnAboutSkipped(service, skipped)
+		if waitingForTargets, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
+			return nil, err
+		}
+		lb = existing
+		if needsApply(existing, desired) {
+			if lb, err = l.apply(ctx, service, desired); err != nil {
+				return nil, err
+			}
+			if !l.settings.useNICSelector && existing.Spec.NetworkInterfaceSelector != nil {
+				// IronCore may have rewritten the routing until the selector was gone.
+				if err := l.syncTargets(ctx, service, lb, nodes); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 
+	if waitingForTargets {
+		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
+	}
 	if !allocated(lb, desired) {
 		return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 	}
@@ -169,6 +193,77 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
 	return loadBalancerStatus(lb), nil
+}
+
+func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	lb, err := l.ironcore.ApplyLoadBalancer(ctx, desired)
+	if err != nil {
+		return nil, err
+	}
+	klog.V(2).InfoS("Applied IronCore LoadBalancer", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
+	return lb, nil
+}
+
+// syncTargets points lb at the Nodes: by the target label in selector mode, by its
+// LoadBalancerRouting otherwise.
+func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) error {
+	var skipped skippedNodes
+	var err error
+	if l.settings.useNICSelector {
+		skipped, err = l.targets.syncLabels(ctx, nodes)
+	} else {
+		skipped, err = l.applyRouting(ctx, lb, nodes)
+	}
+	if err != nil {
+		return err
+	}
+	l.warnAboutSkipped(service, skipped)
+	return nil
+}
+
+// holdSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
+// the new selector would drop a destination of its routing whose Node is eligible, and
+// reports whether it did. The labels were just written, but IronCore (and this cache) see
+// them a moment later; the Service is retried until they do.
+func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
+	next := desired.Spec.NetworkInterfaceSelector
+	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
+		return false, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(next)
+	if err != nil {
+		return false, err
+	}
+	routing, err := l.ironcore.LoadBalancerRouting(ctx, existing.Name)
+	if errors.Is(err, ironcore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	eligible, err := l.targets.eligibleNetworkInterfaces(ctx, nodes)
+	if err != nil {
+		return false, err
+	}
+	for _, destination := range routing.Destinations {
+		if destination.TargetRef == nil || !eligible[destination.TargetRef.Name] {
+			continue
+		}
+		nic, err := l.ironcore.NetworkInterface(ctx, destination.TargetRef.Name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !selector.Matches(labels.Set(nic.Labels)) {
+			klog.V(2).InfoS("Keeping the NetworkInterface selector of a LoadBalancer until its targets are labelled",
+				"loadBalancer", klog.KObj(existing), "networkInterface", klog.KObj(nic))
+			desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one. A type
@@ -215,6 +310,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 // returns without waiting for IronCore to finish. Deleting what is gone is not an error.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
+	l.notices.forget(service.UID)
 	lb, err := l.find(ctx, clusterName, service)
 	var conflict *serviceError
 	switch {
@@ -267,7 +363,9 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 // moment ago is not mistaken for a missing one. A LoadBalancer under one of those names that
 // belongs to another cluster or Service is an ownership conflict.
 func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	owners := []string{l.settings.cluster, clusterName}
+	// The cluster's names: the configured one, the --cluster-name the service controller passes
+	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
+	owners := append([]string{l.settings.cluster, clusterName}, l.settings.aliases...)
 	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
 	if err != nil {
 		return nil, err
@@ -277,9 +375,18 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 			return &candidates[i], nil
 		}
 	}
-	names := []string{LoadBalancerName(service), legacyLoadBalancerName(l.settings.cluster, service)}
-	if clusterName != "" && clusterName != l.settings.cluster {
-		names = append(names, legacyLoadBalancerName(clusterName, service))
+	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
+	// cluster's names, each once.
+	names := []string{LoadBalancerName(service)}
+	for _, owner := range owners {
+		legacy := legacyLoadBalancerName(owner, service)
+		seen := false
+		for _, name := range names {
+			seen = seen || name == legacy
+		}
+		if owner != "" && !seen {
+			names = append(names, legacy)
+		}
 	}
 	for _, name := range names {
 		lb, err := l.ironcore.LoadBalancer(ctx, name)
@@ -306,18 +413,32 @@ func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, own
 		return lb, nil
 	}
 	owner := ironcore.OwnerOf(lb)
+	hint := ""
+	if id, known := l.settings.clusterID.Known(); known && lb.Labels[keys.LabelClusterID] != "" && lb.Labels[keys.LabelClusterID] != id {
+		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", lb.Labels[keys.LabelClusterID])
+	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
+		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
+	}
 	return nil, &serviceError{reason: ReasonOwnershipConflict, message: fmt.Sprintf(
-		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q, not to this Service of cluster %q; it is left alone",
-		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, l.settings.cluster)}
+		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
+		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.cluster)}
 }
 
 // owns reports whether lb was made for this Service (by UID, which a re-created Service does
-// not share) of this cluster. The cluster may be recorded as the configured name or, by the
-// reference CCM, as the --cluster-name it was given.
+// not share) of this cluster. The cluster may be recorded as the configured name, one of its
+// aliases or, by the reference CCM, as the --cluster-name it was given; an adopted
+// LoadBalancer records the configured name from its next apply on. A LoadBalancer marked with
+// another cluster's identity is never this cluster's: only a CCM writes that mark, so another
+// CCM manages it, and taking it over would make the two fight over it.
 func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []string, service *corev1.Service) bool {
 	owner := ironcore.OwnerOf(lb)
 	if owner.UID != string(service.UID) {
 		return false
+	}
+	if mark, marked := lb.Labels[keys.LabelClusterID]; marked {
+		if id, known := l.settings.clusterID.Known(); known && mark != id {
+			return false
+		}
 	}
 	for _, cluster := range clusters {
 		if cluster != "" && owner.Cluster == cluster {
@@ -411,19 +532,63 @@ func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
 }
 
 func (l *loadBalancers) warnAboutSkipped(service *corev1.Service, skipped skippedNodes) {
+	var message string
 	if len(skipped) > 0 {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, skipped.err().Error())
+		message = skipped.err().Error()
+	}
+	if l.notices.changed(service.UID, ReasonTargetsIncomplete, message) && message != "" {
+		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
 	}
 }
 
-// warnAboutIgnoredFields tells the Service's owner about settings IronCore cannot honour.
-func (l *loadBalancers) warnAboutIgnoredFields(service *corev1.Service) {
-	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonSourceRangesIgnored,
-			"IronCore LoadBalancers cannot restrict clients by address; spec.loadBalancerSourceRanges is ignored")
+// warnOnce records the events about what the Service asks for and does not get, each time
+// that changes, not on every sync: the service controller retries a Service often while
+// IronCore works, and the same Warning every few hundred milliseconds buries the others.
+func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []serviceError) {
+	messages := make([]string, 0, len(warnings))
+	for _, warning := range warnings {
+		messages = append(messages, warning.reason+": "+warning.message)
 	}
-	if service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonLocalTrafficPolicyNotHonoured,
-			"IronCore LoadBalancers send traffic to every Node, not only to Nodes with a local endpoint; Nodes without one drop it")
+	if !l.notices.changed(service.UID, "fields", strings.Join(messages, "\n")) {
+		return
 	}
+	for _, warning := range warnings {
+		l.recorder.Event(service, corev1.EventTypeWarning, warning.reason, warning.message)
+	}
+}
+
+// notices remembers, per Service and kind, the last events recorded, so that an event is
+// recorded again only when its content changes. A restart records them once more.
+type notices struct {
+	mu   sync.Mutex
+	last map[types.UID]map[string]string
+}
+
+// changed records content as the Service's latest of kind and reports whether it differs
+// from the one before. Empty content clears it.
+func (n *notices) changed(uid types.UID, kind, content string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	previous := n.last[uid][kind]
+	if previous == content {
+		return false
+	}
+	if n.last == nil {
+		n.last = map[types.UID]map[string]string{}
+	}
+	if n.last[uid] == nil {
+		n.last[uid] = map[string]string{}
+	}
+	if content == "" {
+		delete(n.last[uid], kind)
+	} else {
+		n.last[uid][kind] = content
+	}
+	return true
+}
+
+func (n *notices) forget(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.last, uid)
 }

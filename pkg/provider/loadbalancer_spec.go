@@ -14,13 +14,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // loadBalancerSettings are the cloud settings IronCore LoadBalancers are built from.
 type loadBalancerSettings struct {
 	cluster string
-	network string
+	// aliases are the cluster's earlier names; LoadBalancers recording one are adopted.
+	aliases []string
+	// clusterID is the cluster's identity, written on LoadBalancers once it is known.
+	clusterID *clusterid.ID
+	network   string
 	// internalPrefixes are the parent Prefixes of internal load balancer addresses, by family.
 	internalPrefixes map[corev1.IPFamily]string
 	useNICSelector   bool
@@ -49,10 +54,6 @@ func desiredLoadBalancer(service *corev1.Service, settings loadBalancerSettings)
 	if len(families) == 0 {
 		families = []corev1.IPFamily{corev1.IPv4Protocol}
 	}
-	requested, err := requestedIPs(service, families)
-	if err != nil {
-		return nil, err
-	}
 	ports, err := loadBalancerPorts(service)
 	if err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func desiredLoadBalancer(service *corev1.Service, settings loadBalancerSettings)
 	lb := &networkingv1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        LoadBalancerName(service),
-			Labels:      ownerLabels(settings.cluster, service),
+			Labels:      ownerLabels(settings, service),
 			Annotations: ownerAnnotations(settings.cluster, service),
 		},
 		Spec: networkingv1alpha1.LoadBalancerSpec{
@@ -71,14 +72,20 @@ func desiredLoadBalancer(service *corev1.Service, settings loadBalancerSettings)
 		},
 	}
 	if internal {
+		requested, err := requestedIPs(service, families)
+		if err != nil {
+			return nil, err
+		}
 		lb.Spec.Type = networkingv1alpha1.LoadBalancerTypeInternal
 		lb.Spec.IPs, err = internalIPs(families, requested, settings.internalPrefixes)
 		if err != nil {
 			return nil, err
 		}
-	} else if len(requested) > 0 {
+	} else if strings.TrimSpace(service.Annotations[keys.AnnotationLoadBalancerIPs]) != "" {
+		// spec.loadBalancerIP on a Public Service is ignored with an event (ignoredFields), as
+		// the reference CCM ignored it; our own annotation was never accepted there.
 		return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
-			"a Public IronCore LoadBalancer cannot have a requested address (spec.loadBalancerIP or %s); remove it, or make the load balancer Internal with %s: \"true\"",
+			"a Public IronCore LoadBalancer cannot have a requested address (%s); remove it, or make the load balancer Internal with %s: \"true\"",
 			keys.AnnotationLoadBalancerIPs, keys.AnnotationInternalLoadBalancer)}
 	}
 	if settings.useNICSelector {
@@ -172,6 +179,67 @@ func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip
 	return sources, nil
 }
 
+// ignoredFields lists what the Service asks for that its LoadBalancer does not do, as events
+// for its owner. It has no side effects.
+func ignoredFields(service *corev1.Service) []serviceError {
+	var notes []serviceError
+	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
+		notes = append(notes, serviceError{reason: ReasonSourceRangesOnNodes, message: fmt.Sprintf("IronCore LoadBalancers do not filter "+
+			"clients themselves; they forward packets unchanged, with the client's address and the load balancer address, to the Nodes, "+
+			"where kube-proxy admits only spec.loadBalancerSourceRanges (%s). A replacement for kube-proxy must enforce them itself.",
+			strings.Join(service.Spec.LoadBalancerSourceRanges, ", "))})
+	}
+	if service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		notes = append(notes, serviceError{reason: ReasonLocalTrafficPolicyNotHonoured, message: "IronCore LoadBalancers send traffic " +
+			"to every Node, not only to Nodes with a local endpoint; Nodes without one drop it"})
+	}
+	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
+		if internal, err := isInternal(service); err == nil && !internal {
+			notes = append(notes, serviceError{reason: ReasonLoadBalancerIPIgnored, message: fmt.Sprintf(
+				"IronCore chooses the address of a Public LoadBalancer; spec.loadBalancerIP %s is ignored. "+
+					"An Internal LoadBalancer (%s: \"true\") can have a requested address.", ip, keys.AnnotationInternalLoadBalancer)})
+		}
+	}
+	return notes
+}
+
+// keepAddresses keeps the address sources of an existing Internal LoadBalancer in desired:
+// changing them would change the LoadBalancer's address under its clients (a requested
+// address, or the Prefix in the cloud-config, applies to new LoadBalancers). It returns an
+// event for the owner when the Service requests an address the LoadBalancer does not have.
+func keepAddresses(service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) []serviceError {
+	if existing.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal || desired.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
+		return nil
+	}
+	desired.Spec.IPs = slices.Clone(existing.Spec.IPs)
+	requested, err := requestedIPs(service, desired.Spec.IPFamilies)
+	if err != nil {
+		return nil
+	}
+	have := map[netip.Addr]bool{}
+	for _, ip := range existing.Status.IPs {
+		have[ip.Addr] = true
+	}
+	for _, source := range existing.Spec.IPs {
+		if source.Value != nil {
+			have[source.Value.Addr] = true
+		}
+	}
+	var missing []string
+	for _, family := range desired.Spec.IPFamilies {
+		if addr, ok := requested[family]; ok && !have[addr] {
+			missing = append(missing, addr.String())
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []serviceError{{reason: ReasonLoadBalancerIPKept, message: fmt.Sprintf(
+		"IronCore LoadBalancer %s keeps its addresses; the requested %s would change them under the Service's clients. "+
+			"A requested address applies when a LoadBalancer is created: re-create the Service to move it.",
+		existing.Name, strings.Join(missing, ", "))}}
+}
+
 // loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid
 // ports (it accepts a lone port 70000, checking a port only against the ones before it), so they
 // are checked here, before anything is written.
@@ -198,13 +266,21 @@ func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalanc
 	return ports, nil
 }
 
-func ownerLabels(cluster string, service *corev1.Service) map[string]string {
-	return map[string]string{
-		keys.LabelClusterName:      cluster,
+// ownerLabels record the Service and cluster a LoadBalancer is for and, once it is known, the
+// cluster's identity, which the orphan collector requires before it deletes anything. Until
+// then the label is left out; the first apply after it is known adds it, as needsApply sees
+// it missing.
+func ownerLabels(settings loadBalancerSettings, service *corev1.Service) map[string]string {
+	labels := map[string]string{
+		keys.LabelClusterName:      settings.cluster,
 		keys.LabelServiceNamespace: service.Namespace,
 		keys.LabelServiceName:      service.Name,
 		keys.LabelServiceUID:       string(service.UID),
 	}
+	if id, known := settings.clusterID.Known(); known {
+		labels[keys.LabelClusterID] = id
+	}
+	return labels
 }
 
 func ownerAnnotations(cluster string, service *corev1.Service) map[string]string {

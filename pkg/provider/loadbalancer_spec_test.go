@@ -101,3 +101,38 @@ func TestNeedsApplyIgnoresOtherLabels(t *testing.T) {
 		t.Fatal("a changed port did not make a write necessary")
 	}
 }
+
+func TestPublicLoadBalancerIPIsIgnoredWithAnEvent(t *testing.T) {
+	service := testService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.10" })
+	if _, err := desiredLoadBalancer(service, testSettings); err != nil {
+		t.Fatalf("a Public Service with spec.loadBalancerIP is refused: %v", err)
+	}
+	notes := ignoredFields(service)
+	if len(notes) != 1 || notes[0].reason != ReasonLoadBalancerIPIgnored {
+		t.Fatalf("notes %v, want one %s", notes, ReasonLoadBalancerIPIgnored)
+	}
+}
+
+func TestAnExistingInternalLoadBalancerKeepsItsAddressSources(t *testing.T) {
+	existing, err := desiredLoadBalancer(testService(func(s *corev1.Service) {
+		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+	}), testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := testService(func(s *corev1.Service) {
+		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+		s.Spec.LoadBalancerIP = "10.0.0.9"
+	})
+	desired, err := desiredLoadBalancer(service, testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := keepAddresses(service, existing, desired)
+	if desired.Spec.IPs[0].Value != nil || desired.Spec.IPs[0].Ephemeral == nil {
+		t.Fatalf("the requested address replaced the existing allocation: %+v", desired.Spec.IPs)
+	}
+	if len(notes) != 1 || notes[0].reason != ReasonLoadBalancerIPKept {
+		t.Fatalf("notes %v, want one %s", notes, ReasonLoadBalancerIPKept)
+	}
+}

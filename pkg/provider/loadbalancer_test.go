@@ -172,7 +172,7 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 		text:   `must be "true" or "false", not "True"`,
 	}, {
 		name:   "public-with-ip",
-		opts:   testenv.ServiceOptions{LoadBalancerIP: "203.0.113.10"},
+		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: "203.0.113.10"}},
 		reason: provider.ReasonInvalidLoadBalancerIP,
 		text:   "cannot have a requested address",
 	}, {
@@ -283,11 +283,11 @@ func TestExplicitRouting(t *testing.T) {
 	}
 	waitForRouting(t, name, nil)
 
-	// A Node whose Machine is gone is named in the error, and the others still get traffic.
+	// A Node whose Machine is gone is left out without failing the update (the node lifecycle
+	// controller deletes it), and the others still get traffic.
 	gone := node("lb-explicit-gone", providerIDOf("lb-explicit-gone"))
-	err = lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))
-	if !errorContains(err, "Node lb-explicit-gone: its Machine does not exist") {
-		t.Fatalf("UpdateLoadBalancer error %v, want it to name the Node without a Machine", err)
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...)); err != nil {
+		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
 }

@@ -38,15 +38,25 @@ func (m machines) forNode(ctx context.Context, node *corev1.Node) (*computev1alp
 // byName reads the named Machine, or the Machine with the given guest hostname, from
 // the cache and confirms a miss with a live read.
 func (m machines) byName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
-	machine, err := m.ironcore.Machine(ctx, name)
+	machine, err := m.cached(ctx, name, hostname)
 	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
 		return machine, err
 	}
-	if hostname != "" {
-		machine, err := m.ironcore.MachineByHostname(ctx, hostname)
-		if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
-			return machine, err
-		}
-	}
 	return m.ironcore.LiveMachine(ctx, name)
+}
+
+// cachedForUninitializedNode finds the Machine of a Node without a provider ID as forNode
+// does, from the cache only: for callers that run often and can take a miss for an answer.
+func (m machines) cachedForUninitializedNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+	return m.cached(ctx, node.Name, node.Name)
+}
+
+// cached reads the named Machine, or else the Machine with the given guest hostname, from the
+// cache. A miss is ErrNotFound.
+func (m machines) cached(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
+	machine, err := m.ironcore.Machine(ctx, name)
+	if err == nil || !errors.Is(err, ironcore.ErrNotFound) || hostname == "" {
+		return machine, err
+	}
+	return m.ironcore.MachineByHostname(ctx, hostname)
 }

@@ -50,7 +50,7 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 	if err != nil {
 		return nil, err
 	}
-	nodeOfMachine, err := r.nodesByMachine()
+	nodeOfMachine, err := r.nodesByMachine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +118,9 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	}
 	removed := false
 	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
-		removed = removePrefix(nic, cidr)
-		return removed, nil
+		var err error
+		removed, err = removePrefix(nic, cidr)
+		return removed, err
 	})
 	if errors.Is(err, ironcore.ErrNotFound) {
 		countRouteOperation("delete", false, nil)
@@ -193,8 +194,9 @@ func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Ro
 }
 
 // nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
-// initialized, by its name.
-func (r *routes) nodesByMachine() (map[string]*corev1.Node, error) {
+// initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname. It
+// reads only the cache: ListRoutes runs on every pass of the route controller.
+func (r *routes) nodesByMachine(ctx context.Context) (map[string]*corev1.Node, error) {
 	nodes, err := r.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, err
@@ -206,8 +208,20 @@ func (r *routes) nodesByMachine() (map[string]*corev1.Node, error) {
 		}
 	}
 	for _, node := range nodes {
-		if _, taken := byMachine[node.Name]; !taken && node.Spec.ProviderID == "" {
-			byMachine[node.Name] = node
+		if node.Spec.ProviderID != "" {
+			continue
+		}
+		machine, err := r.machines.cachedForUninitializedNode(ctx, node)
+		switch {
+		case errors.Is(err, ironcore.ErrNotFound) || errors.Is(err, ironcore.ErrAmbiguousHostname):
+			// No route can have been created for it either.
+			continue
+		case err != nil:
+			// Better no listing than a route listed without its Node, which would be deleted.
+			return nil, fmt.Errorf("find the Machine of Node %s: %w", node.Name, err)
+		}
+		if _, taken := byMachine[machine.Name]; !taken {
+			byMachine[machine.Name] = node
 		}
 	}
 	return byMachine, nil
@@ -292,15 +306,52 @@ func addPrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) bool
 }
 
 // removePrefix removes cidr from the NetworkInterface if it is a managed prefix, and reports
-// whether that changed anything. Entries without a value (ephemeral prefixes) are left alone.
-func removePrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) bool {
+// whether that changed anything. Entries without a value (ephemeral prefixes) are left alone,
+// and so is their index: IronCore names an ephemeral entry's Prefix after it (<nic>-pf-<i>), so
+// shifting it would make IronCore delete that Prefix and allocate another. An entry of cidr
+// before the last ephemeral one is therefore replaced by a literal entry moved from after it.
+// When there is none to move, nothing is removed and an error says why: the route controller
+// retries, and a literal prefix added later (a new route) lets the removal go through.
+func removePrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) (bool, error) {
 	managed := annotatedRoutes(nic)
 	if !slices.Contains(managed, cidr) {
-		return false
+		return false, nil
 	}
-	nic.Spec.Prefixes = slices.DeleteFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
-		return source.Value != nil && source.Value.Masked() == cidr
-	})
+	prefixes, err := withoutPrefix(nic.Spec.Prefixes, cidr)
+	if err != nil {
+		return false, fmt.Errorf("cannot delete route %s from NetworkInterface %s: %w", cidr, nic.Name, err)
+	}
+	nic.Spec.Prefixes = prefixes
 	setAnnotatedRoutes(nic, slices.DeleteFunc(managed, func(p netip.Prefix) bool { return p == cidr }))
-	return true
+	return true, nil
+}
+
+// withoutPrefix returns sources without the literal entries of cidr, every ephemeral entry
+// at its index. A hole before the last ephemeral entry is filled with the last literal entry
+// after it that stays; if there are not enough of those, it returns an error.
+func withoutPrefix(sources []networkingv1alpha1.PrefixSource, cidr netip.Prefix) ([]networkingv1alpha1.PrefixSource, error) {
+	isCIDR := func(source networkingv1alpha1.PrefixSource) bool {
+		return source.Value != nil && source.Value.Masked() == cidr
+	}
+	lastEphemeral := -1
+	for i, source := range sources {
+		if source.Value == nil {
+			lastEphemeral = i
+		}
+	}
+	// The entries up to the last ephemeral one keep their places; those after it may move.
+	head := slices.Clone(sources[:lastEphemeral+1])
+	tail := slices.DeleteFunc(slices.Clone(sources[lastEphemeral+1:]), isCIDR)
+	for i := range head {
+		if !isCIDR(head[i]) {
+			continue
+		}
+		if len(tail) == 0 {
+			return nil, fmt.Errorf("it is entry %d of spec.prefixes, before the ephemeral entry %d, which would be renamed "+
+				"(and its Prefix reallocated by IronCore) if the entries after it moved up, and no literal entry after that one "+
+				"can take its place", i, lastEphemeral)
+		}
+		head[i], tail = tail[len(tail)-1], tail[:len(tail)-1]
+	}
+	return append(head, tail...), nil
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -29,19 +31,34 @@ type targets struct {
 	ironcore *ironcore.Client
 	cluster  string
 	network  string
-	// labelsMu guards labelSyncRunning and pendingNodes. Every Service's sync passes the
-	// Nodes, and the label is the same for all load balancers, so one label sync runs at a
-	// time and the syncs that arrive meanwhile leave it their Nodes, newest wins, instead of
-	// queueing behind its writes.
+	// nodes is the CCM's Node lister, set once informers exist. Every Service's sync passes a
+	// Node list, but a list may be older than another's, so the lister, which is at least as
+	// new as any list, has the last word on which Nodes are eligible.
+	nodes corelisters.NodeLister
+	// background is the context of label syncs that outlive the call that asked for them.
+	background context.Context
+
+	// labelsMu guards the fields below. The target label is the same for all load balancers,
+	// so one label sync runs at a time; syncs that arrive meanwhile add their Nodes to
+	// pendingNodes (a union: a later call may carry an older list) and leave the work to it.
 	labelsMu         sync.Mutex
 	labelSyncRunning bool
-	pendingNodes     []*corev1.Node
-	hasPendingNodes  bool
-	// nodes is the CCM's Node lister, set once informers exist. A sync's Node list may be
-	// older than another's (it waited for labelsMu), so a target is only dropped when the
-	// lister confirms its Node is gone or no longer eligible.
-	nodes corelisters.NodeLister
+	pendingNodes     map[string]*corev1.Node
+	// retryDelay is the backoff of label syncs retried after a failed write; retryScheduled
+	// tells whether one is waiting.
+	retryDelay     time.Duration
+	retryScheduled bool
+
+	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
+	// that each is logged once, not on every sync of every Service.
+	leftOut sync.Map
 }
+
+// Backoff of label syncs retried after a failed write.
+const (
+	firstLabelRetryDelay = time.Second
+	maxLabelRetryDelay   = time.Minute
+)
 
 // skippedNodes lists Nodes that could not be made targets, and why.
 type skippedNodes []string
@@ -55,7 +72,10 @@ func (s skippedNodes) err() error {
 
 // networkInterfaces returns the Nodes' NetworkInterfaces on the cluster Network, from the
 // cache, sorted by name. A Node that is not initialized yet (no provider ID) is passed over
-// quietly: it becomes a target when the framework passes it again with its provider ID.
+// quietly: it becomes a target when the framework passes it again with its provider ID. So
+// is a Node that is not an IronCore Machine of this namespace, or whose Machine is gone (the
+// node lifecycle controller deletes it): they can never be targets, and failing every
+// Service's sync over them would help no one.
 func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]networkingv1alpha1.NetworkInterface, skippedNodes, error) {
 	var nics []networkingv1alpha1.NetworkInterface
 	var skipped skippedNodes
@@ -64,74 +84,86 @@ func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, n
 			klog.V(4).InfoS("Node has no provider ID yet, not a load balancer target", "node", klog.KObj(node))
 			continue
 		}
-		nodeNICs, reason, err := t.nodeNetworkInterfaces(ctx, node, needIPs)
-		if err != nil {
+		nodeNICs, reason, quiet, err := t.nodeNetworkInterfaces(ctx, node, needIPs)
+		switch {
+		case err != nil:
 			return nil, nil, err
-		}
-		if reason != "" {
+		case quiet:
+			t.logLeftOut(node, reason)
+		case reason != "":
 			skipped = append(skipped, fmt.Sprintf("Node %s: %s", node.Name, reason))
-			continue
+		default:
+			nics = append(nics, nodeNICs...)
 		}
-		nics = append(nics, nodeNICs...)
 	}
 	slices.SortFunc(nics, func(a, b networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
 	return nics, skipped, nil
 }
 
+// logLeftOut logs once per Node and reason that the Node is not a load balancer target.
+func (t *targets) logLeftOut(node *corev1.Node, reason string) {
+	if previous, loaded := t.leftOut.Swap(node.Name, reason); loaded && previous == reason {
+		return
+	}
+	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
+}
+
 // nodeNetworkInterfaces returns one Node's NetworkInterfaces on the cluster Network, or the
-// reason it has none that can be used. Errors are failures to read, not facts about the Node.
-func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) ([]networkingv1alpha1.NetworkInterface, string, error) {
+// reason it has none that can be used; quiet reasons are facts about the Node that no retry
+// changes. Errors are failures to read, not facts about the Node.
+func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (nics []networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
 	id, parseErr := providerid.Parse(node.Spec.ProviderID)
 	if parseErr != nil {
 		// A provider ID of another cloud is a fact about the Node, not a failure to report.
-		return nil, parseErr.Error(), nil //nolint:nilerr
+		return nil, parseErr.Error(), true, nil //nolint:nilerr
 	}
 	if id.Namespace != t.ironcore.Namespace() {
-		return nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), nil
+		return nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
 	}
 	machine, err := t.ironcore.Machine(ctx, id.Machine)
 	if errors.Is(err, ironcore.ErrNotFound) {
-		return nil, "its Machine does not exist", nil
+		return nil, "its Machine does not exist", true, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	var nics []networkingv1alpha1.NetworkInterface
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
 		nic, err := t.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		if nic.Spec.NetworkRef.Name != t.network {
 			continue
 		}
 		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
-			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), nil
+			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), false, nil
 		}
 		if needIPs && len(nic.Status.IPs) == 0 {
-			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), nil
+			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), false, nil
 		}
 		nics = append(nics, *nic)
 	}
 	if len(nics) == 0 {
-		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), nil
+		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), false, nil
 	}
-	return nics, "", nil
+	return nics, "", false, nil
 }
 
-// syncLabels labels the Nodes' NetworkInterfaces as targets of this cluster's load balancers,
-// and unlabels this cluster's other targets, writing only what changes. Load balancers select
-// their targets by this label, so Nodes the framework leaves out stop receiving traffic.
+// syncLabels labels the NetworkInterfaces of the eligible Nodes as targets of this cluster's
+// load balancers, and unlabels this cluster's other targets, writing only what changes. Load
+// balancers select their targets by this label, so Nodes the framework leaves out stop
+// receiving traffic.
 //
 // If another sync is running, it applies these Nodes after its own, and this call only reports
-// the Nodes that cannot be targets.
+// the Nodes that cannot be targets. A write that fails in such a later pass, whose caller has
+// returned, is retried with a backoff.
 func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	t.labelsMu.Lock()
 	if t.labelSyncRunning {
-		t.pendingNodes, t.hasPendingNodes = nodes, true
+		t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
 		t.labelsMu.Unlock()
 		_, skipped, err := t.networkInterfaces(ctx, nodes, false)
 		return skipped, err
@@ -142,23 +174,84 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 	skipped, err := t.writeLabels(ctx, nodes)
 	for {
 		t.labelsMu.Lock()
-		if !t.hasPendingNodes {
+		if len(t.pendingNodes) == 0 {
 			t.labelSyncRunning = false
 			t.labelsMu.Unlock()
 			return skipped, err
 		}
-		pending := t.pendingNodes
-		t.pendingNodes, t.hasPendingNodes = nil, false
+		pending := slices.Collect(maps.Values(t.pendingNodes))
+		t.pendingNodes = nil
 		t.labelsMu.Unlock()
-		if _, pendingErr := t.writeLabels(ctx, pending); pendingErr != nil {
-			// Its caller has returned; the next sync of any Service retries.
-			klog.ErrorS(pendingErr, "Could not update load balancer targets for a later Node list")
+		if _, pendingErr := t.writeLabels(t.backgroundContext(ctx), pending); pendingErr != nil {
+			klog.ErrorS(pendingErr, "Could not update load balancer targets for a later Node list; retrying")
+			t.retryLabels(pending)
 		}
 	}
 }
 
-// writeLabels makes the labels of the NetworkInterfaces match the Nodes.
+// retryLabels runs a label sync with the Nodes after a backoff, and again while it fails.
+func (t *targets) retryLabels(nodes []*corev1.Node) {
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	if t.retryScheduled {
+		// The waiting retry takes the newest Nodes from the lister; these are merged in.
+		t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
+		return
+	}
+	t.retryScheduled = true
+	t.retryDelay = min(max(2*t.retryDelay, firstLabelRetryDelay), maxLabelRetryDelay)
+	time.AfterFunc(t.retryDelay, func() {
+		t.labelsMu.Lock()
+		t.retryScheduled = false
+		t.labelsMu.Unlock()
+		if _, err := t.syncLabels(t.backgroundContext(context.Background()), nodes); err != nil {
+			klog.ErrorS(err, "Could not update load balancer targets; retrying")
+			t.retryLabels(nodes)
+			return
+		}
+		t.labelsMu.Lock()
+		t.retryDelay = 0
+		t.labelsMu.Unlock()
+	})
+}
+
+func (t *targets) backgroundContext(fallback context.Context) context.Context {
+	if t.background != nil {
+		return t.background
+	}
+	return fallback
+}
+
+// mergeNodes adds nodes to set, by name; a Node already there is replaced only by a newer
+// version of itself.
+func mergeNodes(set map[string]*corev1.Node, nodes []*corev1.Node) map[string]*corev1.Node {
+	if set == nil {
+		set = make(map[string]*corev1.Node, len(nodes))
+	}
+	for _, node := range nodes {
+		if have, ok := set[node.Name]; ok && newerOrSame(have, node) {
+			continue
+		}
+		set[node.Name] = node
+	}
+	return set
+}
+
+// newerOrSame reports whether a is at least as new as b, by resourceVersion when both have
+// one. resourceVersions are opaque, but the API server's are integers in practice; when they
+// are not, b wins.
+func newerOrSame(a, b *corev1.Node) bool {
+	va, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	vb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return errA == nil && errB == nil && va >= vb
+}
+
+// writeLabels makes the labels of the NetworkInterfaces match the eligible Nodes.
 func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
+	nodes, eligible, err := t.eligibleNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
 	nics, skipped, err := t.networkInterfaces(ctx, nodes, false)
 	if err != nil {
 		return nil, err
@@ -181,19 +274,15 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 	if err != nil {
 		return nil, err
 	}
-	var stillEligible map[string]bool
 	for i := range labelled {
 		nic := &labelled[i]
 		if wanted[nic.Name] {
 			continue
 		}
-		if stillEligible == nil {
-			if stillEligible, err = t.eligibleMachines(); err != nil {
-				return nil, err
-			}
-		}
-		if nic.Spec.MachineRef != nil && stillEligible[nic.Spec.MachineRef.Name] {
-			klog.V(4).InfoS("Keeping a load balancer target that a stale Node list left out", "networkInterface", klog.KObj(nic))
+		if nic.Spec.MachineRef != nil && eligible[nic.Spec.MachineRef.Name] {
+			// Its Node is eligible but could not be resolved this time (a cache behind by a
+			// moment): keeping the target is safe, dropping it would cut traffic.
+			klog.V(4).InfoS("Keeping a load balancer target whose Node is still eligible", "networkInterface", klog.KObj(nic))
 			continue
 		}
 		if err := t.ironcore.RemoveLabel(ctx, nic, keys.LabelLoadBalancerTarget); err != nil {
@@ -205,33 +294,66 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 	return skipped, errors.Join(errs...)
 }
 
-// eligibleMachines names the Machines of the Nodes that the service controller currently
-// passes to load balancers: not being deleted, not excluded by label, not tainted for deletion
-// by the cluster autoscaler (its stable node set predicates, k8s.io/cloud-provider v0.35).
-// Without a lister every Node is taken as gone, so the caller's list decides alone.
-func (t *targets) eligibleMachines() (map[string]bool, error) {
-	eligible := map[string]bool{}
+// eligibleNodes returns the Nodes whose NetworkInterfaces should be targets, and the Machines
+// of the Nodes the lister confirms as eligible. The list given may be older than the lister:
+// a Node the lister knows is taken as the lister has it, and dropped if it is no longer
+// eligible; every eligible Node the lister knows is added. Without a lister the list decides.
+func (t *targets) eligibleNodes(nodes []*corev1.Node) ([]*corev1.Node, map[string]bool, error) {
+	eligibleMachines := map[string]bool{}
 	if t.nodes == nil {
-		return eligible, nil
+		return nodes, eligibleMachines, nil
 	}
-	nodes, err := t.nodes.List(labels.Everything())
+	known, err := t.nodes.List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
+		return nil, nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	byName := make(map[string]*corev1.Node, len(known)+len(nodes))
+	result := make([]*corev1.Node, 0, len(known)+len(nodes))
+	for _, node := range known {
+		byName[node.Name] = node
+		if !EligibleForLoadBalancers(node) {
+			continue
+		}
+		result = append(result, node)
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
+			eligibleMachines[id.Machine] = true
+		}
 	}
 	for _, node := range nodes {
-		id, err := providerid.Parse(node.Spec.ProviderID)
-		if err != nil || id.Namespace != t.ironcore.Namespace() || !node.DeletionTimestamp.IsZero() {
-			continue
+		if _, ok := byName[node.Name]; !ok {
+			byName[node.Name] = node
+			result = append(result, node)
 		}
-		if excludedFromLoadBalancers(node) {
-			continue
-		}
-		if slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint }) {
-			continue
-		}
-		eligible[id.Machine] = true
 	}
-	return eligible, nil
+	return result, eligibleMachines, nil
+}
+
+// eligibleNetworkInterfaces names the NetworkInterfaces of the eligible Nodes (see
+// eligibleNodes).
+func (t *targets) eligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node) (map[string]bool, error) {
+	nodes, _, err := t.eligibleNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	nics, _, err := t.networkInterfaces(ctx, nodes, false)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(nics))
+	for _, nic := range nics {
+		names[nic.Name] = true
+	}
+	return names, nil
+}
+
+// EligibleForLoadBalancers reports whether the service controller passes the Node to load
+// balancers: not being deleted, not excluded by label, not tainted for deletion by the cluster
+// autoscaler (its stable node set predicates, k8s.io/cloud-provider v0.35).
+func EligibleForLoadBalancers(node *corev1.Node) bool {
+	if !node.DeletionTimestamp.IsZero() || excludedFromLoadBalancers(node) {
+		return false
+	}
+	return !slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
 }
 
 // excludedFromLoadBalancers reads the exclusion label as the service controller does: any

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,19 +306,59 @@ func TestServiceWhoseLoadBalancerVanishedCanBeDeleted(t *testing.T) {
 }
 
 // TestOrphanedLoadBalancersAreCollected gives the CCM a LoadBalancer of this cluster whose
-// Service is gone, as after a CCM outage, and one of another cluster.
+// Service is gone, as after a CCM outage, and LoadBalancers of other clusters: one of another
+// name, and two recording this cluster's name, as another cluster configured with the same
+// name would make them, one without this cluster's identity label and one with another
+// cluster's. Only this cluster's is deleted; the two namesakes are refused.
 func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
 	ctx := context.Background()
-	orphan := orphanLoadBalancer(t, "orphan", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000001")
-	foreign := orphanLoadBalancer(t, "foreign-orphan", "another-cluster", "5a4c1d1e-0000-4000-8000-000000000002")
-	startCCM(t, "ccm-orphans", "--orphan-load-balancer-grace-period=2s")
+	kubeSystem, err := stack.TargetClientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := orphanLoadBalancer(t, "orphan", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000001", string(kubeSystem.UID))
+	foreign := orphanLoadBalancer(t, "foreign-orphan", "another-cluster", "5a4c1d1e-0000-4000-8000-000000000002", "")
+	namesakes := []*networkingv1alpha1.LoadBalancer{
+		orphanLoadBalancer(t, "namesake-unmarked", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000003", ""),
+		orphanLoadBalancer(t, "namesake-marked", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000004", "5a4c1d1e-0000-4000-8000-0000000000ff"),
+	}
+	ccm := startCCM(t, "ccm-orphans", "--orphan-load-balancer-grace-period=2s")
 	waitForNoLeftovers(t, []string{orphan.Name})
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.DeletionTimestamp != nil {
-		t.Fatalf("another cluster's LoadBalancer was touched: %v, %v", err, foreign.DeletionTimestamp)
+	// Wait until the collector decided on each namesake: it logged a refusal, or deleted it.
+	err = testenv.WaitFor(ctx, waitTimeout, "the collector's decision on the namesakes", func(ctx context.Context) error {
+		for _, lb := range namesakes {
+			current := &networkingv1alpha1.LoadBalancer{}
+			err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
+			deleted := apierrors.IsNotFound(err) || (err == nil && current.DeletionTimestamp != nil)
+			if !deleted && !refusalLogged(readLog(ccm), lb) {
+				return fmt.Errorf("no decision on %s yet", lb.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range append(namesakes, foreign) {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil || lb.DeletionTimestamp != nil {
+			t.Errorf("another cluster's LoadBalancer %s was deleted: %v, %v", lb.Name, err, lb.DeletionTimestamp)
+		}
 	}
 }
 
-func orphanLoadBalancer(t *testing.T, name, cluster, serviceUID string) *networkingv1alpha1.LoadBalancer {
+// refusalLogged reports whether the CCM's log says it did not delete lb.
+func refusalLogged(log string, lb *networkingv1alpha1.LoadBalancer) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "Not deleting IronCore LoadBalancer") && strings.Contains(line, `loadBalancer="`+lb.Namespace+"/"+lb.Name+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanLoadBalancer creates a LoadBalancer of a Service that no longer exists, recording the
+// cluster as the reference CCM does, and with the identity label mark unless it is empty.
+func orphanLoadBalancer(t *testing.T, name, cluster, serviceUID, mark string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	lb := &networkingv1alpha1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Annotations: map[string]string{
@@ -329,6 +370,9 @@ func orphanLoadBalancer(t *testing.T, name, cluster, serviceUID string) *network
 			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
 			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
 		},
+	}
+	if mark != "" {
+		lb.Labels = map[string]string{keys.LabelClusterID: mark}
 	}
 	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -203,9 +206,12 @@ func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alp
 	}
 }
 
-// TestNodesSurviveAnIronCoreOutage makes the IronCore API fail, then become unreachable, for
-// several node-monitor periods while a Node is NotReady: the CCM must neither delete the Node
-// nor crash, and must resume when IronCore is back.
+// TestNodesSurviveAnIronCoreOutage makes the IronCore API unreachable, then fail, for several
+// node-monitor periods while Nodes are NotReady, and changes IronCore behind the CCM's back
+// meanwhile: the Machine of one Node is deleted, and a Node registers for a Machine the CCM's
+// cache cannot know, so that its InstanceExists must ask the failing API. The CCM must neither
+// delete a Node nor crash during the outage; when IronCore is back, it must delete the Node of
+// the deleted Machine, and only that one, and initialize the new Node.
 func TestNodesSurviveAnIronCoreOutage(t *testing.T) {
 	ctx := context.Background()
 	ccm := startCCM(t, "ccm-outage")
@@ -216,31 +222,150 @@ func TestNodesSurviveAnIronCoreOutage(t *testing.T) {
 	if _, err := stack.SetNodeReady(ctx, "worker-2", corev1.ConditionFalse); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []apiproxy.Mode{apiproxy.Fail, apiproxy.Down} {
-		if err := stack.IronCoreProxy.SetMode(mode); err != nil {
-			t.Fatal(err)
-		}
-		// Let the CCM's caches lose their watches and relist against the failing API, and
-		// several lifecycle checks run, before looking.
-		outage := time.After(8 * time.Second)
-		for waiting := true; waiting; {
-			select {
-			case <-outage:
-				waiting = false
-			case <-ccm.Exited():
-				t.Fatalf("the CCM exited during the outage:\n%s", tail(readLog(ccm), 40))
-			}
-		}
-		if _, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "worker-2", metav1.GetOptions{}); err != nil {
-			t.Fatalf("mode %d: Node after the outage: %v", mode, err)
-		}
-		if err := stack.IronCoreProxy.SetMode(apiproxy.Forward); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Back to normal, the CCM still works: deleting the Machine deletes the Node.
+	deleted := watchNodeDeletions(t)
+	outage := &outageWatch{t: t, ccm: ccm, deleted: deleted, nodes: []string{"worker-2", "worker-3"}}
+
+	// Unreachable first: that also ends the CCM's open watches, which keep streaming while the
+	// proxy merely fails new requests, so the CCM's caches see nothing of the changes below.
+	setOutageMode(t, apiproxy.Down)
 	if err := stack.IronCore.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "worker-2"}}); err != nil {
 		t.Fatal(err)
 	}
+	runningMachine(t, "worker-3", testenv.MachineOptions{})
+	createNode(t, "worker-3", testenv.NodeOptions{})
+	if _, err := stack.SetNodeReady(ctx, "worker-3", corev1.ConditionFalse); err != nil {
+		t.Fatal(err)
+	}
+	failedChecks := func() int { return strings.Count(readLog(ccm), "error checking if node worker-3 exists") }
+	before := failedChecks()
+	outage.await("lifecycle checks of worker-3 to fail while IronCore is unreachable", func() error {
+		if n := failedChecks() - before; n < 3 {
+			return fmt.Errorf("%d failed checks", n)
+		}
+		return nil
+	})
+	outage.checkNodes(apiproxy.Down)
+
+	// Failing: the caches relist against the API, and the lifecycle checks ask it, in vain.
+	stack.IronCoreProxy.Reset()
+	setOutageMode(t, apiproxy.Fail)
+	outage.await("the CCM to relist Machines and ask about worker-3's Machine while IronCore fails", func() error {
+		var lists, gets int
+		for _, count := range stack.IronCoreProxy.Counts() {
+			switch {
+			case count.Resource != "machines.compute.ironcore.dev":
+			case count.Verb == "list":
+				lists += count.N
+			case count.Verb == "get":
+				gets += count.N
+			}
+		}
+		if lists < 1 || gets < 3 {
+			return fmt.Errorf("%d lists and %d gets of Machines", lists, gets)
+		}
+		return nil
+	})
+	outage.checkNodes(apiproxy.Fail)
+
+	// Back to normal, the CCM catches up: the Node of the deleted Machine goes, the new one
+	// is initialized, and no other Node is deleted.
+	if err := stack.IronCoreProxy.SetMode(apiproxy.Forward); err != nil {
+		t.Fatal(err)
+	}
 	waitForNodeDeleted(t, "worker-2")
+	waitForNode(t, "worker-3", "the new Node to be initialized", initialized)
+	for drained := false; !drained; {
+		select {
+		case name := <-deleted:
+			if name != "worker-2" {
+				t.Errorf("Node %s was deleted after the outage", name)
+			}
+		default:
+			drained = true
+		}
+	}
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "worker-3", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the new Node after the outage: %v", err)
+	}
+}
+
+// setOutageMode switches the proxy between the CCM and IronCore, and back to Forward when
+// the test ends, whatever happens.
+func setOutageMode(t *testing.T, mode apiproxy.Mode) {
+	t.Helper()
+	if err := stack.IronCoreProxy.SetMode(mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
+}
+
+// watchNodeDeletions reports the name of every Node deleted from now until the test ends.
+func watchNodeDeletions(t *testing.T) <-chan string {
+	t.Helper()
+	deleted := make(chan string, 64)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	informer := factory.Core().V1().Nodes().Informer()
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			select {
+			case deleted <- key:
+			default: // the test reads only the first few
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(stop)
+	if !toolscache.WaitForCacheSync(stop, informer.HasSynced) {
+		t.Fatal("the Node informer did not sync")
+	}
+	return deleted
+}
+
+// outageWatch checks, all through an IronCore outage, that the CCM keeps running and deletes
+// none of the watched Nodes.
+type outageWatch struct {
+	t       *testing.T
+	ccm     *testenv.Process
+	deleted <-chan string
+	nodes   []string
+}
+
+// await polls condition until it holds, failing the test at once if the CCM exits or deletes
+// a watched Node meanwhile.
+func (o *outageWatch) await(what string, condition func() error) {
+	o.t.Helper()
+	timeout := time.After(waitTimeout)
+	poll := time.NewTicker(testenv.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-o.ccm.Exited():
+			o.t.Fatalf("the CCM exited during the outage:\n%s", tail(readLog(o.ccm), 40))
+		case name := <-o.deleted:
+			if slices.Contains(o.nodes, name) {
+				o.t.Fatalf("Node %s was deleted during the outage", name)
+			}
+		case <-timeout:
+			o.t.Fatalf("waiting %s for %s: %v", waitTimeout, what, condition())
+		case <-poll.C:
+			if condition() == nil {
+				return
+			}
+		}
+	}
+}
+
+// checkNodes confirms that the watched Nodes still exist, in case a deletion's watch event is
+// still on its way.
+func (o *outageWatch) checkNodes(mode apiproxy.Mode) {
+	o.t.Helper()
+	for _, name := range o.nodes {
+		if _, err := stack.TargetClientset.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+			o.t.Fatalf("mode %d: Node %s during the outage: %v", mode, name, err)
+		}
+	}
 }

@@ -17,7 +17,8 @@ app.kubernetes.io/component: cloud-controller-manager
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{- /* The upstream controllers that get their own service account with --use-service-account-credentials. */ -}}
+{{- /* The upstream controllers, the provider's reader of the cluster's identity (internal/clusterid) and the load balancer repair controller,
+that get their own service account with --use-service-account-credentials. */ -}}
 {{- define "ccm.controllerServiceAccounts" -}}
-cloud-node-controller cloud-node-lifecycle-controller service-controller route-controller
+cloud-node-controller cloud-node-lifecycle-controller service-controller route-controller ironcore-cluster-identity ironcore-load-balancer-repair
 {{- end }}

@@ -1,0 +1,102 @@
+package ironcore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// TestAddLabelOnAStaleObject gives AddLabel an object whose labels are not those on the API
+// server, as a lagging cache does: the label must be added all the same, and another
+// cluster's value must never be overwritten.
+func TestAddLabelOnAStaleObject(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "example.org/other"
+	for i, tc := range []struct {
+		name string
+		// stale are the labels AddLabel is given, server those on the API server.
+		stale, server map[string]string
+		wantAdded     bool
+		wantConflict  bool
+		want          map[string]string
+	}{{
+		name:      "no labels read, some on the server",
+		server:    map[string]string{other: "x"},
+		wantAdded: true,
+		want:      map[string]string{other: "x", keys.LabelCluster: stack.ClusterName},
+	}, {
+		name:      "labels read, none on the server",
+		stale:     map[string]string{other: "x"},
+		wantAdded: true,
+		want:      map[string]string{keys.LabelCluster: stack.ClusterName},
+	}, {
+		name:         "no labels read, another cluster's on the server",
+		server:       map[string]string{keys.LabelCluster: "another"},
+		wantConflict: true,
+		want:         map[string]string{keys.LabelCluster: "another"},
+	}, {
+		name:         "other labels read, another cluster's on the server",
+		stale:        map[string]string{other: "x"},
+		server:       map[string]string{other: "x", keys.LabelCluster: "another"},
+		wantConflict: true,
+		want:         map[string]string{other: "x", keys.LabelCluster: "another"},
+	}, {
+		name:   "no labels read, this cluster's on the server",
+		server: map[string]string{keys.LabelCluster: stack.ClusterName},
+		want:   map[string]string{keys.LabelCluster: stack.ClusterName},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			machine := staleMachine(t, fmt.Sprintf("stale-%d", i), tc.stale, tc.server)
+			added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName)
+			switch {
+			case tc.wantConflict && !errors.Is(err, ironcore.ErrLabelConflict):
+				t.Errorf("AddLabel = %v, %v; want a label conflict", added, err)
+			case !tc.wantConflict && (err != nil || added != tc.wantAdded):
+				t.Errorf("AddLabel = %v, %v; want %v, nil", added, err, tc.wantAdded)
+			}
+			live := &computev1alpha1.Machine{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), live); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(live.Labels, tc.want) {
+				t.Errorf("labels %v, want %v", live.Labels, tc.want)
+			}
+		})
+	}
+}
+
+// staleMachine creates a Machine with the server labels and returns it as if read when it had
+// the stale labels.
+func staleMachine(t *testing.T, name string, stale, server map[string]string) *computev1alpha1.Machine {
+	t.Helper()
+	ctx := context.Background()
+	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{Unschedulable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	read := machine.DeepCopy()
+	read.Labels = stale
+	if server != nil {
+		base := machine.DeepCopy()
+		machine.Labels = server
+		if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return read
+}

@@ -1,0 +1,264 @@
+// Package lbrepair brings a Service's load balancer back in line when IronCore changes under
+// it. The upstream service controller syncs a Service only when the Service or the set of
+// Nodes changes, never when IronCore does: a LoadBalancer deleted out of band would leave the
+// Service with a stale address until its next edit, and with explicit routing, a
+// NetworkInterface that was briefly Pending (no addresses) would stay out of every
+// LoadBalancerRouting until some unrelated change. This controller watches IronCore for both
+// and runs the provider's own EnsureLoadBalancer or UpdateLoadBalancer for the Services
+// concerned.
+package lbrepair
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "ironcore-load-balancer-repair"
+
+// ReasonRecreated is the reason of the Warning event on a Service whose IronCore LoadBalancer
+// was deleted outside the CCM.
+const ReasonRecreated = "LoadBalancerRecreated"
+
+// Config wires the controller.
+type Config struct {
+	IronCore *ironcore.Client
+	// LoadBalancers is the provider's implementation, called as the service controller calls it.
+	LoadBalancers cloudprovider.LoadBalancer
+	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
+	ClusterName string
+	// ExplicitRouting is true when the CCM writes LoadBalancerRoutings (--use-nic-selector=false);
+	// with a selector IronCore follows NetworkInterface changes itself.
+	ExplicitRouting bool
+	Services        coreinformers.ServiceInformer
+	Nodes           coreinformers.NodeInformer
+	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
+	Eligible func(*corev1.Node) bool
+	// Client writes the addresses of a recreated LoadBalancer into its Service's status.
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+}
+
+// Controller is the repair controller.
+type Controller struct {
+	Config
+	services corelisters.ServiceLister
+	nodes    corelisters.NodeLister
+	synced   []toolscache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+	// recreating holds the Services whose LoadBalancer is being recreated, so that the
+	// event is recorded once, not on every retry.
+	recreating sync.Map
+}
+
+// New registers the controller's event handlers. Call it before the informers start.
+func New(config Config) (*Controller, error) {
+	c := &Controller{
+		Config:   config,
+		services: config.Services.Lister(),
+		nodes:    config.Nodes.Lister(),
+		synced:   []toolscache.InformerSynced{config.Services.Informer().HasSynced, config.Nodes.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+	}
+	if err := config.IronCore.OnLoadBalancerDelete(c.loadBalancerDeleted); err != nil {
+		return nil, err
+	}
+	if config.ExplicitRouting {
+		if err := config.IronCore.OnNetworkInterfaceAddressesChange(c.networkInterfaceChanged); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Name implements the controller-manager's controller.Interface.
+func (c *Controller) Name() string { return Name }
+
+// loadBalancerDeleted queues the Service a deleted LoadBalancer was made for, if that Service
+// still exists.
+func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
+	owner := ironcore.OwnerOf(lb)
+	if owner.Namespace == "" || owner.Name == "" {
+		return
+	}
+	service, err := c.services.Services(owner.Namespace).Get(owner.Name)
+	if err != nil || string(service.UID) != owner.UID {
+		return
+	}
+	klog.V(2).InfoS("IronCore LoadBalancer of a Service was deleted", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service))
+	c.queue.Add(owner.Namespace + "/" + owner.Name)
+}
+
+// networkInterfaceChanged queues every Service of type LoadBalancer when a NetworkInterface of
+// a Machine gains or loses its addresses: its Node may be a target of any of them, and a
+// routing holds only interfaces with addresses, as IronCore's own selector-based routing does.
+// The queue folds the bursts of a joining Node; each sync writes a routing only if it changes.
+func (c *Controller) networkInterfaceChanged(nic *networkingv1alpha1.NetworkInterface) {
+	if nic.Spec.MachineRef == nil {
+		return
+	}
+	services, err := c.services.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, service := range services {
+		if wantsLoadBalancer(service) {
+			c.queue.Add(service.Namespace + "/" + service.Name)
+		}
+	}
+}
+
+// Run processes the queue with the given number of workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) || !c.IronCore.WaitForCacheSync(ctx) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.work, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) work(ctx context.Context) {
+	for {
+		key, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		retryAfter, err := c.sync(ctx, key)
+		switch {
+		case err != nil:
+			klog.ErrorS(err, "Cannot repair the load balancer of a Service", "service", key)
+			c.queue.AddRateLimited(key)
+		case retryAfter > 0:
+			c.queue.Forget(key)
+			c.queue.AddAfter(key, retryAfter)
+		default:
+			c.queue.Forget(key)
+		}
+		c.queue.Done(key)
+	}
+}
+
+// sync repairs one Service: it recreates a LoadBalancer that is gone while the Service has
+// addresses (so had one), and with explicit routing it updates the routing. It returns a
+// delay to come back after while IronCore works.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil //nolint:nilerr // a malformed key cannot be retried into shape
+	}
+	service, err := c.services.Services(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.recreating.Delete(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !wantsLoadBalancer(service) {
+		c.recreating.Delete(key)
+		return 0, nil
+	}
+	nodes, err := c.eligibleNodes()
+	if err != nil {
+		return 0, err
+	}
+	_, exists, err := c.LoadBalancers.GetLoadBalancer(ctx, c.ClusterName, service)
+	if err != nil {
+		return 0, err
+	}
+	_, recreating := c.recreating.Load(key)
+	switch {
+	case exists && !recreating:
+		if !c.ExplicitRouting {
+			return 0, nil
+		}
+		return 0, c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
+	case !exists && len(service.Status.LoadBalancer.Ingress) == 0:
+		// Never provisioned: the service controller is still on it.
+		return 0, nil
+	case !recreating:
+		c.recreating.Store(key, true)
+		c.Recorder.Event(service, corev1.EventTypeWarning, ReasonRecreated,
+			"The Service's IronCore LoadBalancer was deleted outside the CCM; creating a new one. A Public LoadBalancer gets a new address.")
+	}
+	retryAfter, err := c.recreate(ctx, service, nodes)
+	if err == nil && retryAfter == 0 {
+		c.recreating.Delete(key)
+	}
+	return retryAfter, err
+}
+
+// recreate ensures the Service's LoadBalancer and writes its addresses into the Service's
+// status, as the service controller would.
+func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
+	status, err := c.LoadBalancers.EnsureLoadBalancer(ctx, c.ClusterName, service, nodes)
+	var retry *api.RetryError
+	if errors.As(err, &retry) {
+		return retry.RetryAfter(), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *status) {
+		return 0, nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": status}})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.Client.CoreV1().Services(service.Namespace).Patch(ctx, service.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return 0, fmt.Errorf("write the addresses of Service %s/%s: %w", service.Namespace, service.Name, err)
+	}
+	klog.InfoS("Recreated the IronCore LoadBalancer of a Service", "service", klog.KObj(service), "ingress", status.Ingress)
+	return 0, nil
+}
+
+func (c *Controller) eligibleNodes() ([]*corev1.Node, error) {
+	all, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, node := range all {
+		if c.Eligible(node) {
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes, nil
+}
+
+// wantsLoadBalancer is the service controller's rule: type LoadBalancer, served by the cloud
+// provider (no load balancer class), not being deleted.
+func wantsLoadBalancer(service *corev1.Service) bool {
+	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
+}

@@ -1,0 +1,138 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// TestAPublicServiceWithLoadBalancerIPKeepsWorking: the reference CCM ignored
+// spec.loadBalancerIP, so Services that have it must still get a Public LoadBalancer, with
+// one event, not a failed sync on every pass.
+func TestAPublicServiceWithLoadBalancerIPKeepsWorking(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-public-ip-1")
+	service := createService(t, "public-ip", testenv.ServiceOptions{LoadBalancerIP: "203.0.113.10"})
+	status := ensureUntilReady(t, lbs, service, nodes)
+	if ips := ingressIPs(status); len(ips) != 1 || ips[0] == "203.0.113.10" {
+		t.Fatalf("ingress %v, want one address of IronCore's choosing", ips)
+	}
+	for range 3 {
+		ensureUntilReady(t, lbs, service, nodes)
+	}
+	waitForEvent(t, service, provider.ReasonLoadBalancerIPIgnored)
+	requireRecordedOnce(t, service, provider.ReasonLoadBalancerIPIgnored)
+}
+
+// TestEventsAboutIgnoredFieldsAreRecordedOncePerChange syncs a Service many times, as the
+// service controller does while IronCore works, and expects each event once, and again only
+// when the Service changes.
+func TestEventsAboutIgnoredFieldsAreRecordedOncePerChange(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-once-1")
+	service := createService(t, "once", testenv.ServiceOptions{})
+	service.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
+	for range 5 {
+		ensureUntilReady(t, lbs, service, nodes)
+	}
+	waitForEvent(t, service, provider.ReasonSourceRangesOnNodes)
+	requireRecordedOnce(t, service, provider.ReasonSourceRangesOnNodes)
+
+	service.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24", "192.0.2.0/24"}
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	waitForEventCount(t, service, provider.ReasonSourceRangesOnNodes, 2)
+}
+
+// TestAnAdoptedInternalLoadBalancerKeepsItsAddress: a requested address applies to a new
+// LoadBalancer; an existing Internal one never changes its address because of it.
+func TestAnAdoptedInternalLoadBalancerKeepsItsAddress(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-keep-ip-1")
+	service := createService(t, "keep-ip", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, true)
+	service.Spec.LoadBalancerIP = "10.99.0.7"
+	status := ensureUntilReady(t, lbs, service, nodes)
+	if ips := ingressIPs(status); len(ips) != 1 || ips[0] != before.Status.IPs[0].String() {
+		t.Fatalf("ingress %v, want the address it had: %v", ips, before.Status.IPs)
+	}
+	after := ironcoreLoadBalancer(t, before.Name)
+	if after.UID != before.UID || len(after.Status.IPs) != 1 || after.Status.IPs[0] != before.Status.IPs[0] {
+		t.Fatalf("LoadBalancer changed: UID %s -> %s, IPs %v -> %v", before.UID, after.UID, before.Status.IPs, after.Status.IPs)
+	}
+	waitForEvent(t, service, provider.ReasonLoadBalancerIPKept)
+}
+
+// TestNodesThatCannotBeTargetsDoNotFailUpdates: Nodes of another provider or IronCore
+// namespace, and a Node whose Machine was just deleted, are left out of the targets without
+// failing UpdateLoadBalancer, which the service controller would otherwise retry for every
+// Service on every node sync.
+func TestNodesThatCannotBeTargetsDoNotFailUpdates(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-quiet-1")
+	service := createService(t, "quiet", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, nodes)
+	nodes = append(nodes,
+		node("other-cloud", "aws:///eu-west-1a/i-0123456789"),
+		node("other-namespace", "ironcore://elsewhere/m-1"),
+		node("machine-gone", providerIDOf("lb-quiet-no-such-machine")))
+	for range 3 {
+		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+			t.Fatalf("UpdateLoadBalancer: %v", err)
+		}
+	}
+	if !hasTargetLabel(t, "lb-quiet-1") {
+		t.Fatal("the eligible Node is not a target")
+	}
+}
+
+// requireRecordedOnce fails unless exactly one event with the reason was recorded on the
+// Service, counting repetitions the recorder folded into one event.
+func requireRecordedOnce(t *testing.T, service *corev1.Service, reason string) {
+	t.Helper()
+	// The recorder writes events in order: once this one is in, every earlier one is.
+	recorder.Event(service, corev1.EventTypeNormal, "TestFlush", reason)
+	waitForEvent(t, service, "TestFlush")
+	if count := eventCount(t, service, reason); count != 1 {
+		t.Fatalf("event %s was recorded %d times, want once", reason, count)
+	}
+}
+
+func waitForEventCount(t *testing.T, service *corev1.Service, reason string, want int32) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(context.Context) error {
+		if count := eventCount(t, service, reason); count != want {
+			return fmt.Errorf("recorded %d times, want %d", count, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventCount(t *testing.T, service *corev1.Service, reason string) int32 {
+	t.Helper()
+	events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.uid": string(service.UID), "reason": reason}.String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count int32
+	for _, event := range events.Items {
+		count += max(event.Count, 1)
+	}
+	return count
+}
