@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -287,10 +288,11 @@ func TestFiftyServicesAtOnce(t *testing.T) {
 }
 
 // TestServiceWhoseLoadBalancerVanishedCanBeDeleted removes the IronCore LoadBalancer behind the
-// CCM's back; deleting the Service must still complete.
+// CCM's back; deleting the Service must still complete. The repair controller, which would
+// recreate the LoadBalancer, is off, so that the Service is deleted while it has none.
 func TestServiceWhoseLoadBalancerVanishedCanBeDeleted(t *testing.T) {
 	ctx := context.Background()
-	startCCM(t, "ccm-vanished")
+	startCCM(t, "ccm-vanished", "--controllers=*,-"+lbrepair.Name)
 	worker(t, "vanished-1")
 	service := createService(t, "vanished", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)

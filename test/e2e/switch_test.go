@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,7 +71,47 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		t.Logf("switched %d LoadBalancers to --use-nic-selector=%v in %s", len(lbs), useSelector, time.Since(started).Round(time.Millisecond))
 		watcher.requireNoDip(t, baseline, fmt.Sprintf("switching to --use-nic-selector=%v", useSelector))
 	}
+
+	// A restart, and a leader failover, change nothing: the routings hold throughout.
+	if err := ccm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	watcher.reset()
+	ccm = startCCMWithoutCrashCheck(t, "ccm-switch-restart", routeArgs()...)
+	waitForLoadBalancerSyncs(t, ccm, serviceCount)
+	watcher.requireNoDip(t, baseline, "restarting")
+	if err := ccm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	watcher.reset()
+	args := append(leaderElectionArgs(), routeArgs()...)
+	first := startCCMWithoutCrashCheck(t, "ccm-switch-replica-1", args...)
+	second := startCCMWithoutCrashCheck(t, "ccm-switch-replica-2", args...)
+	leader := waitForLeader(t, first, second)
+	follower := first
+	if leader == first {
+		follower = second
+	}
+	waitForLoadBalancerSyncs(t, leader, serviceCount)
+	leader.Kill()
+	waitForLoadBalancerSyncs(t, follower, serviceCount)
+	watcher.requireNoDip(t, baseline, "a leader failover")
 	requireAdoptedInPlace(t, services, lbs)
+}
+
+// waitForLoadBalancerSyncs waits until the CCM has synced the load balancers of count Services
+// since it started.
+func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), 2*waitTimeout, ccm.Name+" to sync every load balancer", func(context.Context) error {
+		if synced := strings.Count(readLog(ccm), `reason="EnsuredLoadBalancer"`); synced < count {
+			return fmt.Errorf("%d synced", synced)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // referenceNodes creates running Machines and their Nodes as the reference CCM leaves them:
