@@ -15,7 +15,7 @@ const namespace = "ironcore_ccm"
 // controllers and the secure port's /metrics use; they are only ever incremented.
 var (
 	// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace
-	// period, by what was done: "deleted", "reported" or "failed".
+	// period, by what was done: "deleted", "reported", "failed", or "refused" (not provably this cluster's).
 	OrphanedLoadBalancers = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "orphaned_load_balancers_total",
