@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -42,7 +43,14 @@ func TestEventsAboutIgnoredFieldsAreRecordedOncePerChange(t *testing.T) {
 	service := createService(t, "once", testenv.ServiceOptions{})
 	service.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 	for range 5 {
-		ensureUntilReady(t, lbs, service, nodes)
+		status := ensureUntilReady(t, lbs, service, nodes)
+		// What the event claims: the ingress is an address kube-proxy handles (not ipMode
+		// Proxy), so kube-proxy on the Nodes enforces the source ranges.
+		for _, ingress := range status.Ingress {
+			if ingress.IPMode != nil && *ingress.IPMode != corev1.LoadBalancerIPModeVIP {
+				t.Fatalf("ingress %s has ipMode %s; kube-proxy would not filter its traffic", ingress.IP, *ingress.IPMode)
+			}
+		}
 	}
 	waitForEvent(t, service, provider.ReasonSourceRangesOnNodes)
 	requireRecordedOnce(t, service, provider.ReasonSourceRangesOnNodes)
@@ -135,4 +143,29 @@ func eventCount(t *testing.T, service *corev1.Service, reason string) int32 {
 		count += max(event.Count, 1)
 	}
 	return count
+}
+
+// TestAFailedTargetLabelWriteIsRetried: a label write that fails while IronCore refuses
+// requests is retried by the CCM itself once IronCore answers again, with no further sync.
+func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(ctx, stop, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "lb-retry-1", "lb-retry-2")
+	service := createService(t, "label-retry", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, nodes[:1])
+
+	setProxyMode(t, apiproxy.Fail)
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err == nil {
+		t.Fatal("UpdateLoadBalancer succeeded while IronCore refused every request")
+	}
+	if err := stack.IronCoreProxy.SetMode(apiproxy.Forward); err != nil {
+		t.Fatal(err)
+	}
+	waitForNICLabel(t, "lb-retry-2", true)
 }

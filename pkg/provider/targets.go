@@ -158,8 +158,8 @@ func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 // receiving traffic.
 //
 // If another sync is running, it applies these Nodes after its own, and this call only reports
-// the Nodes that cannot be targets. A write that fails in such a later pass, whose caller has
-// returned, is retried with a backoff.
+// the Nodes that cannot be targets. A pass whose writes fail is retried with a backoff, whether
+// or not its caller is still waiting.
 func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	t.labelsMu.Lock()
 	if t.labelSyncRunning {
@@ -172,6 +172,11 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 	t.labelsMu.Unlock()
 
 	skipped, err := t.writeLabels(ctx, nodes)
+	if err != nil {
+		// The caller's sync is retried by the service controller too, but with its own
+		// backoff and only for that Service; the labels are every Service's targets.
+		t.retryLabels(nodes)
+	}
 	for {
 		t.labelsMu.Lock()
 		if len(t.pendingNodes) == 0 {
@@ -204,9 +209,9 @@ func (t *targets) retryLabels(nodes []*corev1.Node) {
 		t.labelsMu.Lock()
 		t.retryScheduled = false
 		t.labelsMu.Unlock()
+		// A failure schedules the next retry from within syncLabels.
 		if _, err := t.syncLabels(t.backgroundContext(context.Background()), nodes); err != nil {
 			klog.ErrorS(err, "Could not update load balancer targets; retrying")
-			t.retryLabels(nodes)
 			return
 		}
 		t.labelsMu.Lock()
