@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
