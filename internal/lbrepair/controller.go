@@ -36,6 +36,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // Name is the controller's name in --controllers.
@@ -109,6 +110,11 @@ func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 	}
 	service, err := c.services.Services(owner.Namespace).Get(owner.Name)
 	if err != nil || string(service.UID) != owner.UID {
+		return
+	}
+	if wantsInternal := service.Annotations[keys.AnnotationInternalLoadBalancer] == "true"; wantsInternal != (lb.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal) {
+		// The CCM itself deletes a LoadBalancer of the other type when the Service switches
+		// between Public and Internal; the service controller creates the new one.
 		return
 	}
 	klog.V(2).InfoS("IronCore LoadBalancer of a Service was deleted", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service))

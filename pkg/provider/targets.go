@@ -33,7 +33,7 @@ type targets struct {
 	network  string
 	// nodes is the CCM's Node lister, set once informers exist. Every Service's sync passes a
 	// Node list, but a list may be older than another's, so the lister, which is at least as
-	// new as any list, has the last word on which Nodes are eligible.
+	// new as any list, decides which Nodes are eligible.
 	nodes corelisters.NodeLister
 	// background is the context of label syncs that outlive the call that asked for them.
 	background context.Context
@@ -44,10 +44,11 @@ type targets struct {
 	labelsMu         sync.Mutex
 	labelSyncRunning bool
 	pendingNodes     map[string]*corev1.Node
-	// retryDelay is the backoff of label syncs retried after a failed write; retryScheduled
-	// tells whether one is waiting.
-	retryDelay     time.Duration
+	// retryNodes are the Nodes of passes whose writes failed, for the retry that waits if
+	// retryScheduled; retryDelay is its backoff.
+	retryNodes     map[string]*corev1.Node
 	retryScheduled bool
+	retryDelay     time.Duration
 
 	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
 	// that each is logged once, not on every sync of every Service.
@@ -122,7 +123,12 @@ func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 	}
 	machine, err := t.ironcore.Machine(ctx, id.Machine)
 	if errors.Is(err, ironcore.ErrNotFound) {
-		return nil, "its Machine does not exist", true, nil
+		// The cache may lag a Machine the Node was just initialized from: only the API server
+		// says it is gone, the one case that no retry changes.
+		machine, err = t.ironcore.LiveMachine(ctx, id.Machine)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			return nil, "its Machine does not exist", true, nil
+		}
 	}
 	if err != nil {
 		return nil, "", false, err
@@ -161,20 +167,27 @@ func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 // the Nodes that cannot be targets. A pass whose writes fail is retried with a backoff, whether
 // or not its caller is still waiting.
 func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
+	skipped, _, err := t.runLabelSync(ctx, nodes)
+	return skipped, err
+}
+
+// runLabelSync is syncLabels that also reports whether this call ran the sync, rather than
+// leaving its Nodes to one that was running.
+func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (skippedNodes, bool, error) {
 	t.labelsMu.Lock()
 	if t.labelSyncRunning {
 		t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
 		t.labelsMu.Unlock()
 		_, skipped, err := t.networkInterfaces(ctx, nodes, false)
-		return skipped, err
+		return skipped, false, err
 	}
 	t.labelSyncRunning = true
 	t.labelsMu.Unlock()
 
 	skipped, err := t.writeLabels(ctx, nodes)
 	if err != nil {
-		// The caller's sync is retried by the service controller too, but with its own
-		// backoff and only for that Service; the labels are every Service's targets.
+		// The service controller retries the caller's Service too, but with its own backoff
+		// and only for that Service; the labels are every Service's targets.
 		t.retryLabels(nodes)
 	}
 	for {
@@ -182,7 +195,7 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 		if len(t.pendingNodes) == 0 {
 			t.labelSyncRunning = false
 			t.labelsMu.Unlock()
-			return skipped, err
+			return skipped, true, err
 		}
 		pending := slices.Collect(maps.Values(t.pendingNodes))
 		t.pendingNodes = nil
@@ -194,30 +207,39 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 	}
 }
 
-// retryLabels runs a label sync with the Nodes after a backoff, and again while it fails.
+// retryLabels schedules a label sync of the Nodes after a backoff that doubles while retries
+// fail. Nodes of failed passes gather in retryNodes, which only the retry reads, so a failing
+// pass never feeds the loop of a running one.
 func (t *targets) retryLabels(nodes []*corev1.Node) {
 	t.labelsMu.Lock()
 	defer t.labelsMu.Unlock()
-	if t.retryScheduled {
-		// The waiting retry takes the newest Nodes from the lister; these are merged in.
-		t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
+	t.retryNodes = mergeNodes(t.retryNodes, nodes)
+	if t.retryScheduled || t.backgroundContext(context.Background()).Err() != nil {
 		return
 	}
 	t.retryScheduled = true
 	t.retryDelay = min(max(2*t.retryDelay, firstLabelRetryDelay), maxLabelRetryDelay)
-	time.AfterFunc(t.retryDelay, func() {
+	time.AfterFunc(t.retryDelay, t.retry)
+}
+
+func (t *targets) retry() {
+	ctx := t.backgroundContext(context.Background())
+	t.labelsMu.Lock()
+	nodes := slices.Collect(maps.Values(t.retryNodes))
+	t.retryNodes, t.retryScheduled = nil, false
+	t.labelsMu.Unlock()
+	if ctx.Err() != nil {
+		return // no longer leading, or stopped
+	}
+	// A failure schedules the next retry from within runLabelSync; Nodes handed to a running
+	// sync are its to retry.
+	if _, ran, err := t.runLabelSync(ctx, nodes); ran && err == nil {
 		t.labelsMu.Lock()
-		t.retryScheduled = false
-		t.labelsMu.Unlock()
-		// A failure schedules the next retry from within syncLabels.
-		if _, err := t.syncLabels(t.backgroundContext(context.Background()), nodes); err != nil {
-			klog.ErrorS(err, "Could not update load balancer targets; retrying")
-			return
+		if !t.retryScheduled {
+			t.retryDelay = 0
 		}
-		t.labelsMu.Lock()
-		t.retryDelay = 0
 		t.labelsMu.Unlock()
-	})
+	}
 }
 
 func (t *targets) backgroundContext(fallback context.Context) context.Context {
@@ -227,28 +249,15 @@ func (t *targets) backgroundContext(fallback context.Context) context.Context {
 	return fallback
 }
 
-// mergeNodes adds nodes to set, by name; a Node already there is replaced only by a newer
-// version of itself.
+// mergeNodes adds nodes to set, by name.
 func mergeNodes(set map[string]*corev1.Node, nodes []*corev1.Node) map[string]*corev1.Node {
 	if set == nil {
 		set = make(map[string]*corev1.Node, len(nodes))
 	}
 	for _, node := range nodes {
-		if have, ok := set[node.Name]; ok && newerOrSame(have, node) {
-			continue
-		}
 		set[node.Name] = node
 	}
 	return set
-}
-
-// newerOrSame reports whether a is at least as new as b, by resourceVersion when both have
-// one. resourceVersions are opaque, but the API server's are integers in practice; when they
-// are not, b wins.
-func newerOrSame(a, b *corev1.Node) bool {
-	va, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
-	vb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
-	return errA == nil && errB == nil && va >= vb
 }
 
 // writeLabels makes the labels of the NetworkInterfaces match the eligible Nodes.
@@ -300,9 +309,10 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 }
 
 // eligibleNodes returns the Nodes whose NetworkInterfaces should be targets, and the Machines
-// of the Nodes the lister confirms as eligible. The list given may be older than the lister:
-// a Node the lister knows is taken as the lister has it, and dropped if it is no longer
-// eligible; every eligible Node the lister knows is added. Without a lister the list decides.
+// of those Nodes. A list given may be older than the CCM's Node lister, which the service
+// controller's lists come from, so once the lister is set it alone decides: a Node of an old
+// list that was deleted or excluded since is not brought back. Without a lister the list
+// decides.
 func (t *targets) eligibleNodes(nodes []*corev1.Node) ([]*corev1.Node, map[string]bool, error) {
 	eligibleMachines := map[string]bool{}
 	if t.nodes == nil {
@@ -312,22 +322,14 @@ func (t *targets) eligibleNodes(nodes []*corev1.Node) ([]*corev1.Node, map[strin
 	if err != nil {
 		return nil, nil, fmt.Errorf("list Nodes: %w", err)
 	}
-	byName := make(map[string]*corev1.Node, len(known)+len(nodes))
-	result := make([]*corev1.Node, 0, len(known)+len(nodes))
+	result := make([]*corev1.Node, 0, len(known))
 	for _, node := range known {
-		byName[node.Name] = node
 		if !EligibleForLoadBalancers(node) {
 			continue
 		}
 		result = append(result, node)
 		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
 			eligibleMachines[id.Machine] = true
-		}
-	}
-	for _, node := range nodes {
-		if _, ok := byName[node.Name]; !ok {
-			byName[node.Name] = node
-			result = append(result, node)
 		}
 	}
 	return result, eligibleMachines, nil

@@ -150,6 +150,10 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	})
 	t.Logf("switched to Internal: %v -> %v", public, internal)
 	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+	// The CCM deleted the Public LoadBalancer itself: that is no deletion out of band.
+	if events := serviceEvents(t, service.Namespace, service.Name, lbrepair.ReasonRecreated); len(events) > 0 {
+		t.Errorf("the type switch was taken for a deletion out of band: %v", events)
+	}
 
 	if err := deleteService(service); err != nil {
 		t.Fatal(err)

@@ -118,14 +118,8 @@ func waitForDestination(t *testing.T, lbName, ip string, want bool) {
 // waitForServiceEvent waits for an event with the reason on the Service.
 func waitForServiceEvent(t *testing.T, namespace, name, reason string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Service "+name, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",reason=" + reason,
-		})
-		if err != nil {
-			return err
-		}
-		if len(events.Items) == 0 {
+	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Service "+name, func(context.Context) error {
+		if len(serviceEvents(t, namespace, name, reason)) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
@@ -133,4 +127,20 @@ func waitForServiceEvent(t *testing.T, namespace, name, reason string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serviceEvents lists the messages of the Service's events with the reason.
+func serviceEvents(t *testing.T, namespace, name, reason string) []string {
+	t.Helper()
+	events, err := stack.TargetClientset.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",reason=" + reason,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var messages []string
+	for _, event := range events.Items {
+		messages = append(messages, event.Message)
+	}
+	return messages
 }
