@@ -169,3 +169,18 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 	}
 	waitForNICLabel(t, "lb-retry-2", true)
 }
+
+// TestANewServiceCostsNoLoadBalancerReads: the cache answers whether a Service has a
+// LoadBalancer; a new Service costs writes, not a GET that finds nothing.
+func TestANewServiceCostsNoLoadBalancerReads(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-no-reads-1")
+	service := createService(t, "no-reads", testenv.ServiceOptions{})
+	stack.IronCoreProxy.Reset()
+	ensureUntilReady(t, lbs, service, nodes)
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if count.Verb == "get" && count.Resource == "loadbalancers.networking.ironcore.dev" {
+			t.Fatalf("provisioning a new Service read LoadBalancers from the API server %d times", count.N)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func (l *loadBalancers) GetLoadBalancerName(_ context.Context, _ string, service
 // GetLoadBalancer reports the Service's LoadBalancer, or (nil, false, nil) when it has none,
 // so that a Service whose LoadBalancer is gone can still be deleted.
 func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	lb, err := l.find(ctx, clusterName, service)
+	lb, err := l.find(ctx, clusterName, service, true)
 	var conflict *serviceError
 	switch {
 	case errors.As(err, &conflict):
@@ -139,7 +139,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if len(service.Status.LoadBalancer.Ingress) == 0 {
 		l.retries.begin(service.UID)
 	}
-	existing, err := l.find(ctx, clusterName, service)
+	// A miss in the cache is not confirmed here: applying a LoadBalancer under the Service's
+	// own name creates or updates it alike, so a GET per new Service would buy nothing.
+	existing, err := l.find(ctx, clusterName, service, false)
 	if err != nil {
 		return nil, l.report(service, err)
 	}
@@ -297,7 +299,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 		skipped, err := l.targets.syncLabels(ctx, nodes)
 		return errors.Join(err, skipped.err())
 	}
-	lb, err := l.find(ctx, clusterName, service)
+	lb, err := l.find(ctx, clusterName, service, true)
 	if err != nil || lb == nil {
 		// Without a LoadBalancer there is nothing to route to; EnsureLoadBalancer creates it.
 		return l.report(service, err)
@@ -311,7 +313,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.forget(service.UID)
-	lb, err := l.find(ctx, clusterName, service)
+	lb, err := l.find(ctx, clusterName, service, true)
 	var conflict *serviceError
 	switch {
 	case errors.As(err, &conflict):
@@ -359,10 +361,11 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 
 // find returns the Service's LoadBalancer, or nil if it has none. It looks for LoadBalancers
 // recording the Service's UID, then at the names this and the reference CCM give them, in the
-// cache and, if the cache knows none, at the API server, so that a LoadBalancer created a
-// moment ago is not mistaken for a missing one. A LoadBalancer under one of those names that
-// belongs to another cluster or Service is an ownership conflict.
-func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+// cache and, with confirmMiss, if the cache knows none, at the API server, so that a
+// LoadBalancer created a moment ago is not mistaken for a missing one (which would let a
+// Service go without deleting it). A LoadBalancer under one of those names that belongs to
+// another cluster or Service is an ownership conflict.
+func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
 	// The cluster's names: the configured one, the --cluster-name the service controller passes
 	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
 	owners := append([]string{l.settings.cluster, clusterName}, l.settings.aliases...)
@@ -397,6 +400,9 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 			return nil, err
 		}
 		return l.ownedOrConflict(lb, owners, service)
+	}
+	if !confirmMiss {
+		return nil, nil
 	}
 	lb, err := l.ironcore.LiveLoadBalancer(ctx, names[0])
 	if errors.Is(err, ironcore.ErrNotFound) {
