@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -66,9 +67,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil && cfg.QPS > 0 {
 		// One limiter for every request, so --ironcore-api-qps bounds the whole process rather
-		// than each of the REST clients the cache and the client create per kind; in it, a
-		// Service's LoadBalancer goes ahead of bulk Node work.
-		cfg.RateLimiter = newPriorityLimiter(cfg.QPS, cfg.Burst)
+		// than each of the REST clients the cache and the client create per kind.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
 	cfg.Wrap(instrument)
 	httpClient, err := rest.HTTPClientFor(cfg)
