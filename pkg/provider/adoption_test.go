@@ -22,8 +22,9 @@ import (
 
 // referenceLoadBalancer creates a LoadBalancer for the Service as the reference CCM does: under
 // the given name, with its annotations (cluster-name being the --cluster-name it was given),
-// its field manager, and a selector on the cluster label only; then waits for an address.
-func referenceLoadBalancer(t *testing.T, name, clusterName string, service *corev1.Service, internal bool) *networkingv1alpha1.LoadBalancer {
+// its field manager, and a selector on the cluster label only; then waits for an address and
+// for the caches of the shared provider and of seenBy to hold it.
+func referenceLoadBalancer(t *testing.T, name, clusterName string, service *corev1.Service, internal bool, seenBy ...*provider.Cloud) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	ctx := context.Background()
 	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
@@ -67,6 +68,11 @@ func referenceLoadBalancer(t *testing.T, name, clusterName string, service *core
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It existed before the provider saw the Service, so it is in the provider's cache, which
+	// the provider trusts for a miss.
+	for _, c := range append(seenBy, cloud) {
+		waitForCachedLoadBalancer(t, c, name)
 	}
 	return lb
 }

@@ -65,7 +65,7 @@ func TestClusterNameAliasesAdoptTheReferencesLoadBalancers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			service := createService(t, tc.name, testenv.ServiceOptions{})
 			nodes := workerNodes(t, tc.name+"-1")
-			before := referenceLoadBalancer(t, tc.lbName(service), oldName, service, false)
+			before := referenceLoadBalancer(t, tc.lbName(service), oldName, service, false, aliased)
 
 			if tc.checkConflict {
 				// The shared provider has no aliases: the LoadBalancer is another cluster's.

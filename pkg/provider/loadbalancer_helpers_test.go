@@ -212,3 +212,16 @@ func equalJSON(t *testing.T, a, b any) bool {
 	}
 	return string(aJSON) == string(bJSON)
 }
+
+// waitForCachedLoadBalancer waits until the provider's IronCore cache holds the named
+// LoadBalancer.
+func waitForCachedLoadBalancer(t *testing.T, c *provider.Cloud, name string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" in the cache", func(ctx context.Context) error {
+		_, err := c.IronCore().LoadBalancer(ctx, name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
