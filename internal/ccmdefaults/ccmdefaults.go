@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	concurrentServiceSyncs    = 10
+	concurrentServiceSyncs    = 30
 	concurrentNodeSyncs       = 10
 	routeReconciliationPeriod = 2 * time.Second
 	kubeAPIQPS                = 100
@@ -39,8 +39,8 @@ func Apply(o *options.CloudControllerManagerOptions) {
 func reasons() map[string]string {
 	return map[string]string{
 		"cloud-provider": "This binary implements only the `" + provider.ProviderName + "` provider, so it is preselected; any other value stops the CCM.",
-		"concurrent-service-syncs": "EnsureLoadBalancer never waits for IronCore, so a sync takes milliseconds; " +
-			"one worker would still queue a burst of Services behind each other's requests.",
+		"concurrent-service-syncs": "EnsureLoadBalancer waits at most a second for IronCore to allocate addresses, on the cache's watch; " +
+			"with one worker, a burst of new Services would queue behind each other's waits.",
 		"concurrent-node-syncs": "Initializing a Node reads the IronCore cache and patches the Node: " +
 			"with one worker, the 100th of 100 new Nodes waited 13 s.",
 		"kube-api-qps": "Initializing a Node, routing it and serving Services cost a few requests each to the target cluster: " +

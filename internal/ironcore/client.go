@@ -40,6 +40,8 @@ type Client struct {
 	// applier makes the server-side applies, whose typed results controller-runtime's
 	// Apply does not return.
 	applier ironcoreclientset.Interface
+	// waiters are the callers waiting for the cache to see a LoadBalancer change.
+	waiters loadBalancerWaiters
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -131,7 +133,11 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
 		}
 	}
-	return nil
+	informer, err := c.cache.GetInformer(ctx, &networkingv1alpha1.LoadBalancer{})
+	if err != nil {
+		return fmt.Errorf("register informer for LoadBalancers: %w", err)
+	}
+	return c.watchLoadBalancers(informer)
 }
 
 // Namespace is the IronCore namespace this client works in.

@@ -33,8 +33,15 @@ const (
 	maxRetryDelay   = 4 * time.Second
 )
 
+// addressWait is how long EnsureLoadBalancer waits for IronCore to allocate a LoadBalancer's
+// addresses before it asks to be retried. IronCore takes well under a second when it is not
+// overloaded; every retry becomes a Warning event on the Service, which users alert on, so
+// the normal path should not retry. The wait holds one service worker, watching the cache.
+const addressWait = time.Second
+
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
-// waits for IronCore: while IronCore works, EnsureLoadBalancer returns a RetryError.
+// waits for IronCore longer than addressWait: beyond, EnsureLoadBalancer returns a
+// RetryError.
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings loadBalancerSettings
@@ -189,7 +196,19 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
 	if !allocated(lb, desired) {
-		return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
+		// IronCore usually allocates within a second; waiting that long on the cache's watch
+		// spares the Service a retry, which the service controller reports as a Warning.
+		uid := lb.UID
+		ready, err := l.ironcore.WaitForLoadBalancer(ctx, lb.Name, addressWait, func(seen *networkingv1alpha1.LoadBalancer) bool {
+			return seen.UID == uid && allocated(seen, desired)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if ready == nil {
+			return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
+		}
+		lb = ready
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())

@@ -47,11 +47,6 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 		{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
 	}})
 
-	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-	var retry *api.RetryError
-	if !errors.As(err, &retry) {
-		t.Fatalf("first EnsureLoadBalancer = %v, want a RetryError while IronCore allocates", err)
-	}
 	status := ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	lb := ironcoreLoadBalancer(t, name)
@@ -290,6 +285,38 @@ func TestExplicitRouting(t *testing.T) {
 		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+}
+
+// TestAddressesThatArriveSoonNeedNoRetry: IronCore allocates a new LoadBalancer's address
+// within a moment, and EnsureLoadBalancer waits for it on the cache's watch instead of asking
+// the service controller to retry, which it would report as a Warning event on the Service.
+// An allocation that takes longer than that short wait is retried as before.
+func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-soon-1")
+
+	soon := createService(t, "address-soon", testenv.ServiceOptions{})
+	status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", soon, nodes)
+	if err != nil {
+		t.Fatalf("first EnsureLoadBalancer: %v, want the address IronCore allocates at once", err)
+	}
+	lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(soon))
+	if got := ingressIPs(status); len(got) != 1 || len(lb.Status.IPs) != 1 || got[0] != lb.Status.IPs[0].String() {
+		t.Fatalf("ingress %v, want the LoadBalancer's address %v", got, lb.Status.IPs)
+	}
+
+	// A stuck provider: the address does not come within the wait.
+	late := createService(t, "address-late", testenv.ServiceOptions{})
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(late)}}
+	stack.Simulator.Hold(held)
+	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", late, nodes)
+	var retry *api.RetryError
+	if !errors.As(err, &retry) {
+		t.Fatalf("EnsureLoadBalancer while IronCore holds the address = %v, want a RetryError", err)
+	}
+	stack.Simulator.Release(held)
+	ensureUntilReady(t, lbs, late, nodes)
 }
 
 func TestDeletion(t *testing.T) {

@@ -1,0 +1,112 @@
+package ironcore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// loadBalancerWaiters hands LoadBalancers the cache sees to the callers waiting for them to
+// reach a state, so that a caller learns of it from the watch it already has, without polling.
+type loadBalancerWaiters struct {
+	mu     sync.Mutex
+	byName map[string][]*loadBalancerWaiter
+}
+
+type loadBalancerWaiter struct {
+	ready func(*networkingv1alpha1.LoadBalancer) bool
+	// found receives the first LoadBalancer ready accepts; it has room for it, so the
+	// informer's handler never blocks.
+	found chan *networkingv1alpha1.LoadBalancer
+}
+
+func (w *loadBalancerWaiters) add(name string, waiter *loadBalancerWaiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byName == nil {
+		w.byName = map[string][]*loadBalancerWaiter{}
+	}
+	w.byName[name] = append(w.byName[name], waiter)
+}
+
+func (w *loadBalancerWaiters) remove(name string, waiter *loadBalancerWaiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	waiters := w.byName[name]
+	for i := range waiters {
+		if waiters[i] == waiter {
+			waiters = append(waiters[:i], waiters[i+1:]...)
+			break
+		}
+	}
+	if len(waiters) == 0 {
+		delete(w.byName, name)
+		return
+	}
+	w.byName[name] = waiters
+}
+
+// seen offers lb to the callers waiting for it; those it satisfies stop waiting.
+func (w *loadBalancerWaiters) seen(lb *networkingv1alpha1.LoadBalancer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	waiters := w.byName[lb.Name]
+	kept := waiters[:0]
+	for _, waiter := range waiters {
+		if waiter.ready(lb) {
+			waiter.found <- lb.DeepCopy()
+			continue
+		}
+		kept = append(kept, waiter)
+	}
+	if len(kept) == 0 {
+		delete(w.byName, lb.Name)
+		return
+	}
+	w.byName[lb.Name] = kept
+}
+
+// watchLoadBalancers feeds the waiters from the cache's LoadBalancer informer.
+func (c *Client) watchLoadBalancers(informer cache.Informer) error {
+	offer := func(obj any) {
+		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
+			c.waiters.seen(lb)
+		}
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    offer,
+		UpdateFunc: func(_, obj any) { offer(obj) },
+	}); err != nil {
+		return fmt.Errorf("watch LoadBalancers: %w", err)
+	}
+	return nil
+}
+
+// WaitForLoadBalancer waits at most timeout for the cache to hold the named LoadBalancer in a
+// state ready accepts, and returns it; nil if it did not get there in time. It makes no
+// request: the cache's watch brings the change.
+func (c *Client) WaitForLoadBalancer(ctx context.Context, name string, timeout time.Duration, ready func(*networkingv1alpha1.LoadBalancer) bool) (*networkingv1alpha1.LoadBalancer, error) {
+	waiter := &loadBalancerWaiter{ready: ready, found: make(chan *networkingv1alpha1.LoadBalancer, 1)}
+	// Registered before the cache is read, so that a change between the read and the wait is
+	// not missed.
+	c.waiters.add(name, waiter)
+	defer c.waiters.remove(name, waiter)
+	if lb, err := c.LoadBalancer(ctx, name); err == nil && ready(lb) {
+		return lb, nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case lb := <-waiter.found:
+		return lb, nil
+	case <-timer.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
