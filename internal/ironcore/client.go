@@ -42,6 +42,8 @@ type Client struct {
 	applier ironcoreclientset.Interface
 	// waiters are the callers waiting for the cache to see a LoadBalancer change.
 	waiters loadBalancerWaiters
+	// nics writes NetworkInterfaces, combining the changes due together.
+	nics *nicWriter
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -67,10 +69,19 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		return nil, fmt.Errorf("build IronCore scheme: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+	if cfg.RateLimiter == nil && cfg.QPS >= 0 {
 		// One limiter for every request, so --ironcore-api-qps bounds the whole process rather
-		// than each of the REST clients the cache and the client create per kind.
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+		// than each of the REST clients the cache and the client create per kind. Zero means
+		// client-go's default, as it would for each of them.
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps, burst = rest.DefaultQPS, rest.DefaultBurst
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
+	limiter := cfg.RateLimiter
+	if limiter == nil {
+		limiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	}
 	cfg.Wrap(instrument)
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -103,7 +114,16 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore cache: %w", err)
 	}
-	return &Client{namespace: namespace, cache: objectCache, api: api, applier: applier}, nil
+	// NetworkInterface patches take their tokens from the limiter before they are built.
+	unlimited := rest.CopyConfig(cfg)
+	unlimited.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	nicAPI, err := client.New(unlimited, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("build IronCore client: %w", err)
+	}
+	c := &Client{namespace: namespace, cache: objectCache, api: api, applier: applier}
+	c.nics = nicWriterFor(c, limiter, nicAPI)
+	return c, nil
 }
 
 // RegisterInformers creates the informers and indexes the CCM reads through, so that they all

@@ -2,7 +2,6 @@ package ironcore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,9 +9,7 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -36,63 +33,21 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 	return list.Items, nil
 }
 
+// WaitingNetworkInterfaceChanges counts the changes to NetworkInterfaces that wait for a
+// write, to be combined with the others due for the same NetworkInterface.
+func (c *Client) WaitingNetworkInterfaceChanges() int { return c.nics.waitingChanges() }
+
 // UpdateNetworkInterfacePrefixes applies mutate to the named NetworkInterface's prefixes and
-// their ownership annotation (keys.AnnotationRoutes), and writes exactly those two fields with
-// a JSON patch that first tests that both still hold what was read. A concurrent change to
-// them fails the test, and mutate is applied anew to the object read again from the API server;
-// changes to anything else (labels, status) do not get in the way, as a resourceVersion
-// precondition would. mutate reports whether it changed anything; if not, nothing is written.
-// With confirmNoChange, "nothing to change" found in the cache is confirmed by a read from the
-// API server, because the cache may not yet show a change just made (by this process too).
-// Deletions want that; additions do not: the cache cannot show a prefix that was never added,
-// and the route controller asks again for any route its listing misses, which must stay free.
+// their ownership annotation (keys.AnnotationRoutes), and writes them, with the other changes
+// due for the NetworkInterface, in one patch that first tests that both still hold what was
+// read (see nicWriter). mutate reports whether it changed anything; if not, nothing is
+// written. With confirmNoChange, "nothing to change" found in the cache is confirmed by a read
+// from the API server, because the cache may not yet show a change just made (by this process
+// too). Deletions want that; additions do not: the cache cannot show a prefix that was never
+// added, and the route controller asks again for any route its listing misses, which must
+// stay free.
 func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
-	nic, err := c.NetworkInterface(ctx, name)
-	if err != nil {
-		return err
-	}
-	readLive := func() error {
-		fresh := &networkingv1alpha1.NetworkInterface{}
-		if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, fresh); err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("NetworkInterface %s/%s: %w", c.namespace, name, ErrNotFound)
-			}
-			return err
-		}
-		nic = fresh
-		return nil
-	}
-	confirm := confirmNoChange
-	err = retry.OnError(conflictBackoff(), isStaleRead, func() error {
-		if nic == nil {
-			if err := readLive(); err != nil {
-				return err
-			}
-		}
-		base := nic.DeepCopy()
-		changed, err := mutate(nic)
-		if err == nil && !changed && confirm {
-			confirm = false
-			if err := readLive(); err != nil {
-				return err
-			}
-			base = nic.DeepCopy()
-			changed, err = mutate(nic)
-		}
-		if err != nil || !changed {
-			return err
-		}
-		patch, err := prefixesPatch(base, nic)
-		if err != nil {
-			return err
-		}
-		if err := c.api.Patch(ctx, nic, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-			nic, confirm = nil, false // read it afresh, from the API server, on the next attempt
-			return err
-		}
-		return nil
-	})
-	if err != nil {
+	if _, err := c.nics.change(ctx, name, confirmNoChange, mutate); err != nil {
 		return fmt.Errorf("update the prefixes of NetworkInterface %s/%s: %w", c.namespace, name, err)
 	}
 	return nil
@@ -105,9 +60,9 @@ type jsonPatchOperation struct {
 	Value any    `json:"value"`
 }
 
-// prefixesPatch tests spec.prefixes and the routes annotation for their values in base (a
-// missing value tests as null) and sets them to their values in changed.
-func prefixesPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, error) {
+// prefixOps test spec.prefixes and the routes annotation for their values in base (a missing
+// value tests as null) and set them to their values in changed.
+func prefixOps(base, changed *networkingv1alpha1.NetworkInterface) []jsonPatchOperation {
 	var oldPrefixes, newPrefixes any
 	if len(base.Spec.Prefixes) > 0 {
 		oldPrefixes = base.Spec.Prefixes
@@ -128,7 +83,7 @@ func prefixesPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, 
 		if hasValue {
 			ops = append(ops, jsonPatchOperation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{keys.AnnotationRoutes: newValue}})
 		}
-		return json.Marshal(ops)
+		return ops
 	}
 	path := "/metadata/annotations/" + jsonPointerEscape(keys.AnnotationRoutes)
 	var tested any
@@ -141,7 +96,7 @@ func prefixesPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, 
 	} else if hadValue {
 		ops = append(ops, jsonPatchOperation{Op: "remove", Path: path})
 	}
-	return json.Marshal(ops)
+	return ops
 }
 
 // jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"k8s.io/client-go/util/flowcontrol"
+
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
@@ -85,11 +87,20 @@ func FreePort() (int, error) {
 // StartIronCoreClient starts the CCM's IronCore access layer against the stack, through the
 // proxy, as the CCM does, until ctx ends; it returns once the cache has synced.
 func (s *Stack) StartIronCoreClient(ctx context.Context) (*ironcore.Client, error) {
+	return s.StartIronCoreClientLimitedBy(ctx, nil)
+}
+
+// StartIronCoreClientLimitedBy is StartIronCoreClient with the given rate limiter for all the
+// client's requests, or the one the CCM's flags give if it is nil.
+func (s *Stack) StartIronCoreClientLimitedBy(ctx context.Context, limiter flowcontrol.RateLimiter) (*ironcore.Client, error) {
 	options := config.NewOptions()
 	options.IronCoreKubeconfig = s.CCMIronCoreKubeconfig
 	cfg, namespace, err := options.IronCoreRESTConfig()
 	if err != nil {
 		return nil, err
+	}
+	if limiter != nil {
+		cfg.RateLimiter = limiter
 	}
 	client, err := ironcore.New(cfg, namespace)
 	if err != nil {

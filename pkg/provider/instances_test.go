@@ -311,6 +311,14 @@ func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alp
 func TestReadMethodsNeverWrite(t *testing.T) {
 	ctx := context.Background()
 	createMachine(t, "reader", testenv.MachineOptions{VirtualIP: true})
+	// A Machine that has just appeared may not be in the cache yet, and is then confirmed live.
+	err := testenv.WaitFor(ctx, waitTimeout, "Machine reader in the cache", func(ctx context.Context) error {
+		_, err := cloud.IronCore().Machine(ctx, "reader")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	stack.IronCoreProxy.Reset()
 	for _, n := range []*corev1.Node{node("reader", ""), node("reader", providerIDOf("reader")), node("gone", providerIDOf("gone"))} {
 		_, _ = instancesV2(t).InstanceExists(ctx, n)

@@ -1,0 +1,291 @@
+package ironcore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// A new Node's NetworkInterface gets the cluster label, the load balancer target label and its
+// pod route from three controllers within seconds of each other. Written one by one, that is
+// three patches, and every patch of a NetworkInterface makes IronCore's controller-manager
+// reconcile every LoadBalancer. nicWriter combines them: the changes due for one
+// NetworkInterface wait together for a token of the client's rate limiter, and are then
+// written in one JSON patch. An idle client has a token at once, so a lone change is not
+// delayed; in a burst, the changes that come while the queue drains share one write.
+//
+// The patch tests every field it sets for the value it was computed from, so a concurrent
+// change to one of them (by another writer, or a cache that lagged) fails it, and the changes
+// are computed anew on the object read from the API server; changes to anything else on the
+// NetworkInterface (status, other labels) do not get in the way. Nothing is lost: each change
+// is applied to the result of the ones before it.
+type nicWriter struct {
+	client *Client
+	// limiter is the client's rate limiter; api makes the patches without taking another token.
+	limiter flowcontrol.RateLimiter
+	api     client.Client
+
+	mu sync.Mutex
+	// waiting holds the changes not yet taken by a write, by NetworkInterface name; a name is
+	// in it, even with no changes, while a goroutine writes that NetworkInterface.
+	waiting map[string][]*nicChange
+}
+
+// nicChange is one caller's change to a NetworkInterface.
+type nicChange struct {
+	ctx context.Context
+	// mutate changes the NetworkInterface in place and reports whether it changed anything.
+	mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)
+	// confirmNoChange has "nothing to change", when found on the cached object, confirmed on
+	// the object read from the API server, because the cache may not show a change just made.
+	confirmNoChange bool
+	// done receives the outcome; it has room for it, so the writer never blocks.
+	done chan nicOutcome
+}
+
+type nicOutcome struct {
+	wrote bool
+	err   error
+}
+
+// nicWriteTimeout bounds one write of a NetworkInterface, its wait for a token included.
+const nicWriteTimeout = time.Minute
+
+// waitingChanges counts the changes not yet taken by a write.
+func (w *nicWriter) waitingChanges() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, changes := range w.waiting {
+		n += len(changes)
+	}
+	return n
+}
+
+// change submits a change to the named NetworkInterface and waits for its outcome: whether it
+// was written, or why not. If ctx ends first, the change may still be written.
+func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) (bool, error) {
+	change := &nicChange{ctx: ctx, mutate: mutate, confirmNoChange: confirmNoChange, done: make(chan nicOutcome, 1)}
+	w.mu.Lock()
+	if w.waiting == nil {
+		w.waiting = map[string][]*nicChange{}
+	}
+	pending, writing := w.waiting[name]
+	w.waiting[name] = append(pending, change)
+	w.mu.Unlock()
+	if !writing {
+		go w.run(name)
+	}
+	select {
+	case outcome := <-change.done:
+		return outcome.wrote, outcome.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// run writes the named NetworkInterface until no change for it is waiting. One goroutine per
+// NetworkInterface at a time, so that its writes do not race each other.
+func (w *nicWriter) run(name string) {
+	var latest *networkingv1alpha1.NetworkInterface
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), nicWriteTimeout)
+		// The token first: changes that come while it is awaited join this write.
+		tokenErr := w.limiter.Wait(ctx)
+		w.mu.Lock()
+		batch := w.waiting[name]
+		if len(batch) == 0 {
+			delete(w.waiting, name)
+			w.mu.Unlock()
+			cancel()
+			return
+		}
+		w.waiting[name] = nil
+		w.mu.Unlock()
+		if tokenErr != nil {
+			for _, change := range batch {
+				change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: %w", w.client.namespace, name, tokenErr)}
+			}
+			latest = nil
+		} else {
+			latest = w.write(ctx, name, latest, batch)
+		}
+		cancel()
+	}
+}
+
+// write applies the batch's changes, one after the other, to the NetworkInterface (the one
+// this writer wrote last, or the cached one) and writes the result in one patch, for which a
+// token is already taken. It returns the NetworkInterface as written, or nil.
+func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1alpha1.NetworkInterface, batch []*nicChange) *networkingv1alpha1.NetworkInterface {
+	open := batch
+	finish := func(change *nicChange, wrote bool, err error) {
+		// A label conflict names the object already.
+		if err != nil && !errors.Is(err, ErrLabelConflict) {
+			err = fmt.Errorf("write NetworkInterface %s/%s: %w", w.client.namespace, name, err)
+		}
+		change.done <- nicOutcome{wrote: wrote, err: err}
+	}
+	finishAll := func(err error) {
+		for _, change := range open {
+			finish(change, false, err)
+		}
+	}
+	base := latest
+	if base == nil {
+		var err error
+		if base, err = w.client.NetworkInterface(ctx, name); err != nil {
+			finishAll(err)
+			return nil
+		}
+	}
+	live, haveToken := false, true
+	backoff := conflictBackoff()
+	for {
+		changed, applied, unconfirmed := base.DeepCopy(), 0, false
+		kept := open[:0]
+		for _, change := range open {
+			if err := change.ctx.Err(); err != nil {
+				finish(change, false, err)
+				continue
+			}
+			trial := changed.DeepCopy()
+			did, err := change.mutate(trial)
+			switch {
+			case err != nil:
+				finish(change, false, err)
+				continue
+			case did:
+				changed = trial
+				applied++
+			case change.confirmNoChange && !live:
+				unconfirmed = true
+			default:
+				finish(change, false, nil)
+				continue
+			}
+			kept = append(kept, change)
+		}
+		open = kept
+		if unconfirmed {
+			// Confirm on the live object; every change is computed anew on it.
+			fresh, err := w.readLive(ctx, name)
+			if err != nil {
+				finishAll(err)
+				return nil
+			}
+			base, live = fresh, true
+			continue
+		}
+		if applied == 0 {
+			return nil
+		}
+		if !haveToken {
+			if err := w.limiter.Wait(ctx); err != nil {
+				finishAll(err)
+				return nil
+			}
+		}
+		haveToken = false
+		patch, err := nicPatch(base, changed)
+		if err != nil {
+			finishAll(err)
+			return nil
+		}
+		err = w.api.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch))
+		if err == nil {
+			for _, change := range open {
+				finish(change, true, nil)
+			}
+			return changed
+		}
+		if !isStaleRead(err) || backoff.Steps <= 1 {
+			finishAll(err)
+			return nil
+		}
+		// What was read is stale: read it afresh and compute the changes anew.
+		time.Sleep(backoff.Step())
+		fresh, err := w.readLive(ctx, name)
+		if err != nil {
+			finishAll(err)
+			return nil
+		}
+		base, live = fresh, true
+	}
+}
+
+func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := w.client.api.Get(ctx, client.ObjectKey{Namespace: w.client.namespace, Name: name}, nic); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("NetworkInterface %s/%s: %w", w.client.namespace, name, ErrNotFound)
+		}
+		return nil, err
+	}
+	return nic, nil
+}
+
+// nicPatch is the JSON patch from base to changed of the fields this CCM writes on a
+// NetworkInterface: labels, spec.prefixes and the routes annotation. Each field it sets is
+// first tested for its value in base (a missing value tests as null).
+func nicPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, error) {
+	ops := labelOps(base.Labels, changed.Labels)
+	if !equality.Semantic.DeepEqual(base.Spec.Prefixes, changed.Spec.Prefixes) ||
+		base.Annotations[keys.AnnotationRoutes] != changed.Annotations[keys.AnnotationRoutes] {
+		ops = append(ops, prefixOps(base, changed)...)
+	}
+	return json.Marshal(ops)
+}
+
+// labelOps tests and sets the labels that differ between base and changed.
+func labelOps(base, changed map[string]string) []jsonPatchOperation {
+	if maps.Equal(base, changed) {
+		return nil
+	}
+	if base == nil {
+		return []jsonPatchOperation{
+			{Op: "test", Path: "/metadata/labels", Value: nil},
+			{Op: "add", Path: "/metadata/labels", Value: changed},
+		}
+	}
+	var ops []jsonPatchOperation
+	for _, key := range slices.Sorted(maps.Keys(base)) {
+		if _, kept := changed[key]; !kept {
+			path := "/metadata/labels/" + jsonPointerEscape(key)
+			ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: base[key]}, jsonPatchOperation{Op: "remove", Path: path})
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(changed)) {
+		old, had := base[key]
+		if had && old == changed[key] {
+			continue
+		}
+		path := "/metadata/labels/" + jsonPointerEscape(key)
+		var tested any
+		if had {
+			tested = old
+		}
+		ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: tested}, jsonPatchOperation{Op: "add", Path: path, Value: changed[key]})
+	}
+	return ops
+}
+
+// nicWriterFor builds the writer of the client's NetworkInterfaces: its patches take their
+// tokens from limiter themselves.
+func nicWriterFor(c *Client, limiter flowcontrol.RateLimiter, api client.Client) *nicWriter {
+	return &nicWriter{client: c, limiter: limiter, api: api}
+}

@@ -1,0 +1,179 @@
+package ironcore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// TestChangesDueTogetherShareOneWrite: the cluster label, the load balancer target label and
+// a route prefix of one NetworkInterface, asked for by three callers while the client waits
+// for a token of its rate limiter, are written in one patch, and nothing else on the
+// NetworkInterface (another writer's label and prefix) is lost.
+func TestChangesDueTogetherShareOneWrite(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	gate := &gateLimiter{}
+	c, err := stack.StartIronCoreClientLimitedBy(ctx, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := stack.CreateMachine(ctx, "combined", testenv.MachineOptions{Unschedulable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	name := testenv.NetworkInterfaceName(machine.Name)
+	// Another writer's label and prefix, in the cache before the changes.
+	nic := &networkingv1alpha1.NetworkInterface{}
+	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterface", func(ctx context.Context) error {
+		return stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, nic)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := nic.DeepCopy()
+	nic.Labels = map[string]string{"example.org/other": "x"}
+	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: commonv1alpha1.MustParseNewIPPrefix("10.201.0.0/24")})
+	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, time.Minute, "the other writer's changes in the cache", func(ctx context.Context) error {
+		cached, err := c.NetworkInterface(ctx, name)
+		if err != nil || cached.Labels["example.org/other"] != "x" {
+			return errors.Join(err, errors.New("not yet"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := c.NetworkInterface(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	gate.close()
+	stack.IronCoreProxy.Reset()
+	route := netip.MustParsePrefix("10.200.0.0/24")
+	changes := []func() error{
+		func() error {
+			_, err := c.AddLabel(ctx, cached, keys.LabelCluster, stack.ClusterName)
+			return err
+		},
+		func() error { return c.SetLabel(ctx, cached, keys.LabelLoadBalancerTarget, stack.ClusterName) },
+		func() error {
+			return c.UpdateNetworkInterfacePrefixes(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+				nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: &commonv1alpha1.IPPrefix{Prefix: route}})
+				return true, nil
+			})
+		},
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(changes))
+	for i, change := range changes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = change()
+		}()
+	}
+	err = testenv.WaitFor(ctx, time.Minute, "all three changes waiting", func(context.Context) error {
+		if n := c.WaitingNetworkInterfaceChanges(); n != len(changes) {
+			return fmt.Errorf("%d waiting", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate.open()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+
+	patches := 0
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if count.Resource == "networkinterfaces.networking.ironcore.dev" && count.Verb == "patch" {
+			patches += count.N
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches of the NetworkInterface, want 1 for the three changes", patches)
+	}
+	live := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	var prefixes []string
+	for _, prefix := range live.Spec.Prefixes {
+		if prefix.Value != nil {
+			prefixes = append(prefixes, prefix.Value.String())
+		}
+	}
+	if live.Labels[keys.LabelCluster] != stack.ClusterName || live.Labels[keys.LabelLoadBalancerTarget] != stack.ClusterName ||
+		live.Labels["example.org/other"] != "x" || !slices.Contains(prefixes, "10.201.0.0/24") || !slices.Contains(prefixes, route.String()) {
+		t.Errorf("labels %v, prefixes %v; want both labels of this cluster, the route, and the other writer's label and prefix", live.Labels, prefixes)
+	}
+}
+
+// gateLimiter lets requests through only while open; it starts open.
+type gateLimiter struct {
+	mu     sync.Mutex
+	closed chan struct{}
+}
+
+func (g *gateLimiter) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed == nil {
+		g.closed = make(chan struct{})
+	}
+}
+
+func (g *gateLimiter) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed != nil {
+		close(g.closed)
+		g.closed = nil
+	}
+}
+
+func (g *gateLimiter) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed == nil {
+		return nil
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gateLimiter) TryAccept() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed == nil
+}
+
+func (g *gateLimiter) Accept()      { _ = g.Wait(context.Background()) }
+func (g *gateLimiter) Stop()        {}
+func (g *gateLimiter) QPS() float32 { return 0 }
