@@ -37,15 +37,15 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 // write, to be combined with the others due for the same NetworkInterface.
 func (c *Client) WaitingNetworkInterfaceChanges() int { return c.nics.waitingChanges() }
 
-// UpdateNetworkInterfacePrefixes applies mutate to the named NetworkInterface's prefixes and
-// their ownership annotation (keys.AnnotationRoutes), and writes them, with the other changes
-// due for the NetworkInterface, in one patch that first tests that both still hold what was
-// read (see nicWriter). mutate reports whether it changed anything; if not, nothing is
-// written. With confirmNoChange, "nothing to change" found in the cache is confirmed by a read
-// from the API server, because the cache may not yet show a change just made (by this process
-// too). Deletions want that; additions do not: the cache cannot show a prefix that was never
-// added, and the route controller asks again for any route its listing misses, which must
-// stay free.
+// UpdateNetworkInterfacePrefixes applies mutate to the named NetworkInterface's prefixes,
+// their ownership annotation (keys.AnnotationRoutes) and its labels, and writes them, with the
+// other changes due for the NetworkInterface, in one patch that first tests that each still
+// holds what was read (see nicWriter). mutate reports whether it changed anything; if not,
+// nothing is written. With confirmNoChange, "nothing to change" found in the cache is confirmed
+// by a read from the API server, because the cache may not yet show a change just made (by this
+// process too). Deletions want that; additions do not: the cache cannot show a prefix that was
+// never added, and the route controller asks again for any route its listing misses, which
+// must stay free.
 func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
 	if _, err := c.nics.change(ctx, name, confirmNoChange, mutate); err != nil {
 		return fmt.Errorf("update the prefixes of NetworkInterface %s/%s: %w", c.namespace, name, err)

@@ -90,8 +90,22 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	}
 	added := false
 	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
-		added = addPrefix(nic, cidr)
-		return added, nil
+		if added = addPrefix(nic, cidr); !added {
+			return false, nil
+		}
+		// The route makes the NetworkInterface this cluster's. Labelled in the same write, it
+		// is listed (so the route can be deleted) at once, also for a Node not initialized yet,
+		// and the cluster-label controller has nothing left to write.
+		switch cluster, labelled := nic.Labels[keys.LabelCluster]; {
+		case labelled && cluster != r.cluster:
+			return false, fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
+		case !labelled:
+			if nic.Labels == nil {
+				nic.Labels = map[string]string{}
+			}
+			nic.Labels[keys.LabelCluster] = r.cluster
+		}
+		return true, nil
 	})
 	countRouteOperation("create", added, err)
 	if err != nil {
@@ -147,8 +161,11 @@ func countRouteOperation(operation string, changed bool, err error) {
 	metrics.RouteOperations.WithLabelValues(operation, result).Inc()
 }
 
-// networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network that has
-// one of the Node's InternalIPs.
+// networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network: the one
+// that has one of the Node's InternalIPs. A Node not initialized yet has none; its Machine's
+// only NetworkInterface on the cluster Network is then the one its InternalIP will come from,
+// so the route need not wait for the initialization (and its failure, until then, be a Warning
+// event on every new Node).
 func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Route) (string, error) {
 	if r.nodes == nil {
 		return "", errors.New("routes are not initialized: the Node informer is not set")
@@ -163,13 +180,11 @@ func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Ro
 			internalIPs[addr] = true
 		}
 	}
-	if len(internalIPs) == 0 {
-		return "", fmt.Errorf("the Node has no InternalIP yet: %w", errNotReady)
-	}
 	machine, err := r.machines.forNode(ctx, node)
 	if err != nil {
 		return "", err
 	}
+	var onNetwork []*networkingv1alpha1.NetworkInterface
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
 		nic, err := r.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
@@ -178,12 +193,22 @@ func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Ro
 		if err != nil {
 			return "", err
 		}
-		if nic.Spec.NetworkRef.Name != r.network {
+		if nic.Spec.NetworkRef.Name != r.network || (nic.Spec.MachineRef != nil && nic.Spec.MachineRef.Name != machine.Name) {
 			continue
 		}
 		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != r.cluster {
 			return "", fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
 		}
+		onNetwork = append(onNetwork, nic)
+	}
+	if len(internalIPs) == 0 {
+		if len(onNetwork) == 1 && len(onNetwork[0].Status.IPs) > 0 {
+			return onNetwork[0].Name, nil
+		}
+		return "", fmt.Errorf("the Node has no InternalIP yet to tell its NetworkInterface, and Machine %s has not exactly one with IPs on Network %s: %w",
+			machine.Name, r.network, errNotReady)
+	}
+	for _, nic := range onNetwork {
 		for _, ip := range nic.Status.IPs {
 			if internalIPs[ip.Addr] {
 				return nic.Name, nil

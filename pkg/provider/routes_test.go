@@ -206,21 +206,12 @@ func TestCreateRouteFailsWhenItCannotPlaceTheRoute(t *testing.T) {
 	ctx := context.Background()
 	routes := routesOf(t)
 
-	// A Node without an InternalIP yet.
-	createMachine(t, "route-noaddr", testenv.MachineOptions{})
-	if _, err := stack.CreateNode(ctx, "route-noaddr", testenv.NodeOptions{ProviderID: providerIDOf("route-noaddr"), PodCIDRs: []string{"10.244.3.0/24"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), "route-noaddr", metav1.DeleteOptions{})
-	})
 	// A Node whose address is on none of its Machine's NetworkInterfaces.
 	createMachine(t, "route-wrongaddr", testenv.MachineOptions{})
 	routeNodeWithAddresses(t, "route-wrongaddr", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.99"}}, "10.244.4.0/24")
 	for _, tc := range []struct {
 		node, cidr, want string
 	}{
-		{"route-noaddr", "10.244.3.0/24", "has no InternalIP yet"},
 		{"route-wrongaddr", "10.244.4.0/24", "has one of the Node's InternalIPs"},
 		{"no-such-node", "10.244.5.0/24", "not found"},
 	} {
@@ -241,6 +232,38 @@ func TestCreateRouteFailsWhenItCannotPlaceTheRoute(t *testing.T) {
 	}
 	if literal, _ := specPrefixes(t, "route-wrongaddr"); len(literal) != 0 {
 		t.Errorf("prefixes %v were added although the route could not be placed", literal)
+	}
+}
+
+// TestANodeWithoutAnInternalIPYetGetsItsRoute: kube-controller-manager gives a new Node its
+// pod CIDR before this CCM initializes it, and the route controller asks for the route at once.
+// The Machine's only NetworkInterface on the cluster Network is where the Node's InternalIP
+// will come from, so the route is placed there without waiting; failing until then would be a
+// Warning event on every new Node.
+func TestANodeWithoutAnInternalIPYetGetsItsRoute(t *testing.T) {
+	ctx := context.Background()
+	routes := routesOf(t)
+	for _, tc := range []struct{ name, providerID, cidr string }{
+		{name: "route-uninitialized", cidr: "10.244.3.0/24"},
+		{name: "route-noaddr", providerID: providerIDOf("route-noaddr"), cidr: "10.244.7.0/24"},
+	} {
+		createMachine(t, tc.name, testenv.MachineOptions{})
+		if _, err := stack.CreateNode(ctx, tc.name, testenv.NodeOptions{ProviderID: tc.providerID, PodCIDRs: []string{tc.cidr}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), tc.name, metav1.DeleteOptions{})
+		})
+		err := testenv.WaitFor(ctx, waitTimeout, "the route of "+tc.name, func(ctx context.Context) error {
+			return routes.CreateRoute(ctx, "kubernetes", "", &cloudprovider.Route{TargetNode: types.NodeName(tc.name), DestinationCIDR: tc.cidr})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if literal, _ := specPrefixes(t, tc.name); !slices.Equal(literal, []string{tc.cidr}) {
+			t.Errorf("prefixes of %s: %v, want its pod CIDR", tc.name, literal)
+		}
+		waitForListedRoutes(t, tc.name, tc.name+" "+tc.cidr)
 	}
 }
 
