@@ -1,8 +1,10 @@
 // Package bench measures how a CCM scales on the test stack: N Nodes (with pod CIDRs) and M
 // Services of type LoadBalancer created in a burst, with the provider simulator answering after
-// a set latency. It times Node initialization, load balancer readiness and route convergence,
-// counts the CCM's IronCore API requests from outside the CCM (through the stack's proxy),
-// during convergence and while idle, and reads the CCM's peak memory and CPU time.
+// a set latency. It times Node initialization, load balancer readiness (against a floor: as
+// many LoadBalancers created directly in IronCore, before the CCM starts), the load balancer
+// routings reaching every Node, and route convergence; counts the CCM's IronCore API requests
+// from outside the CCM (through the stack's proxy), during convergence and while idle; counts
+// the Warning events about the burst's objects; and reads the CCM's peak memory and CPU time.
 //
 // The CCM under test is a command line with placeholders, so another build of this CCM, or any
 // CCM that takes the same flags, can be measured with the same scenario.
@@ -43,6 +45,9 @@ type Options struct {
 	Command string
 	// Label names the CCM under test in the results.
 	Label string
+	// Prescheduled creates the Machines on the stack's MachinePools, so that provisioning many of them
+	// does not wait for IronCore's scheduler.
+	Prescheduled bool
 	// Progress receives what the run is doing.
 	Progress io.Writer
 }
@@ -74,11 +79,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 	log("creating %d Machines and waiting for IronCore to run them (not part of the CCM's time)...", opts.Nodes)
 	provisioned := time.Now()
-	if err := createMachines(ctx, stack, opts.Nodes); err != nil {
+	if err := createMachines(ctx, stack, opts.Nodes, opts.Prescheduled); err != nil {
 		return nil, err
 	}
 	result.MachineProvisioning = newSeconds(time.Since(provisioned))
 	log("  %d Machines running with addresses after %s", opts.Nodes, time.Since(provisioned).Round(time.Second))
+
+	log("floor: creating %d IronCore LoadBalancers directly and waiting for their addresses...", opts.Services)
+	if result.Floor, err = measureFloor(ctx, stack, opts.Services, opts.Progress); err != nil {
+		return nil, fmt.Errorf("measure the LoadBalancer floor: %w", err)
+	}
+	log("  floor: p50 %.3fs, max %.3fs; deleted again", result.Floor.P50, result.Floor.Max)
 
 	ccm, err := startCCM(ctx, stack, opts)
 	if err != nil {
@@ -105,8 +116,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	result.Convergence = newSeconds(time.Since(burst))
 	result.Requests.Convergence = counts(stack.IronCoreProxy.Counts())
+	result.Requests.attribute(opts.Nodes, opts.Services)
 	tracker.fill(result)
+	result.AddressOverFloor = newRatio(result.LoadBalancerReadiness, result.Floor)
 	log("converged %s after the burst began", time.Since(burst).Round(100*time.Millisecond))
+	if result.Warnings, err = countWarnings(ctx, stack, opts.Nodes, opts.Services); err != nil {
+		return nil, err
+	}
 
 	if opts.Idle > 0 {
 		log("counting the CCM's IronCore requests for %s of idleness...", opts.Idle)

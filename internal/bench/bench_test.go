@@ -17,11 +17,17 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if result.NodeInitialization.Count != 3 || result.LoadBalancerReadiness.Count != 2 || result.RouteConvergence.Count != 3 {
-		t.Fatalf("counts %d/%d/%d, want 3/2/3", result.NodeInitialization.Count, result.LoadBalancerReadiness.Count, result.RouteConvergence.Count)
+	if result.NodeInitialization.Count != 3 || result.LoadBalancerReadiness.Count != 2 || result.RouteConvergence.Count != 3 ||
+		result.RoutingComplete.Count != 2 || result.Floor.Count != 2 {
+		t.Fatalf("counts %d/%d/%d/%d/%d, want 3/2/3/2/2 (Nodes, Services, routes, routings, floor)", result.NodeInitialization.Count,
+			result.LoadBalancerReadiness.Count, result.RouteConvergence.Count, result.RoutingComplete.Count, result.Floor.Count)
 	}
-	if total(result.Requests.Convergence, true) == 0 {
-		t.Error("no IronCore writes counted during convergence")
+	if total(result.Requests.Convergence, true) == 0 || result.Requests.WritesPerNode == 0 || result.Requests.RequestsPerService == 0 {
+		t.Errorf("IronCore requests during convergence: %d writes, %v per Node, %v per Service",
+			total(result.Requests.Convergence, true), result.Requests.WritesPerNode, result.Requests.RequestsPerService)
+	}
+	if result.Floor.Max <= 0 || result.AddressOverFloor.Max <= 0 {
+		t.Errorf("floor %+v, address over floor %+v", result.Floor, result.AddressOverFloor)
 	}
 	if result.CCM.PeakRSSMiB <= 0 || result.CCM.CPUSeconds <= 0 {
 		t.Errorf("CCM usage %+v", result.CCM)
@@ -36,7 +42,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %v", file, err)
 		}
 	}
-	if md := result.Markdown(); !strings.Contains(md, "| Node initialized | 3 |") {
+	if md := result.Markdown(); !strings.Contains(md, "| Node initialized | 3 |") || !strings.Contains(md, "| IronCore LoadBalancer alone (floor) | 2 |") ||
+		!strings.Contains(md, "| Service's routing reaches every Node | 2 |") {
 		t.Errorf("markdown:\n%s", md)
 	}
 }

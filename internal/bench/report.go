@@ -45,19 +45,41 @@ func (r *Result) Write(dir string) ([]string, error) {
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: %d Nodes, %d Services\n\n", r.Label, r.Nodes, r.Services)
+	placement := "placed by IronCore's scheduler"
+	if r.Prescheduled {
+		placement = "pre-scheduled: created on their MachinePools"
+	}
 	fmt.Fprintf(&b, "Run %s on %d CPUs (%s), %d GiB, kernel %s, %s. Simulated IronCore latency %gs per change; "+
-		"--node-status-update-frequency %gs. IronCore ran the %d Machines in %gs before the burst (not the CCM's time).\n\n",
+		"--node-status-update-frequency %gs. IronCore ran the %d Machines (%s) in %gs before the burst (not the CCM's time).\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
-		r.Latency, r.NodeSyncPeriod, r.Nodes, r.MachineProvisioning)
+		r.Latency, r.NodeSyncPeriod, r.Nodes, placement, r.MachineProvisioning)
 	fmt.Fprintf(&b, "CCM command: `%s`\n\n", r.Command)
 	fmt.Fprintf(&b, "| From creation to | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
 	for _, row := range []struct {
 		name string
 		t    Timings
-	}{{"Node initialized", r.NodeInitialization}, {"Service has an address", r.LoadBalancerReadiness}, {"pod CIDR on the NIC", r.RouteConvergence}} {
+	}{
+		{"Node initialized", r.NodeInitialization},
+		{"Service has an address", r.LoadBalancerReadiness},
+		{"Service's routing reaches every Node", r.RoutingComplete},
+		{"pod CIDR on the NIC", r.RouteConvergence},
+	} {
 		fmt.Fprintf(&b, "| %s | %d | %.3fs | %.3fs | %.3fs |\n", row.name, row.t.Count, row.t.P50, row.t.P95, row.t.Max)
 	}
 	fmt.Fprintf(&b, "\nEverything converged %.3fs after the burst began.\n\n", r.Convergence)
+	if r.ReadyBeforeRouted.Services == 0 {
+		fmt.Fprintf(&b, "No Service had an address before its IronCore LoadBalancerRouting reached every Node.\n\n")
+	} else {
+		fmt.Fprintf(&b, "%d of %d Services had an address before their IronCore LoadBalancerRouting reached every Node; "+
+			"the longest such wait for traffic to reach every Node was %.3fs.\n\n", r.ReadyBeforeRouted.Services, r.Services, r.ReadyBeforeRouted.Max)
+	}
+	fmt.Fprintf(&b, "Addresses against the floor: as many IronCore LoadBalancers as Services (Public, one TCP port), "+
+		"created directly and at once before the CCM started, and deleted again:\n\n")
+	fmt.Fprintf(&b, "| From creation to an address | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| IronCore LoadBalancer alone (floor) | %d | %.3fs | %.3fs | %.3fs |\n", r.Floor.Count, r.Floor.P50, r.Floor.P95, r.Floor.Max)
+	fmt.Fprintf(&b, "| Service, through the CCM | %d | %.3fs | %.3fs | %.3fs |\n",
+		r.LoadBalancerReadiness.Count, r.LoadBalancerReadiness.P50, r.LoadBalancerReadiness.P95, r.LoadBalancerReadiness.Max)
+	fmt.Fprintf(&b, "| Service / floor | | %.2f× | | %.2f× |\n\n", r.AddressOverFloor.P50, r.AddressOverFloor.Max)
 	fmt.Fprintf(&b, "CCM: peak resident memory %.1f MiB, %.1f CPU seconds over the run.\n\n", r.CCM.PeakRSSMiB, r.CCM.CPUSeconds)
 	fmt.Fprintf(&b, "IronCore API requests by the CCM, counted by a proxy in front of IronCore:\n\n")
 	fmt.Fprintf(&b, "| verb | resource | during convergence | idle, %gs |\n|---|---|---:|---:|\n", r.Requests.IdleSeconds)
@@ -76,8 +98,20 @@ func (r *Result) Markdown() string {
 			fmt.Fprintf(&b, "| %s | %s | 0 | %s |\n", c.Verb, c.Resource, c.cell())
 		}
 	}
-	fmt.Fprintf(&b, "| **all** | | **%d** (writes %d) | **%d** (writes %d) |\n",
+	fmt.Fprintf(&b, "| **all** | | **%d** (writes %d) | **%d** (writes %d) |\n\n",
 		total(r.Requests.Convergence, false), total(r.Requests.Convergence, true), total(r.Requests.Idle, false), total(r.Requests.Idle, true))
+	fmt.Fprintf(&b, "During convergence: %.2f writes per Node (on Machines and NetworkInterfaces), "+
+		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings).\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService)
+	fmt.Fprintf(&b, "Warning events about the burst's Nodes and Services after convergence: %d events, %d occurrences",
+		r.Warnings.Events, r.Warnings.Occurrences)
+	if len(r.Warnings.ByReason) == 0 {
+		fmt.Fprintf(&b, ".\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, ":\n\n| kind | reason | objects | events | occurrences |\n|---|---|---:|---:|---:|\n")
+	for _, c := range r.Warnings.ByReason {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d |\n", c.Kind, c.Reason, c.Objects, c.Events, c.Occurrences)
+	}
 	return b.String()
 }
 
@@ -97,10 +131,17 @@ func (r *Result) plot(path string) error {
 	p.Y.Label.Text = "share done"
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Add(plotter.NewGrid())
-	for i, series := range []struct {
-		name string
-		t    Timings
-	}{{"Node initialized", r.NodeInitialization}, {"Service has an address", r.LoadBalancerReadiness}, {"pod CIDR on the NIC", r.RouteConvergence}} {
+	for _, series := range []struct {
+		name  string
+		t     Timings
+		color color.RGBA
+	}{
+		{"Node initialized", r.NodeInitialization, color.RGBA{R: 31, G: 119, B: 180, A: 255}},
+		{"Service has an address", r.LoadBalancerReadiness, color.RGBA{R: 214, G: 39, B: 40, A: 255}},
+		{"Service's routing reaches every Node", r.RoutingComplete, color.RGBA{R: 148, G: 103, B: 189, A: 255}},
+		{"pod CIDR on the NIC", r.RouteConvergence, color.RGBA{R: 44, G: 160, B: 44, A: 255}},
+		{"LoadBalancer alone (floor)", r.Floor, color.RGBA{R: 127, G: 127, B: 127, A: 255}},
+	} {
 		if len(series.t.All) == 0 {
 			continue
 		}
@@ -113,7 +154,7 @@ func (r *Result) plot(path string) error {
 		if err != nil {
 			return err
 		}
-		line.Color = []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}, color.RGBA{R: 44, G: 160, B: 44, A: 255}}[i]
+		line.Color = series.color
 		line.Width = vg.Points(2)
 		p.Add(line)
 		p.Legend.Add(series.name, line)

@@ -32,16 +32,28 @@ type Result struct {
 	Latency  Seconds `json:"simulatorLatencySeconds"`
 	// NodeSyncPeriod is the --node-status-update-frequency of the default command.
 	NodeSyncPeriod Seconds `json:"nodeSyncPeriodSeconds"`
+	// Prescheduled Machines were created on the MachinePools, bypassing IronCore's scheduler.
+	Prescheduled bool `json:"prescheduledMachines"`
 
 	StackStartup        Seconds `json:"stackStartupSeconds"`
 	MachineProvisioning Seconds `json:"machineProvisioningSeconds"`
-	// Convergence is from the start of the burst until every Node, Service and route is done.
-	Convergence           Seconds  `json:"convergenceSeconds"`
-	NodeInitialization    Timings  `json:"nodeInitialization"`
-	LoadBalancerReadiness Timings  `json:"loadBalancerReadiness"`
-	RouteConvergence      Timings  `json:"routeConvergence"`
-	Requests              Requests `json:"ironcoreRequests"`
-	CCM                   Usage    `json:"ccm"`
+	// Floor is how long IronCore alone took to give as many LoadBalancers as there are
+	// Services an address, created at once before the CCM started.
+	Floor Timings `json:"loadBalancerFloor"`
+	// Convergence is from the start of the burst until every Node, Service, route and load
+	// balancer routing is done.
+	Convergence           Seconds `json:"convergenceSeconds"`
+	NodeInitialization    Timings `json:"nodeInitialization"`
+	LoadBalancerReadiness Timings `json:"loadBalancerReadiness"`
+	// AddressOverFloor compares the Services' address times with the floor's.
+	AddressOverFloor Ratio   `json:"addressOverFloor"`
+	RouteConvergence Timings `json:"routeConvergence"`
+	// RoutingComplete is from Service creation until its LoadBalancerRouting reaches every Node.
+	RoutingComplete   Timings       `json:"routingComplete"`
+	ReadyBeforeRouted Lag           `json:"readyBeforeRouted"`
+	Requests          Requests      `json:"ironcoreRequests"`
+	Warnings          WarningEvents `json:"warningEvents"`
+	CCM               Usage         `json:"ccm"`
 }
 
 // Timings summarize how long each object took, from its creation until it was done.
@@ -68,11 +80,65 @@ func newTimings(sorted []time.Duration) Timings {
 	return timings
 }
 
+// Ratio is how many times longer the Services took than the floor, at the median and the
+// maximum; zero when the floor is empty.
+type Ratio struct {
+	P50 float64 `json:"p50"`
+	Max float64 `json:"max"`
+}
+
+func newRatio(services, floor Timings) Ratio {
+	return Ratio{P50: ratio(services.P50, floor.P50), Max: ratio(services.Max, floor.Max)}
+}
+
+// ratio is a/b rounded to hundredths, or zero if b is.
+func ratio(a, b Seconds) float64 {
+	if b == 0 {
+		return 0
+	}
+	return math.Round(float64(a)/float64(b)*100) / 100
+}
+
+// Lag is how early Services were reported ready, with an address, before their traffic could
+// reach every Node: the Services whose routing was complete only after their address was set,
+// and the longest such wait (zero if every routing was complete first).
+type Lag struct {
+	Services int     `json:"services"`
+	Max      Seconds `json:"maxSeconds"`
+}
+
+// readinessLag compares, by Service, when it got its address (ready) with when its routing
+// reached every Node (routed). Services missing from either are left out.
+func readinessLag(ready, routed map[string]time.Time) Lag {
+	var lag Lag
+	for name, routedAt := range routed {
+		readyAt, ok := ready[name]
+		if !ok || !routedAt.After(readyAt) {
+			continue
+		}
+		lag.Services++
+		lag.Max = max(lag.Max, newSeconds(routedAt.Sub(readyAt)))
+	}
+	return lag
+}
+
 // Requests are the CCM's IronCore API requests, counted by the proxy in front of IronCore.
 type Requests struct {
 	Convergence []RequestCount `json:"convergence"`
-	Idle        []RequestCount `json:"idle"`
-	IdleSeconds float64        `json:"idleSeconds"`
+	// WritesPerNode are the writes on Machines and NetworkInterfaces during convergence per
+	// Node, and RequestsPerService all requests on LoadBalancers and their routings per Service.
+	WritesPerNode      float64        `json:"writesPerNode"`
+	RequestsPerService float64        `json:"requestsPerService"`
+	Idle               []RequestCount `json:"idle"`
+	IdleSeconds        float64        `json:"idleSeconds"`
+}
+
+// attribute divides the convergence requests among the burst's objects: the writes on
+// Machines and NetworkInterfaces among the Nodes, all requests on LoadBalancers and their
+// routings among the Services.
+func (r *Requests) attribute(nodes, services int) {
+	r.WritesPerNode = perObject(totalOn(r.Convergence, []string{"machines", "networkinterfaces"}, true), nodes)
+	r.RequestsPerService = perObject(totalOn(r.Convergence, []string{"loadbalancers", "loadbalancerroutings"}, false), services)
 }
 
 // RequestCount is how many requests of one verb on one resource were made, and how many of
@@ -94,13 +160,64 @@ func counts(proxyCounts []apiproxy.Count) []RequestCount {
 
 // total sums the counts, all of them or only writes.
 func total(counts []RequestCount, writesOnly bool) int {
+	return totalOn(counts, nil, writesOnly)
+}
+
+// totalOn sums the counts on the given resources (by plural name, any group or subresource;
+// nil means all), all of them or only writes.
+func totalOn(counts []RequestCount, resources []string, writesOnly bool) int {
 	n := 0
 	for _, c := range counts {
-		if !writesOnly || !slices.Contains([]string{"get", "list", "watch"}, c.Verb) {
-			n += c.Count
+		if writesOnly && !isWrite(c.Verb) {
+			continue
 		}
+		if resources != nil && !slices.Contains(resources, pluralName(c.Resource)) {
+			continue
+		}
+		n += c.Count
 	}
 	return n
+}
+
+// perObject divides a count among objects, rounded to hundredths; zero for no objects.
+func perObject(count, objects int) float64 {
+	if objects == 0 {
+		return 0
+	}
+	return math.Round(float64(count)/float64(objects)*100) / 100
+}
+
+// isWrite tells writes from reads; requests that are not for resources ("GET /api") count
+// as reads.
+func isWrite(verb string) bool {
+	return !slices.Contains([]string{"get", "list", "watch", "GET"}, verb)
+}
+
+// pluralName is the resource of a counted request without its group and subresource:
+// "machines.compute.ironcore.dev/status" is "machines".
+func pluralName(resource string) string {
+	resource, _, _ = strings.Cut(resource, "/")
+	resource, _, _ = strings.Cut(resource, ".")
+	return resource
+}
+
+// WarningEvents are the target cluster's Warning events about the burst's Nodes and Services,
+// counted after convergence.
+type WarningEvents struct {
+	// Events is how many Event objects there are, and Occurrences how often they happened:
+	// the event recorder folds repeats of an event into one object.
+	Events      int           `json:"events"`
+	Occurrences int           `json:"occurrences"`
+	ByReason    []ReasonCount `json:"byReason"`
+}
+
+// ReasonCount sums the Warning events of one reason on one kind of object.
+type ReasonCount struct {
+	Kind        string `json:"kind"`
+	Reason      string `json:"reason"`
+	Objects     int    `json:"objects"`
+	Events      int    `json:"events"`
+	Occurrences int    `json:"occurrences"`
 }
 
 // Usage is the CCM process's resource use over the whole run.
@@ -147,6 +264,6 @@ func newResult(opts Options) *Result {
 	return &Result{
 		Label: opts.Label, Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(),
 		Command: opts.Command, Nodes: opts.Nodes, Services: opts.Services,
-		Latency: newSeconds(opts.Latency), NodeSyncPeriod: newSeconds(opts.NodeSyncPeriod),
+		Latency: newSeconds(opts.Latency), NodeSyncPeriod: newSeconds(opts.NodeSyncPeriod), Prescheduled: opts.Prescheduled,
 	}
 }

@@ -11,35 +11,51 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-func nodeKey(name string) string    { return "node/" + name }
-func serviceKey(name string) string { return "service/" + name }
-func routeKey(name string) string   { return "route/" + name }
+// Stopwatch keys of the burst's objects. A Service has two: its address (service/) and its
+// IronCore LoadBalancerRouting reaching every Node (lbrouting/).
+func nodeKey(name string) string      { return "node/" + name }
+func serviceKey(name string) string   { return "service/" + name }
+func routeKey(name string) string     { return "route/" + name }
+func lbRoutingKey(name string) string { return "lbrouting/" + name }
 
-// tracker records when each Node, Service and route was created and when it was done, from
-// watches of both control planes.
+// tracker times the burst's Nodes, Services, routes and load balancer routings from watches of
+// both control planes.
 type tracker struct {
-	mu           sync.Mutex
-	createdAt    map[string]time.Time
-	doneAt       map[string]time.Time
-	want         int
-	nodes        int
-	services     int
-	allDone      chan struct{}
-	allDoneFired bool
+	*stopwatch
+	nodes, services int
+	// targets maps the names and addresses of the Nodes' NetworkInterfaces to their names, to
+	// tell which Node a load balancer destination reaches.
+	targets map[string]string
+
+	mu sync.Mutex
+	// serviceOf maps an IronCore LoadBalancer's name to the burst Service it serves; its
+	// LoadBalancerRouting has the same name.
+	serviceOf map[string]string
+	// routedAt is when each LoadBalancerRouting was first seen reaching every Node.
+	routedAt map[string]time.Time
 }
 
 func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) (*tracker, error) {
+	nics := &networkingv1alpha1.NetworkInterfaceList{}
+	if err := stack.IronCore.Client.List(ctx, nics, client.InNamespace(stack.Namespace)); err != nil {
+		return nil, fmt.Errorf("list the Nodes' NetworkInterfaces: %w", err)
+	}
 	t := &tracker{
-		createdAt: map[string]time.Time{}, doneAt: map[string]time.Time{},
-		want: 2*nodes + services, nodes: nodes, services: services, allDone: make(chan struct{}),
+		stopwatch: newStopwatch(2*nodes + 2*services),
+		nodes:     nodes, services: services,
+		targets:   targetsOf(nics.Items),
+		serviceOf: map[string]string{}, routedAt: map[string]time.Time{},
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onAddOrUpdate(func(obj any) {
@@ -60,39 +76,34 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 	}
 	factory.Start(ctx.Done())
 
-	nicCache, err := cache.New(stack.IronCore.Config, cache.Options{
+	ironcoreCache, err := cache.New(stack.IronCore.Config, cache.Options{
 		Scheme:            stack.IronCore.Client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{stack.Namespace: {}},
 	})
 	if err != nil {
 		return nil, err
 	}
-	informer, err := nicCache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{})
-	if err != nil {
-		return nil, err
+	handlers := []struct {
+		obj    client.Object
+		handle func(obj any)
+	}{
+		{&networkingv1alpha1.NetworkInterface{}, t.networkInterfaceChanged},
+		{&networkingv1alpha1.LoadBalancer{}, t.loadBalancerChanged},
+		{&networkingv1alpha1.LoadBalancerRouting{}, t.routingChanged},
 	}
-	if _, err := informer.AddEventHandler(onAddOrUpdate(func(obj any) {
-		nic, ok := obj.(*networkingv1alpha1.NetworkInterface)
-		if !ok || nic.Spec.MachineRef == nil {
-			return
+	for _, h := range handlers {
+		informer, err := ironcoreCache.GetInformer(ctx, h.obj)
+		if err != nil {
+			return nil, fmt.Errorf("watch %T: %w", h.obj, err)
 		}
-		var machineIndex int
-		if _, err := fmt.Sscanf(nic.Spec.MachineRef.Name, "node-%d", &machineIndex); err != nil {
-			return
+		if _, err := informer.AddEventHandler(onAddOrUpdate(h.handle)); err != nil {
+			return nil, err
 		}
-		want := netip.MustParsePrefix(podCIDR(machineIndex))
-		if slices.ContainsFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
-			return source.Value != nil && source.Value.Prefix == want
-		}) {
-			t.done(routeKey(nic.Spec.MachineRef.Name))
-		}
-	})); err != nil {
-		return nil, err
 	}
-	go func() { _ = nicCache.Start(ctx) }()
+	go func() { _ = ironcoreCache.Start(ctx) }()
 	factory.WaitForCacheSync(ctx.Done())
-	if !nicCache.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the NetworkInterface cache did not sync")
+	if !ironcoreCache.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the IronCore cache did not sync")
 	}
 	return t, nil
 }
@@ -101,76 +112,102 @@ func onAddOrUpdate(handle func(obj any)) toolscache.ResourceEventHandlerFuncs {
 	return toolscache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) }}
 }
 
-func (t *tracker) created(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.createdAt[key] = time.Now()
-}
-
-func (t *tracker) done(key string) {
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, seen := t.doneAt[key]; seen {
+// networkInterfaceChanged marks a Node's route done once its pod CIDR is a prefix of its
+// NetworkInterface.
+func (t *tracker) networkInterfaceChanged(obj any) {
+	nic, ok := obj.(*networkingv1alpha1.NetworkInterface)
+	if !ok || nic.Spec.MachineRef == nil {
 		return
 	}
-	if _, created := t.createdAt[key]; !created {
-		return // not created by this run's burst
+	var machineIndex int
+	if _, err := fmt.Sscanf(nic.Spec.MachineRef.Name, "node-%d", &machineIndex); err != nil {
+		return
 	}
-	t.doneAt[key] = now
-	if len(t.doneAt) == t.want && !t.allDoneFired {
-		t.allDoneFired = true
-		close(t.allDone)
+	want := netip.MustParsePrefix(podCIDR(machineIndex))
+	if slices.ContainsFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
+		return source.Value != nil && source.Value.Prefix == want
+	}) {
+		t.done(routeKey(nic.Spec.MachineRef.Name))
 	}
+}
+
+// loadBalancerChanged learns which Service a LoadBalancer serves from the owner annotations
+// both this CCM and the reference CCM write, so that a CCM naming LoadBalancers differently is
+// measured too. Its routing may have reached every Node before this is known.
+func (t *tracker) loadBalancerChanged(obj any) {
+	lb, ok := obj.(*networkingv1alpha1.LoadBalancer)
+	if !ok || lb.Annotations[keys.AnnotationServiceNamespace] != metav1.NamespaceDefault || lb.Annotations[keys.AnnotationServiceName] == "" {
+		return
+	}
+	service := lb.Annotations[keys.AnnotationServiceName]
+	t.mu.Lock()
+	t.serviceOf[lb.Name] = service
+	at, routed := t.routedAt[lb.Name]
+	t.mu.Unlock()
+	if routed {
+		t.doneAt(lbRoutingKey(service), at)
+	}
+}
+
+// routingChanged marks a Service's routing done the first time its LoadBalancerRouting has a
+// destination on every Node: only then can its traffic reach any Node it is sent to.
+func (t *tracker) routingChanged(obj any) {
+	routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting)
+	if !ok || reached(routing.Destinations, t.targets) < t.nodes {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	if _, seen := t.routedAt[routing.Name]; !seen {
+		t.routedAt[routing.Name] = now
+	}
+	at := t.routedAt[routing.Name]
+	service, known := t.serviceOf[routing.Name]
+	t.mu.Unlock()
+	if known {
+		t.doneAt(lbRoutingKey(service), at)
+	}
+}
+
+// targetsOf maps the name and every address of each NetworkInterface to its name.
+func targetsOf(nics []networkingv1alpha1.NetworkInterface) map[string]string {
+	targets := map[string]string{}
+	for _, nic := range nics {
+		targets[nic.Name] = nic.Name
+		for _, ip := range nic.Status.IPs {
+			targets[ip.String()] = nic.Name
+		}
+	}
+	return targets
+}
+
+// reached counts the NetworkInterfaces among targets that the destinations reach, by the
+// destination's target name or, for a destination without one, its address.
+func reached(destinations []networkingv1alpha1.LoadBalancerDestination, targets map[string]string) int {
+	seen := map[string]bool{}
+	for _, destination := range destinations {
+		nic, ok := "", false
+		if destination.TargetRef != nil {
+			nic, ok = targets[destination.TargetRef.Name]
+		}
+		if !ok && destination.IP.IsValid() {
+			nic, ok = targets[destination.IP.String()]
+		}
+		if ok {
+			seen[nic] = true
+		}
+	}
+	return len(seen)
 }
 
 // wait blocks until everything is done, reporting progress every ten seconds.
-func (t *tracker) wait(ctx context.Context, timeout time.Duration, progress io.Writer) error {
-	deadline := time.After(timeout)
-	ticker := time.NewTicker(10 * time.Second)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-t.allDone:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("not converged after %s: %s", timeout, t.progress())
-		case <-ticker.C:
-			fmt.Fprintf(progress, "  %s\n", t.progress())
-		}
-	}
+func (t *tracker) wait(ctx context.Context, timeout time.Duration, out io.Writer) error {
+	return t.stopwatch.wait(ctx, timeout, out, t.progress)
 }
 
 func (t *tracker) progress() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	count := func(prefix string) int {
-		n := 0
-		for key := range t.doneAt {
-			if len(key) > len(prefix) && key[:len(prefix)] == prefix {
-				n++
-			}
-		}
-		return n
-	}
-	return fmt.Sprintf("Nodes initialized %d/%d, Services with addresses %d/%d, routes %d/%d",
-		count("node/"), t.nodes, count("service/"), t.services, count("route/"), t.nodes)
-}
-
-// durations returns, for the keys with the prefix, the time each took from creation to done.
-func (t *tracker) durations(prefix string) []time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var durations []time.Duration
-	for key, done := range t.doneAt {
-		if len(key) > len(prefix) && key[:len(prefix)] == prefix {
-			durations = append(durations, done.Sub(t.createdAt[key]))
-		}
-	}
-	slices.Sort(durations)
-	return durations
+	return fmt.Sprintf("Nodes initialized %d/%d, Services with addresses %d/%d, routes %d/%d, load balancer routings reaching every Node %d/%d",
+		t.count("node/"), t.nodes, t.count("service/"), t.services, t.count("route/"), t.nodes, t.count("lbrouting/"), t.services)
 }
 
 // fill writes the timings into the result.
@@ -178,4 +215,6 @@ func (t *tracker) fill(result *Result) {
 	result.NodeInitialization = newTimings(t.durations("node/"))
 	result.LoadBalancerReadiness = newTimings(t.durations("service/"))
 	result.RouteConvergence = newTimings(t.durations("route/"))
+	result.RoutingComplete = newTimings(t.durations("lbrouting/"))
+	result.ReadyBeforeRouted = readinessLag(t.doneTimes("service/"), t.doneTimes("lbrouting/"))
 }

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,10 +57,20 @@ func parallel(n int, fn func(i int) error) error {
 }
 
 // createMachines creates the Machines the Nodes run on and waits until IronCore runs them
-// and their NetworkInterfaces have addresses, as before a kubelet could register.
-func createMachines(ctx context.Context, stack *testenv.Stack, n int) error {
+// and their NetworkInterfaces have addresses, as before a kubelet could register. Prescheduled
+// Machines are spread over the stack's MachinePools in turn when they are created, as if a
+// provider had placed them, so that their provisioning does not wait for IronCore's scheduler.
+func createMachines(ctx context.Context, stack *testenv.Stack, n int, prescheduled bool) error {
+	pools := slices.Sorted(maps.Keys(testenv.Pools()))
+	if prescheduled && len(pools) == 0 {
+		return fmt.Errorf("the stack has no MachinePools to pre-schedule Machines on")
+	}
 	err := parallel(n, func(i int) error {
-		_, err := stack.CreateMachine(ctx, nodeName(i), testenv.MachineOptions{})
+		var opts testenv.MachineOptions
+		if prescheduled {
+			opts.Pool = pools[i%len(pools)]
+		}
+		_, err := stack.CreateMachine(ctx, nodeName(i), opts)
 		return err
 	})
 	if err != nil {
@@ -106,6 +118,7 @@ func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, no
 			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 		}
 		tracker.created(serviceKey(serviceName(j)))
+		tracker.created(lbRoutingKey(serviceName(j)))
 		_, err := stack.CreateLoadBalancerService(ctx, serviceName(j), opts)
 		return err
 	})
