@@ -260,7 +260,10 @@ func mergeNodes(set map[string]*corev1.Node, nodes []*corev1.Node) map[string]*c
 	return set
 }
 
-// writeLabels makes the labels of the NetworkInterfaces match the eligible Nodes.
+// writeLabels makes the labels of the NetworkInterfaces match the eligible Nodes. The writes
+// are asked for all at once: each joins whatever else is due for its NetworkInterface (a new
+// Node's route, say) in one patch, and the client's rate limiter, not a round trip per
+// NetworkInterface, sets the pace.
 func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	nodes, eligible, err := t.eligibleNodes(nodes)
 	if err != nil {
@@ -270,22 +273,45 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 	if err != nil {
 		return nil, err
 	}
+	var (
+		writes sync.WaitGroup
+		mu     sync.Mutex
+		errs   []error
+	)
+	write := func(nic *networkingv1alpha1.NetworkInterface, label bool) {
+		writes.Add(1)
+		go func() {
+			defer writes.Done()
+			var err error
+			if label {
+				err = t.ironcore.SetLabel(ctx, nic, keys.LabelLoadBalancerTarget, t.cluster)
+			} else {
+				err = t.ironcore.RemoveLabel(ctx, nic, keys.LabelLoadBalancerTarget)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			if label {
+				klog.V(2).InfoS("NetworkInterface is now a load balancer target", "networkInterface", klog.KObj(nic))
+			} else {
+				klog.V(2).InfoS("NetworkInterface is no longer a load balancer target", "networkInterface", klog.KObj(nic))
+			}
+		}()
+	}
 	wanted := map[string]bool{}
-	var errs []error
 	for i := range nics {
 		nic := &nics[i]
 		wanted[nic.Name] = true
-		if nic.Labels[keys.LabelLoadBalancerTarget] == t.cluster {
-			continue
+		if nic.Labels[keys.LabelLoadBalancerTarget] != t.cluster {
+			write(nic, true)
 		}
-		if err := t.ironcore.SetLabel(ctx, nic, keys.LabelLoadBalancerTarget, t.cluster); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		klog.V(2).InfoS("NetworkInterface is now a load balancer target", "networkInterface", klog.KObj(nic))
 	}
 	labelled, err := t.ironcore.NetworkInterfacesLabelled(ctx, keys.LabelLoadBalancerTarget, t.cluster)
 	if err != nil {
+		writes.Wait()
 		return nil, err
 	}
 	for i := range labelled {
@@ -299,12 +325,9 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 			klog.V(4).InfoS("Keeping a load balancer target whose Node is still eligible", "networkInterface", klog.KObj(nic))
 			continue
 		}
-		if err := t.ironcore.RemoveLabel(ctx, nic, keys.LabelLoadBalancerTarget); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		klog.V(2).InfoS("NetworkInterface is no longer a load balancer target", "networkInterface", klog.KObj(nic))
+		write(nic, false)
 	}
+	writes.Wait()
 	return skipped, errors.Join(errs...)
 }
 
