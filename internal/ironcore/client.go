@@ -71,13 +71,14 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil && cfg.QPS >= 0 {
 		// One limiter for every request, so --ironcore-api-qps bounds the whole process rather
-		// than each of the REST clients the cache and the client create per kind. Zero means
-		// client-go's default, as it would for each of them.
+		// than each of the REST clients the cache and the client create per kind; in it, a
+		// Service's LoadBalancer goes ahead of bulk Node work. Zero means client-go's default,
+		// as it would for each of them.
 		qps, burst := cfg.QPS, cfg.Burst
 		if qps == 0 {
 			qps, burst = rest.DefaultQPS, rest.DefaultBurst
 		}
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+		cfg.RateLimiter = newPriorityLimiter(qps, burst)
 	}
 	limiter := cfg.RateLimiter
 	if limiter == nil {

@@ -89,6 +89,7 @@ func (c *Client) LoadBalancer(ctx context.Context, name string) (*networkingv1al
 
 // LiveLoadBalancer reads the named LoadBalancer from the API server, bypassing the cache.
 func (c *Client) LiveLoadBalancer(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancer, error) {
+	ctx = urgent(ctx)
 	lb := &networkingv1alpha1.LoadBalancer{}
 	if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, lb); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -102,6 +103,7 @@ func (c *Client) LiveLoadBalancer(ctx context.Context, name string) (*networking
 // ApplyLoadBalancer server-side applies lb's metadata labels and annotations and its spec, and
 // returns the object as the API server returned it.
 func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	ctx = urgent(ctx)
 	desired := lb.DeepCopy()
 	desired.Namespace = c.namespace
 	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancer"}
@@ -120,7 +122,7 @@ func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.L
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
 // namesake created since lb was read. A LoadBalancer that is already gone is not an error.
 func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	return c.deleteExactly(ctx, "LoadBalancer", lb)
+	return c.deleteExactly(urgent(ctx), "LoadBalancer", lb)
 }
 
 // LoadBalancerRouting returns the named LoadBalancerRouting from the cache.
@@ -135,6 +137,7 @@ func (c *Client) LoadBalancerRouting(ctx context.Context, name string) (*network
 // ApplyLoadBalancerRouting server-side applies routing's owner references, network and
 // destinations.
 func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) error {
+	ctx = urgent(ctx)
 	desired := routing.DeepCopy()
 	desired.Namespace = c.namespace
 	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancerRouting"}
@@ -150,7 +153,7 @@ func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networki
 
 // DeleteLoadBalancerRouting deletes routing, and only routing.
 func (c *Client) DeleteLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) error {
-	return c.deleteExactly(ctx, "LoadBalancerRouting", routing)
+	return c.deleteExactly(urgent(ctx), "LoadBalancerRouting", routing)
 }
 
 // Network returns the named Network from the cache.

@@ -1,0 +1,78 @@
+package ironcore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// urgentKey marks a request context as urgent.
+type urgentKey struct{}
+
+// urgent marks the requests made with ctx as a Service's load balancer work, which goes ahead
+// of bulk work (Node labels, route prefixes) in the one request budget.
+func urgent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+func isUrgent(ctx context.Context) bool {
+	marked, _ := ctx.Value(urgentKey{}).(bool)
+	return marked
+}
+
+// priorityLimiter is one token bucket (--ironcore-api-qps, --ironcore-api-burst) for every
+// request of the process, in which urgent requests go first. An urgent request reserves the
+// next token at once and waits for it; a bulk request takes a token only when one is free now,
+// after every reservation, so a burst of bulk work never stands between a Service and its
+// LoadBalancer, and the total rate never exceeds the bucket's. Bulk requests queue behind each
+// other (bulkMu), so only one of them at a time watches the bucket.
+type priorityLimiter struct {
+	limiter *rate.Limiter
+	bulkMu  sync.Mutex
+}
+
+var _ flowcontrol.RateLimiter = (*priorityLimiter)(nil)
+
+func newPriorityLimiter(qps float32, burst int) *priorityLimiter {
+	return &priorityLimiter{limiter: rate.NewLimiter(rate.Limit(qps), burst)}
+}
+
+// Wait blocks until the request may be made, or ctx ends.
+func (l *priorityLimiter) Wait(ctx context.Context) error {
+	if isUrgent(ctx) {
+		return l.limiter.Wait(ctx)
+	}
+	l.bulkMu.Lock()
+	defer l.bulkMu.Unlock()
+	for {
+		if l.limiter.Allow() {
+			return nil
+		}
+		// Look again when the bucket will next hold a whole token, unless urgent requests
+		// take it first.
+		missing := 1 - l.limiter.Tokens()
+		delay := time.Duration(missing / float64(l.limiter.Limit()) * float64(time.Second))
+		timer := time.NewTimer(max(delay, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// TryAccept takes a token if one is free now.
+func (l *priorityLimiter) TryAccept() bool { return l.limiter.Allow() }
+
+// Accept waits for a token as bulk work.
+func (l *priorityLimiter) Accept() { _ = l.Wait(context.Background()) }
+
+// Stop does nothing: the limiter holds no goroutines.
+func (l *priorityLimiter) Stop() {}
+
+// QPS is the bucket's rate.
+func (l *priorityLimiter) QPS() float32 { return float32(l.limiter.Limit()) }
