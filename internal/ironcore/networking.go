@@ -37,7 +37,7 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 // write, to be combined with the others due for the same NetworkInterface.
 func (c *Client) WaitingNetworkInterfaceChanges() int { return c.nics.waitingChanges() }
 
-// UpdateNetworkInterfacePrefixes applies mutate to the named NetworkInterface's prefixes,
+// UpdateNetworkInterface applies mutate to the named NetworkInterface's prefixes,
 // their ownership annotation (keys.AnnotationRoutes) and its labels, and writes them, with the
 // other changes due for the NetworkInterface, in one patch that first tests that each still
 // holds what was read (see nicWriter). mutate reports whether it changed anything; if not,
@@ -46,9 +46,9 @@ func (c *Client) WaitingNetworkInterfaceChanges() int { return c.nics.waitingCha
 // process too). Deletions want that; additions do not: the cache cannot show a prefix that was
 // never added, and the route controller asks again for any route its listing misses, which
 // must stay free.
-func (c *Client) UpdateNetworkInterfacePrefixes(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
+func (c *Client) UpdateNetworkInterface(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
 	if _, err := c.nics.change(ctx, name, confirmNoChange, mutate); err != nil {
-		return fmt.Errorf("update the prefixes of NetworkInterface %s/%s: %w", c.namespace, name, err)
+		return fmt.Errorf("update NetworkInterface %s/%s: %w", c.namespace, name, err)
 	}
 	return nil
 }

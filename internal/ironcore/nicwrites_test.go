@@ -75,7 +75,7 @@ func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 		},
 		func() error { return c.SetLabel(ctx, cached, keys.LabelLoadBalancerTarget, stack.ClusterName) },
 		func() error {
-			return c.UpdateNetworkInterfacePrefixes(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+			return c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 				nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: &commonv1alpha1.IPPrefix{Prefix: route}})
 				return true, nil
 			})

@@ -89,7 +89,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
 	}
 	added := false
-	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+	err = r.ironcore.UpdateNetworkInterface(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		if added = addPrefix(nic, cidr); !added {
 			return false, nil
 		}
@@ -131,7 +131,7 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 		}
 	}
 	removed := false
-	err = r.ironcore.UpdateNetworkInterfacePrefixes(ctx, nicName, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+	err = r.ironcore.UpdateNetworkInterface(ctx, nicName, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		var err error
 		removed, err = removePrefix(nic, cidr)
 		return removed, err

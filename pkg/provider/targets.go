@@ -72,20 +72,36 @@ func (s skippedNodes) err() error {
 }
 
 // networkInterfaces returns the Nodes' NetworkInterfaces on the cluster Network, from the
-// cache, sorted by name. A Node that is not initialized yet (no provider ID) is passed over
-// quietly: it becomes a target when the framework passes it again with its provider ID. So
-// is a Node that is not an IronCore Machine of this namespace, or whose Machine is gone (the
-// node lifecycle controller deletes it): they can never be targets, and failing every
-// Service's sync over them would help no one.
+// cache, sorted by name. A Node that is not initialized yet (no provider ID) is found as its
+// initialization will find it, by its name, as Machine name or guest hostname: the service
+// controller passes it as a target, and its labels are then due with its route, in one write.
+// If the cache knows no such Machine, it is passed over quietly and becomes a target when the
+// framework passes it again with its provider ID. So is a Node that is not an IronCore
+// Machine of this namespace, or whose Machine is gone (the node lifecycle controller deletes
+// it): they can never be targets, and failing every Service's sync over them would help no one.
 func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]networkingv1alpha1.NetworkInterface, skippedNodes, error) {
 	var nics []networkingv1alpha1.NetworkInterface
 	var skipped skippedNodes
 	for _, node := range nodes {
+		var (
+			nodeNICs []networkingv1alpha1.NetworkInterface
+			reason   string
+			quiet    bool
+			err      error
+		)
 		if node.Spec.ProviderID == "" {
-			klog.V(4).InfoS("Node has no provider ID yet, not a load balancer target", "node", klog.KObj(node))
-			continue
+			machine, lookupErr := machines{ironcore: t.ironcore}.cachedForUninitializedNode(ctx, node)
+			if errors.Is(lookupErr, ironcore.ErrNotFound) || errors.Is(lookupErr, ironcore.ErrAmbiguousHostname) {
+				klog.V(4).InfoS("Node has no provider ID yet and no Machine of its name, not a load balancer target yet", "node", klog.KObj(node))
+				continue
+			}
+			if lookupErr != nil {
+				return nil, nil, lookupErr
+			}
+			nodeNICs, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
+		} else {
+			nodeNICs, reason, quiet, err = t.nodeNetworkInterfaces(ctx, node, needIPs)
 		}
-		nodeNICs, reason, quiet, err := t.nodeNetworkInterfaces(ctx, node, needIPs)
 		switch {
 		case err != nil:
 			return nil, nil, err
@@ -133,29 +149,37 @@ func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 	if err != nil {
 		return nil, "", false, err
 	}
+	nics, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
+	return nics, reason, false, err
+}
+
+// machineNetworkInterfaces returns the Machine's NetworkInterfaces on the cluster Network, or
+// the reason it has none that can be used.
+func (t *targets) machineNetworkInterfaces(ctx context.Context, machine *computev1alpha1.Machine, needIPs bool) ([]networkingv1alpha1.NetworkInterface, string, error) {
+	var nics []networkingv1alpha1.NetworkInterface
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
 		nic, err := t.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, "", false, err
+			return nil, "", err
 		}
 		if nic.Spec.NetworkRef.Name != t.network {
 			continue
 		}
 		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
-			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), false, nil
+			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), nil
 		}
 		if needIPs && len(nic.Status.IPs) == 0 {
-			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), false, nil
+			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), nil
 		}
 		nics = append(nics, *nic)
 	}
 	if len(nics) == 0 {
-		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), false, nil
+		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), nil
 	}
-	return nics, "", false, nil
+	return nics, "", nil
 }
 
 // syncLabels labels the NetworkInterfaces of the eligible Nodes as targets of this cluster's
@@ -284,7 +308,7 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 			defer writes.Done()
 			var err error
 			if label {
-				err = t.ironcore.SetLabel(ctx, nic, keys.LabelLoadBalancerTarget, t.cluster)
+				err = t.label(ctx, nic.Name)
 			} else {
 				err = t.ironcore.RemoveLabel(ctx, nic, keys.LabelLoadBalancerTarget)
 			}
@@ -329,6 +353,27 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 	}
 	writes.Wait()
 	return skipped, errors.Join(errs...)
+}
+
+// label makes the named NetworkInterface a target. A NetworkInterface not yet labelled as the
+// cluster's (its Node is not initialized yet) gets that label in the same write: the
+// LoadBalancers' selector wants both.
+func (t *targets) label(ctx context.Context, name string) error {
+	return t.ironcore.UpdateNetworkInterface(ctx, name, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		cluster, labelled := nic.Labels[keys.LabelCluster]
+		if labelled && cluster != t.cluster {
+			return false, fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
+		}
+		if labelled && nic.Labels[keys.LabelLoadBalancerTarget] == t.cluster {
+			return false, nil
+		}
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels[keys.LabelCluster] = t.cluster
+		nic.Labels[keys.LabelLoadBalancerTarget] = t.cluster
+		return true, nil
+	})
 }
 
 // eligibleNodes returns the Nodes whose NetworkInterfaces should be targets, and the Machines
