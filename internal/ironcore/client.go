@@ -158,7 +158,13 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register informer for LoadBalancers: %w", err)
 	}
-	return c.watchLoadBalancers(informer)
+	if err := c.watchLoadBalancers(informer); err != nil {
+		return err
+	}
+	if informer, err = c.cache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{}); err != nil {
+		return fmt.Errorf("register informer for NetworkInterfaces: %w", err)
+	}
+	return c.nics.watch(informer)
 }
 
 // Namespace is the IronCore namespace this client works in.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -43,6 +46,11 @@ type nicWriter struct {
 	// waiting holds the changes not yet taken by a write, by NetworkInterface name; a name is
 	// in it, even with no changes, while a goroutine writes that NetworkInterface.
 	waiting map[string][]*nicChange
+	// written holds what this writer last wrote to each NetworkInterface, until the cache has
+	// caught up with it: a later change is computed on it rather than on an older cached copy,
+	// which would have the patch's tests fail (or a label sync ask again for a label just
+	// written).
+	written map[string]*networkingv1alpha1.NetworkInterface
 }
 
 // nicChange is one caller's change to a NetworkInterface.
@@ -145,15 +153,18 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 			finish(change, false, err)
 		}
 	}
-	base := latest
+	// What this writer wrote itself is as new as the API server was then; it needs no
+	// confirmation the way the cache does.
+	base, live := latest, latest != nil
 	if base == nil {
-		var err error
-		if base, err = w.client.NetworkInterface(ctx, name); err != nil {
+		cached, err := w.client.NetworkInterface(ctx, name)
+		if err != nil {
 			finishAll(err)
 			return nil
 		}
+		base, live = w.newest(name, cached)
 	}
-	live, haveToken := false, true
+	haveToken := true
 	backoff := conflictBackoff()
 	for {
 		changed, applied, unconfirmed := base.DeepCopy(), 0, false
@@ -208,6 +219,7 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 		}
 		err = w.api.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch))
 		if err == nil {
+			w.remember(changed)
 			for _, change := range open {
 				finish(change, true, nil)
 			}
@@ -226,6 +238,56 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 		}
 		base, live = fresh, true
 	}
+}
+
+// newest returns what this writer last wrote to the named NetworkInterface if the cached copy
+// is older, and reports whether it did; otherwise the cached copy, forgetting the write.
+// Resource versions are compared as the integers the API server's etcd storage makes them;
+// anything else counts as the cache being newer.
+func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterface) (*networkingv1alpha1.NetworkInterface, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	written, ok := w.written[name]
+	if !ok {
+		return cached, false
+	}
+	writtenVersion, err1 := strconv.ParseUint(written.ResourceVersion, 10, 64)
+	cachedVersion, err2 := strconv.ParseUint(cached.ResourceVersion, 10, 64)
+	if err1 != nil || err2 != nil || cached.UID != written.UID || cachedVersion >= writtenVersion {
+		delete(w.written, name)
+		return cached, false
+	}
+	return written.DeepCopy(), true
+}
+
+// watch has the writer forget its writes as the cache's informer shows them.
+func (w *nicWriter) watch(informer cache.Informer) error {
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				w.seen(nic)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch NetworkInterfaces: %w", err)
+	}
+	return nil
+}
+
+// seen forgets the write to a NetworkInterface once the cache shows it, or something newer.
+func (w *nicWriter) seen(cached *networkingv1alpha1.NetworkInterface) {
+	_, _ = w.newest(cached.Name, cached)
+}
+
+// remember records what this writer wrote to a NetworkInterface.
+func (w *nicWriter) remember(nic *networkingv1alpha1.NetworkInterface) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written == nil {
+		w.written = map[string]*networkingv1alpha1.NetworkInterface{}
+	}
+	w.written[nic.Name] = nic.DeepCopy()
 }
 
 func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
