@@ -44,6 +44,8 @@ type Client struct {
 	waiters loadBalancerWaiters
 	// nics writes NetworkInterfaces, combining the changes due together.
 	nics *nicWriter
+	// routingsLive reads LoadBalancerRoutings from the API server instead of a cache.
+	routingsLive bool
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -127,6 +129,14 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	return c, nil
 }
 
+// ReadRoutingsLive has LoadBalancerRouting read from the API server, and RegisterInformers
+// leave LoadBalancerRoutings uncached. Call it before RegisterInformers. For a CCM whose
+// LoadBalancers select their targets: IronCore then rewrites every routing whenever a target
+// joins or leaves, so a cache would decode every routing once per change to the targets
+// (Nodes × Services in a burst) and hold them all, for reads that are needed only when a
+// selector moves or a LoadBalancer is deleted.
+func (c *Client) ReadRoutingsLive() { c.routingsLive = true }
+
 // RegisterInformers creates the informers and indexes the CCM reads through, so that they all
 // start and sync together when Start runs. It looks up the IronCore API's resources.
 func (c *Client) RegisterInformers(ctx context.Context) error {
@@ -150,6 +160,9 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 		&networkingv1alpha1.LoadBalancer{},
 		&networkingv1alpha1.LoadBalancerRouting{},
 	} {
+		if _, routing := obj.(*networkingv1alpha1.LoadBalancerRouting); routing && c.routingsLive {
+			continue
+		}
 		if _, err := c.cache.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("register informer for %T: %w", obj, err)
 		}

@@ -125,11 +125,21 @@ func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.
 	return c.deleteExactly(urgent(ctx), "LoadBalancer", lb)
 }
 
-// LoadBalancerRouting returns the named LoadBalancerRouting from the cache.
+// LoadBalancerRouting returns the named LoadBalancerRouting from the cache, or from the API
+// server after ReadRoutingsLive.
 func (c *Client) LoadBalancerRouting(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancerRouting, error) {
 	routing := &networkingv1alpha1.LoadBalancerRouting{}
-	if err := c.getCached(ctx, "LoadBalancerRouting", c.namespace, name, routing); err != nil {
-		return nil, err
+	if !c.routingsLive {
+		if err := c.getCached(ctx, "LoadBalancerRouting", c.namespace, name, routing); err != nil {
+			return nil, err
+		}
+		return routing, nil
+	}
+	if err := c.api.Get(urgent(ctx), client.ObjectKey{Namespace: c.namespace, Name: name}, routing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("LoadBalancerRouting %s/%s: %w", c.namespace, name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("read LoadBalancerRouting %s/%s: %w", c.namespace, name, err)
 	}
 	return routing, nil
 }

@@ -106,6 +106,11 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		}
 		internalPrefixes[prefix.family] = prefix.name
 	}
+	if options.UseNICSelector {
+		// IronCore writes the routings; this CCM reads one only when a selector moves or a
+		// LoadBalancer is deleted.
+		client.ReadRoutingsLive()
+	}
 	if err := client.RegisterInformers(checkCtx); err != nil {
 		return nil, err
 	}

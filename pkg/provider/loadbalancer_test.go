@@ -505,3 +505,16 @@ func TestAnUninitializedNodeIsATarget(t *testing.T) {
 		t.Errorf("%d patches of the NetworkInterface, want 1 for both labels", n)
 	}
 }
+
+// TestSelectorModeKeepsNoRoutingCache: with NetworkInterface selectors, IronCore rewrites every
+// LoadBalancerRouting whenever a target joins or leaves; a provider that watched them would
+// decode them all on every such change. It reads a routing only when it needs one.
+func TestSelectorModeKeepsNoRoutingCache(t *testing.T) {
+	stack.IronCoreProxy.Reset()
+	startCloudWithConfig(t, "")
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if strings.HasPrefix(count.Resource, "loadbalancerroutings") {
+			t.Errorf("%d %s requests on %s by a provider starting in selector mode", count.N, count.Verb, count.Resource)
+		}
+	}
+}
