@@ -91,10 +91,11 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore HTTP client: %w", err)
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	dynamicMapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore REST mapper: %w", err)
 	}
+	mapper := newMemoMapper(dynamicMapper)
 	api, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore client: %w", err)
