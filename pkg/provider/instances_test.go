@@ -328,7 +328,10 @@ func TestReadMethodsNeverWrite(t *testing.T) {
 	var reads int
 	for _, count := range stack.IronCoreProxy.Counts() {
 		switch count.Verb {
-		case "get", "list", "watch":
+		case "watch":
+			// The caches' own streams, renewed now and then by any running provider; no call
+			// makes one.
+		case "get", "list":
 			reads += count.N
 		default:
 			t.Errorf("%d %s requests on %s", count.N, count.Verb, count.Resource)
