@@ -109,7 +109,6 @@ func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange boo
 // run writes the named NetworkInterface until no change for it is waiting. One goroutine per
 // NetworkInterface at a time, so that its writes do not race each other.
 func (w *nicWriter) run(name string) {
-	var latest *networkingv1alpha1.NetworkInterface
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), nicWriteTimeout)
 		// The token first: changes that come while it is awaited join this write.
@@ -128,18 +127,17 @@ func (w *nicWriter) run(name string) {
 			for _, change := range batch {
 				change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: %w", w.client.namespace, name, tokenErr)}
 			}
-			latest = nil
 		} else {
-			latest = w.write(ctx, name, latest, batch)
+			w.write(ctx, name, batch)
 		}
 		cancel()
 	}
 }
 
 // write applies the batch's changes, one after the other, to the NetworkInterface (the one
-// this writer wrote last, or the cached one) and writes the result in one patch, for which a
-// token is already taken. It returns the NetworkInterface as written, or nil.
-func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1alpha1.NetworkInterface, batch []*nicChange) *networkingv1alpha1.NetworkInterface {
+// this writer wrote last if the cache does not show it yet, else the cached one) and writes the
+// result in one patch, for which a token is already taken.
+func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange) {
 	open := batch
 	finish := func(change *nicChange, wrote bool, err error) {
 		// A label conflict names the object already.
@@ -153,17 +151,14 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 			finish(change, false, err)
 		}
 	}
+	cached, err := w.client.NetworkInterface(ctx, name)
+	if err != nil {
+		finishAll(err)
+		return
+	}
 	// What this writer wrote itself is as new as the API server was then; it needs no
 	// confirmation the way the cache does.
-	base, live := latest, latest != nil
-	if base == nil {
-		cached, err := w.client.NetworkInterface(ctx, name)
-		if err != nil {
-			finishAll(err)
-			return nil
-		}
-		base, live = w.newest(name, cached)
-	}
+	base, live := w.newest(name, cached)
 	haveToken := true
 	backoff := conflictBackoff()
 	for {
@@ -197,25 +192,25 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 			fresh, err := w.readLive(ctx, name)
 			if err != nil {
 				finishAll(err)
-				return nil
+				return
 			}
 			base, live = fresh, true
 			continue
 		}
 		if applied == 0 {
-			return nil
+			return
 		}
 		if !haveToken {
 			if err := w.limiter.Wait(ctx); err != nil {
 				finishAll(err)
-				return nil
+				return
 			}
 		}
 		haveToken = false
 		patch, err := nicPatch(base, changed)
 		if err != nil {
 			finishAll(err)
-			return nil
+			return
 		}
 		err = w.api.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch))
 		if err == nil {
@@ -223,18 +218,18 @@ func (w *nicWriter) write(ctx context.Context, name string, latest *networkingv1
 			for _, change := range open {
 				finish(change, true, nil)
 			}
-			return changed
+			return
 		}
 		if !isStaleRead(err) || backoff.Steps <= 1 {
 			finishAll(err)
-			return nil
+			return
 		}
 		// What was read is stale: read it afresh and compute the changes anew.
 		time.Sleep(backoff.Step())
 		fresh, err := w.readLive(ctx, name)
 		if err != nil {
 			finishAll(err)
-			return nil
+			return
 		}
 		base, live = fresh, true
 	}
