@@ -13,7 +13,7 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"github.com/ironcore-dev/ironcore/utils/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -286,12 +286,13 @@ func (w *nicWriter) remember(nic *networkingv1alpha1.NetworkInterface) {
 }
 
 func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
-	nic := &networkingv1alpha1.NetworkInterface{}
-	if err := w.client.api.Get(ctx, client.ObjectKey{Namespace: w.client.namespace, Name: name}, nic); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("NetworkInterface %s/%s: %w", w.client.namespace, name, ErrNotFound)
-		}
+	fresh, err := w.client.readLive(ctx, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: w.client.namespace, Name: name}})
+	if err != nil {
 		return nil, err
+	}
+	nic, ok := fresh.(*networkingv1alpha1.NetworkInterface)
+	if !ok {
+		return nil, fmt.Errorf("read NetworkInterface %s/%s: got a %T", w.client.namespace, name, fresh)
 	}
 	return nic, nil
 }

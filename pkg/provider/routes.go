@@ -96,14 +96,9 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		// The route makes the NetworkInterface this cluster's. Labelled in the same write, it
 		// is listed (so the route can be deleted) at once, also for a Node not initialized yet,
 		// and the cluster-label controller has nothing left to write.
-		switch cluster, labelled := nic.Labels[keys.LabelCluster]; {
-		case labelled && cluster != r.cluster:
-			return false, fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
-		case !labelled:
-			if nic.Labels == nil {
-				nic.Labels = map[string]string{}
-			}
-			nic.Labels[keys.LabelCluster] = r.cluster
+		if err := claimForCluster(nic, r.cluster); err != nil {
+			added = false
+			return false, err
 		}
 		return true, nil
 	})

@@ -360,20 +360,31 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 // LoadBalancers' selector wants both.
 func (t *targets) label(ctx context.Context, name string) error {
 	return t.ironcore.UpdateNetworkInterface(ctx, name, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
-		cluster, labelled := nic.Labels[keys.LabelCluster]
-		if labelled && cluster != t.cluster {
-			return false, fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster)
-		}
-		if labelled && nic.Labels[keys.LabelLoadBalancerTarget] == t.cluster {
+		if nic.Labels[keys.LabelCluster] == t.cluster && nic.Labels[keys.LabelLoadBalancerTarget] == t.cluster {
 			return false, nil
 		}
-		if nic.Labels == nil {
-			nic.Labels = map[string]string{}
+		if err := claimForCluster(nic, t.cluster); err != nil {
+			return false, err
 		}
-		nic.Labels[keys.LabelCluster] = t.cluster
 		nic.Labels[keys.LabelLoadBalancerTarget] = t.cluster
 		return true, nil
 	})
+}
+
+// claimForCluster labels nic as the cluster's unless it is already; a NetworkInterface of
+// another cluster is an error, and left as it is.
+func claimForCluster(nic *networkingv1alpha1.NetworkInterface, cluster string) error {
+	owner, labelled := nic.Labels[keys.LabelCluster]
+	switch {
+	case labelled && owner != cluster:
+		return fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, owner)
+	case !labelled:
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels[keys.LabelCluster] = cluster
+	}
+	return nil
 }
 
 // eligibleNodes returns the Nodes whose NetworkInterfaces should be targets, and the Machines
