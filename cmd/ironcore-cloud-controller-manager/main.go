@@ -121,6 +121,7 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 		if err != nil {
 			return nil, false, err
 		}
+		ironcoreCloud.ReportAddressesOnArrival()
 		go c.Run(ctx, 2)
 		return c, true, nil
 	}
@@ -171,6 +172,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 		if err != nil {
 			return nil, false, err
 		}
+		ironcoreCloud.ReportAddressesOnArrival()
 		go c.Run(ctx, 2)
 		return c, true, nil
 	}

@@ -60,6 +60,8 @@ func (r *Result) Markdown() string {
 		t    Timings
 	}{
 		{"Node initialized", r.NodeInitialization},
+		{"Service's IronCore LoadBalancer created", r.LoadBalancerCreated},
+		{"Service's IronCore LoadBalancer has an address", r.LoadBalancerAddress},
 		{"Service has an address", r.LoadBalancerReadiness},
 		{"Service's routing reaches every Node", r.RoutingComplete},
 		{"pod CIDR on the NIC", r.RouteConvergence},

@@ -45,6 +45,10 @@ type Result struct {
 	Convergence           Seconds `json:"convergenceSeconds"`
 	NodeInitialization    Timings `json:"nodeInitialization"`
 	LoadBalancerReadiness Timings `json:"loadBalancerReadiness"`
+	// LoadBalancerCreated and LoadBalancerAddress split a Service's address time: from its
+	// creation until its IronCore LoadBalancer exists, and until IronCore gave it an address.
+	LoadBalancerCreated Timings `json:"loadBalancerCreated"`
+	LoadBalancerAddress Timings `json:"loadBalancerAddress"`
 	// AddressOverFloor compares the Services' address times with the floor's.
 	AddressOverFloor Ratio   `json:"addressOverFloor"`
 	RouteConvergence Timings `json:"routeConvergence"`

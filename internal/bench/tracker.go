@@ -29,6 +29,11 @@ func serviceKey(name string) string   { return "service/" + name }
 func routeKey(name string) string     { return "route/" + name }
 func lbRoutingKey(name string) string { return "lbrouting/" + name }
 
+// The stages of a Service's address: its IronCore LoadBalancer created (lbcreated/) and given
+// an address by IronCore (lbaddress/), before the CCM reports it on the Service.
+func lbCreatedKey(name string) string { return "lbcreated/" + name }
+func lbAddressKey(name string) string { return "lbaddress/" + name }
+
 // tracker times the burst's Nodes, Services, routes and load balancer routings from watches of
 // both control planes.
 type tracker struct {
@@ -52,7 +57,7 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		return nil, fmt.Errorf("list the Nodes' NetworkInterfaces: %w", err)
 	}
 	t := &tracker{
-		stopwatch: newStopwatch(2*nodes + 2*services),
+		stopwatch: newStopwatch(2*nodes + 4*services),
 		nodes:     nodes, services: services,
 		targets:   targetsOf(nics.Items),
 		serviceOf: map[string]string{}, routedAt: map[string]time.Time{},
@@ -140,6 +145,10 @@ func (t *tracker) loadBalancerChanged(obj any) {
 		return
 	}
 	service := lb.Annotations[keys.AnnotationServiceName]
+	t.done(lbCreatedKey(service))
+	if len(lb.Status.IPs) > 0 {
+		t.done(lbAddressKey(service))
+	}
 	t.mu.Lock()
 	t.serviceOf[lb.Name] = service
 	at, routed := t.routedAt[lb.Name]
@@ -216,5 +225,7 @@ func (t *tracker) fill(result *Result) {
 	result.LoadBalancerReadiness = newTimings(t.durations("service/"))
 	result.RouteConvergence = newTimings(t.durations("route/"))
 	result.RoutingComplete = newTimings(t.durations("lbrouting/"))
+	result.LoadBalancerCreated = newTimings(t.durations("lbcreated/"))
+	result.LoadBalancerAddress = newTimings(t.durations("lbaddress/"))
 	result.ReadyBeforeRouted = readinessLag(t.doneTimes("service/"), t.doneTimes("lbrouting/"))
 }

@@ -1,11 +1,12 @@
 // Package lbrepair brings a Service's load balancer back in line when IronCore changes under
 // it. The upstream service controller syncs a Service only when the Service or the set of
 // Nodes changes, never when IronCore does: a LoadBalancer deleted out of band would leave the
-// Service with a stale address until its next edit, and with explicit routing, a
-// NetworkInterface that was briefly Pending (no addresses) would stay out of every
-// LoadBalancerRouting until some unrelated change. This controller watches IronCore for both
-// and runs the provider's own EnsureLoadBalancer or UpdateLoadBalancer for the Services
-// concerned.
+// Service with a stale address until its next edit, with explicit routing a NetworkInterface
+// that was briefly Pending (no addresses) would stay out of every LoadBalancerRouting until
+// some unrelated change, and a new LoadBalancer's addresses would reach its Service only when
+// the service controller's retry comes round, seconds later. This controller watches IronCore
+// for all three and runs the provider's own EnsureLoadBalancer or UpdateLoadBalancer for the
+// Services concerned.
 package lbrepair
 
 import (
@@ -90,6 +91,9 @@ func New(config Config) (*Controller, error) {
 	if err := config.IronCore.OnLoadBalancerDelete(c.loadBalancerDeleted); err != nil {
 		return nil, err
 	}
+	if err := config.IronCore.OnLoadBalancerAddressesChange(c.loadBalancerAddressed); err != nil {
+		return nil, err
+	}
 	if config.ExplicitRouting {
 		if err := config.IronCore.OnNetworkInterfaceAddressesChange(c.networkInterfaceChanged); err != nil {
 			return nil, err
@@ -118,6 +122,21 @@ func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 		return
 	}
 	klog.V(2).InfoS("IronCore LoadBalancer of a Service was deleted", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service))
+	c.queue.Add(owner.Namespace + "/" + owner.Name)
+}
+
+// loadBalancerAddressed queues the Service of a LoadBalancer that IronCore gave addresses, if
+// the Service does not show them yet: a Service waiting for its first address gets it as soon
+// as IronCore allocates it, not when the service controller's retry comes round.
+func (c *Controller) loadBalancerAddressed(lb *networkingv1alpha1.LoadBalancer) {
+	owner := ironcore.OwnerOf(lb)
+	if owner.Namespace == "" || owner.Name == "" {
+		return
+	}
+	service, err := c.services.Services(owner.Namespace).Get(owner.Name)
+	if err != nil || string(service.UID) != owner.UID || len(service.Status.LoadBalancer.Ingress) > 0 {
+		return
+	}
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
 }
 
@@ -175,8 +194,9 @@ func (c *Controller) work(ctx context.Context) {
 }
 
 // sync repairs one Service: it recreates a LoadBalancer that is gone while the Service has
-// addresses (so had one), and with explicit routing it updates the routing. It returns a
-// delay to come back after while IronCore works.
+// addresses (so had one), reports the addresses of one the Service does not show yet, and
+// with explicit routing it updates the routing. It returns a delay to come back after while
+// IronCore works.
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -204,6 +224,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	_, recreating := c.recreating.Load(key)
 	switch {
+	case exists && !recreating && len(service.Status.LoadBalancer.Ingress) == 0:
+		// The service controller is on it too, but comes back only after its retry delay;
+		// until IronCore has allocated the addresses, its retries and the next address
+		// change bring the Service back.
+		_, err := c.ensureAndReport(ctx, service, nodes)
+		return 0, err
 	case exists && !recreating:
 		if !c.ExplicitRouting {
 			return 0, nil
@@ -217,16 +243,16 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.Recorder.Event(service, corev1.EventTypeWarning, ReasonRecreated,
 			"The Service's IronCore LoadBalancer was deleted outside the CCM; creating a new one. A Public LoadBalancer gets a new address.")
 	}
-	retryAfter, err := c.recreate(ctx, service, nodes)
+	retryAfter, err := c.ensureAndReport(ctx, service, nodes)
 	if err == nil && retryAfter == 0 {
 		c.recreating.Delete(key)
 	}
 	return retryAfter, err
 }
 
-// recreate ensures the Service's LoadBalancer and writes its addresses into the Service's
-// status, as the service controller would.
-func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
+// ensureAndReport ensures the Service's LoadBalancer and writes its addresses into the
+// Service's status, as the service controller would.
+func (c *Controller) ensureAndReport(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
 	status, err := c.LoadBalancers.EnsureLoadBalancer(ctx, c.ClusterName, service, nodes)
 	var retry *api.RetryError
 	if errors.As(err, &retry) {
@@ -245,7 +271,7 @@ func (c *Controller) recreate(ctx context.Context, service *corev1.Service, node
 	if _, err := c.Client.CoreV1().Services(service.Namespace).Patch(ctx, service.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return 0, fmt.Errorf("write the addresses of Service %s/%s: %w", service.Namespace, service.Name, err)
 	}
-	klog.InfoS("Recreated the IronCore LoadBalancer of a Service", "service", klog.KObj(service), "ingress", status.Ingress)
+	klog.InfoS("Reported the addresses of a Service's IronCore LoadBalancer", "service", klog.KObj(service), "ingress", status.Ingress)
 	return 0, nil
 }
 

@@ -206,6 +206,11 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 // Routes programs pod CIDRs as prefixes of the Nodes' NetworkInterfaces.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 
+// ReportAddressesOnArrival tells the provider that a controller writes a LoadBalancer's
+// addresses into its Service's status as soon as IronCore allocates them, so that a Service
+// waiting for them need not be retried soon.
+func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
+
 // SetInformers gives the provider the CCM's shared informers; routes read Nodes from them.
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {

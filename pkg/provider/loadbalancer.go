@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
@@ -36,8 +37,14 @@ const (
 // addressWait is how long EnsureLoadBalancer waits for IronCore to allocate a LoadBalancer's
 // addresses before it asks to be retried. IronCore takes well under a second when it is not
 // overloaded; every retry becomes a Warning event on the Service, which users alert on, so
-// the normal path should not retry. The wait holds one service worker, watching the cache.
+// the normal path should not retry. The wait holds one service worker, watching the cache,
+// so only a Service's first attempt waits: retries would hold the workers other Services need.
 const addressWait = time.Second
+
+// reportedRetryDelay is the retry delay of a Service waiting for its addresses while a
+// controller reports them as soon as IronCore allocates them (Cloud.ReportAddressesOnArrival):
+// the retry is only a fallback then, and each one is a Warning event.
+const reportedRetryDelay = 15 * time.Second
 
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
 // waits for IronCore longer than addressWait: beyond, EnsureLoadBalancer returns a
@@ -49,6 +56,9 @@ type loadBalancers struct {
 	recorder record.EventRecorder
 	retries  retryDelays
 	notices  notices
+	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
+	// Service's status as soon as IronCore allocates them.
+	addressesReported atomic.Bool
 }
 
 // retryDelays remembers, per Service, how long the last retry delay was, and when this process
@@ -57,6 +67,14 @@ type retryDelays struct {
 	mu      sync.Mutex
 	delays  map[types.UID]time.Duration
 	started map[types.UID]time.Time
+}
+
+// retrying reports whether the Service was asked to retry since it last needed none.
+func (r *retryDelays) retrying(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.delays[uid]
+	return ok
 }
 
 // next returns the delay for the Service's next retry.
@@ -131,8 +149,10 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
 // or a RetryError while IronCore has not allocated them yet.
 //
-// A new LoadBalancer is applied first, so that IronCore allocates its addresses while the
-// targets are labelled. An existing one already carries traffic, so its targets come first:
+// A new LoadBalancer is applied first, and its targets' labels, which all LoadBalancers share,
+// are written in the background: its addresses do not wait for them, and while Nodes join, the
+// labels queue with the Nodes' other writes. An existing one already carries traffic, so its
+// targets come first:
 // its NetworkInterface selector moves (adoption of a reference CCM LoadBalancer, a change of
 // --use-nic-selector) only once every eligible target it routes to is selected by the new
 // selector, or once the routing this CCM writes holds them; until then it keeps its selector
@@ -168,11 +188,13 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
-		if err := l.syncTargets(ctx, service, lb, nodes); err != nil {
+		if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := l.syncTargets(ctx, service, existing, nodes); err != nil {
+		// Only a selector about to move needs its targets written first.
+		moving := !equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, desired.Spec.NetworkInterfaceSelector)
+		if err := l.syncTargets(ctx, service, existing, nodes, moving); err != nil {
 			return nil, err
 		}
 		if waitingForTargets, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
@@ -185,7 +207,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			}
 			if !l.settings.useNICSelector && existing.Spec.NetworkInterfaceSelector != nil {
 				// IronCore may have rewritten the routing until the selector was gone.
-				if err := l.syncTargets(ctx, service, lb, nodes); err != nil {
+				if err := l.syncTargets(ctx, service, lb, nodes, true); err != nil {
 					return nil, err
 				}
 			}
@@ -196,17 +218,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
 	if !allocated(lb, desired) {
-		// IronCore usually allocates within a second; waiting that long on the cache's watch
-		// spares the Service a retry, which the service controller reports as a Warning.
-		uid := lb.UID
-		ready, err := l.ironcore.WaitForLoadBalancer(ctx, lb.Name, addressWait, func(seen *networkingv1alpha1.LoadBalancer) bool {
-			return seen.UID == uid && allocated(seen, desired)
-		})
+		ready, err := l.waitForAddresses(ctx, service, lb, desired)
 		if err != nil {
 			return nil, err
-		}
-		if ready == nil {
-			return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 		}
 		lb = ready
 	}
@@ -214,6 +228,27 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
 	return loadBalancerStatus(lb), nil
+}
+
+// waitForAddresses returns lb once IronCore has allocated its addresses, or a RetryError. IronCore
+// usually allocates within a second; waiting that long on the cache's watch, on a Service's
+// first attempt, spares it a retry, which the service controller reports as a Warning.
+func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	if !l.retries.retrying(service.UID) {
+		uid := lb.UID
+		ready, err := l.ironcore.WaitForLoadBalancer(ctx, lb.Name, addressWait, func(seen *networkingv1alpha1.LoadBalancer) bool {
+			return seen.UID == uid && allocated(seen, desired)
+		})
+		if err != nil || ready != nil {
+			return ready, err
+		}
+	}
+	message := fmt.Sprintf("IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
+	if l.addressesReported.Load() {
+		l.retries.next(service.UID)
+		return nil, api.NewRetryError(message+"; they are reported as soon as it does", reportedRetryDelay)
+	}
+	return nil, l.retry(service, "%s", message)
 }
 
 func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
@@ -226,13 +261,17 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 }
 
 // syncTargets points lb at the Nodes: by the target label in selector mode, by its
-// LoadBalancerRouting otherwise.
-func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) error {
+// LoadBalancerRouting otherwise. Target labels are shared by all LoadBalancers and written in
+// the background unless the caller waits for them.
+func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node, waitForLabels bool) error {
 	var skipped skippedNodes
 	var err error
-	if l.settings.useNICSelector {
+	switch {
+	case l.settings.useNICSelector && waitForLabels:
 		skipped, err = l.targets.syncLabels(ctx, nodes)
-	} else {
+	case l.settings.useNICSelector:
+		skipped, err = l.targets.requestLabels(ctx, nodes)
+	default:
 		skipped, err = l.applyRouting(ctx, lb, nodes)
 	}
 	if err != nil {

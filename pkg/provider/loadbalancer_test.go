@@ -22,7 +22,9 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -516,5 +518,102 @@ func TestSelectorModeKeepsNoRoutingCache(t *testing.T) {
 		if strings.HasPrefix(count.Resource, "loadbalancerroutings") {
 			t.Errorf("%d %s requests on %s by a provider starting in selector mode", count.N, count.Verb, count.Resource)
 		}
+	}
+}
+
+// TestANewLoadBalancerDoesNotWaitForTargetLabels: a new LoadBalancer's address does not depend
+// on the target labels, which all LoadBalancers share and which queue with the Nodes' other
+// writes while Nodes join. With every NetworkInterface write refused, EnsureLoadBalancer still
+// returns the address; the label follows once IronCore takes writes again, with no other call.
+func TestANewLoadBalancerDoesNotWaitForTargetLabels(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, startCloudWithConfig(t, ""))
+	const machine = "lb-labels-later"
+	nodes := workerNodes(t, machine)
+	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
+		return r.Verb == "patch" && r.Resource == "networkinterfaces.networking.ironcore.dev"
+	})
+	t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
+
+	service := createService(t, "labels-later", testenv.ServiceOptions{})
+	status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer while NetworkInterface writes fail: %v, want the address", err)
+	}
+	if len(ingressIPs(status)) != 1 {
+		t.Fatalf("ingress %v, want one address", ingressIPs(status))
+	}
+	if hasTargetLabel(t, machine) {
+		t.Fatal("the NetworkInterface is labelled although IronCore refuses its writes")
+	}
+
+	stack.IronCoreProxy.FailWhere(nil)
+	err = testenv.WaitFor(ctx, waitTimeout, "the target label, written by the retry", func(context.Context) error {
+		if !hasTargetLabel(t, machine) {
+			return errors.New("not labelled yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAddressesReachTheServiceWhenIronCoreAllocatesThem: a Service whose LoadBalancer IronCore
+// has not given its addresses when EnsureLoadBalancer returned (the service controller retries
+// it after a delay) gets them into its status from the repair controller, which watches the
+// LoadBalancer, as soon as IronCore allocates them; no service controller runs here.
+func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := startCloudWithConfig(t, "")
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "lb-reported-1")
+	service := createService(t, "reported", testenv.ServiceOptions{})
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+	stack.Simulator.Hold(held)
+	t.Cleanup(func() { stack.Simulator.Release(held) })
+	c.ReportAddressesOnArrival()
+	var retry *api.RetryError
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); !errors.As(err, &retry) {
+		t.Fatalf("EnsureLoadBalancer while IronCore holds the address = %v, want a RetryError", err)
+	}
+	// The retry is only a fallback now, and each retry is a Warning event.
+	if retry.RetryAfter() < 10*time.Second {
+		t.Errorf("retry after %s, want a long delay while the addresses are reported on arrival", retry.RetryAfter())
+	}
+
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	repair, err := lbrepair.New(lbrepair.Config{
+		IronCore:      c.IronCore(),
+		LoadBalancers: lbs,
+		ClusterName:   "kubernetes",
+		Services:      factory.Core().V1().Services(),
+		Nodes:         factory.Core().V1().Nodes(),
+		Eligible:      provider.EligibleForLoadBalancers,
+		Client:        stack.TargetClientset,
+		Recorder:      recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go repair.Run(ctx, 1)
+
+	stack.Simulator.Release(held)
+	lb := ironcoreLoadBalancer(t, held.Name)
+	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
+		lb = ironcoreLoadBalancer(t, held.Name)
+		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := ingressIPs(&current.Status.LoadBalancer); len(got) != 1 || len(lb.Status.IPs) != 1 || got[0] != lb.Status.IPs[0].String() {
+			return fmt.Errorf("ingress %v, LoadBalancer addresses %v", got, lb.Status.IPs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

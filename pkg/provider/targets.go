@@ -40,10 +40,12 @@ type targets struct {
 
 	// labelsMu guards the fields below. The target label is the same for all load balancers,
 	// so one label sync runs at a time; syncs that arrive meanwhile add their Nodes to
-	// pendingNodes (a union: a later call may carry an older list) and leave the work to it.
+	// pendingNodes (a union: a later call may carry an older list) for the running sync's
+	// next pass, whose outcome pendingPass carries to the callers that wait for it.
 	labelsMu         sync.Mutex
 	labelSyncRunning bool
 	pendingNodes     map[string]*corev1.Node
+	pendingPass      *labelPassOutcome
 	// retryNodes are the Nodes of passes whose writes failed, for the retry that waits if
 	// retryScheduled; retryDelay is its backoff.
 	retryNodes     map[string]*corev1.Node
@@ -60,6 +62,13 @@ const (
 	firstLabelRetryDelay = time.Second
 	maxLabelRetryDelay   = time.Minute
 )
+
+// labelPassOutcome is closed once a pass of the label sync has written what it had to; err is
+// its failure, if any, set before done is closed.
+type labelPassOutcome struct {
+	done chan struct{}
+	err  error
+}
 
 // skippedNodes lists Nodes that could not be made targets, and why.
 type skippedNodes []string
@@ -187,9 +196,9 @@ func (t *targets) machineNetworkInterfaces(ctx context.Context, machine *compute
 // balancers select their targets by this label, so Nodes the framework leaves out stop
 // receiving traffic.
 //
-// If another sync is running, it applies these Nodes after its own, and this call only reports
-// the Nodes that cannot be targets. A pass whose writes fail is retried with a backoff, whether
-// or not its caller is still waiting.
+// If another sync is running, it applies these Nodes in its next pass, which this call waits
+// for. A pass whose writes fail is retried with a backoff, whether or not its caller is still
+// waiting.
 func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	skipped, _, err := t.runLabelSync(ctx, nodes)
 	return skipped, err
@@ -198,36 +207,99 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 // runLabelSync is syncLabels that also reports whether this call ran the sync, rather than
 // leaving its Nodes to one that was running.
 func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (skippedNodes, bool, error) {
-	t.labelsMu.Lock()
-	if t.labelSyncRunning {
-		t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
-		t.labelsMu.Unlock()
+	if pass := t.claimLabelSync(nodes); pass != nil {
 		_, skipped, err := t.networkInterfaces(ctx, nodes, false)
-		return skipped, false, err
+		if err != nil {
+			return nil, false, err
+		}
+		select {
+		case <-pass.done:
+			return skipped, false, pass.err
+		case <-ctx.Done():
+			return skipped, false, ctx.Err()
+		}
 	}
-	t.labelSyncRunning = true
-	t.labelsMu.Unlock()
+	skipped, err := t.labelPass(ctx, nodes)
+	t.handOffLabelSync(ctx)
+	return skipped, true, err
+}
 
+// requestLabels is syncLabels for a caller that does not wait for the writes: a new
+// LoadBalancer's address does not depend on them, and while Nodes join they queue with the
+// Nodes' other writes. It reports the Nodes that cannot be targets; failed writes are retried
+// as any sync's are.
+func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
+	if t.claimLabelSync(nodes) == nil {
+		background := t.backgroundContext(context.WithoutCancel(ctx))
+		go func() {
+			_, _ = t.labelPass(background, nodes)
+			t.handOffLabelSync(background)
+		}()
+	}
+	_, skipped, err := t.networkInterfaces(ctx, nodes, false)
+	return skipped, err
+}
+
+// claimLabelSync makes the caller the one running sync and returns nil, or hands the Nodes to
+// the sync that is running and returns the outcome of the pass that will apply them.
+func (t *targets) claimLabelSync(nodes []*corev1.Node) *labelPassOutcome {
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	if !t.labelSyncRunning {
+		t.labelSyncRunning = true
+		return nil
+	}
+	t.pendingNodes = mergeNodes(t.pendingNodes, nodes)
+	if t.pendingPass == nil {
+		t.pendingPass = &labelPassOutcome{done: make(chan struct{})}
+	}
+	return t.pendingPass
+}
+
+// labelPass writes the labels of one Node list and schedules a retry if a write fails. The
+// service controller retries the caller's Service too, but with its own backoff and only for
+// that Service; the labels are every Service's targets.
+func (t *targets) labelPass(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
 	skipped, err := t.writeLabels(ctx, nodes)
 	if err != nil {
-		// The service controller retries the caller's Service too, but with its own backoff
-		// and only for that Service; the labels are every Service's targets.
 		t.retryLabels(nodes)
 	}
+	return skipped, err
+}
+
+// handOffLabelSync ends the running sync, or, if Nodes were handed to it meanwhile, applies
+// them in the background for the callers that wait for them: the caller that ran the sync
+// does not wait for other callers' Nodes.
+func (t *targets) handOffLabelSync(ctx context.Context) {
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	if t.pendingPass == nil {
+		t.labelSyncRunning = false
+		return
+	}
+	go t.drainPendingLabels(t.backgroundContext(context.WithoutCancel(ctx)))
+}
+
+// drainPendingLabels applies the Nodes handed to the running sync until none are left, then
+// ends it.
+func (t *targets) drainPendingLabels(ctx context.Context) {
 	for {
 		t.labelsMu.Lock()
-		if len(t.pendingNodes) == 0 {
+		if t.pendingPass == nil {
 			t.labelSyncRunning = false
 			t.labelsMu.Unlock()
-			return skipped, true, err
+			return
 		}
-		pending := slices.Collect(maps.Values(t.pendingNodes))
-		t.pendingNodes = nil
+		pending, pass := slices.Collect(maps.Values(t.pendingNodes)), t.pendingPass
+		t.pendingNodes, t.pendingPass = nil, nil
 		t.labelsMu.Unlock()
-		if _, pendingErr := t.writeLabels(t.backgroundContext(ctx), pending); pendingErr != nil {
-			klog.ErrorS(pendingErr, "Could not update load balancer targets for a later Node list; retrying")
+		_, err := t.writeLabels(ctx, pending)
+		if err != nil {
+			klog.ErrorS(err, "Could not update load balancer targets for a later Node list; retrying")
 			t.retryLabels(pending)
 		}
+		pass.err = err
+		close(pass.done)
 	}
 }
 

@@ -66,6 +66,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	mode    Mode
+	failing func(Request) bool
 	server  *http.Server
 	counts  map[Request]int
 	refused map[Request]int
@@ -144,6 +145,14 @@ func (p *Proxy) SetMode(mode Mode) error {
 	return nil
 }
 
+// FailWhere answers 503 Service Unavailable to the requests match accepts, while the mode
+// forwards the others; nil stops it.
+func (p *Proxy) FailWhere(match func(Request) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failing = match
+}
+
 // Counts returns the requests seen since the start or the last Reset, most frequent first.
 func (p *Proxy) Counts() []Count {
 	p.mu.Lock()
@@ -208,8 +217,9 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.counts[req]++
 	mode := p.mode
+	failing := p.failing
 	p.mu.Unlock()
-	if mode != Forward {
+	if mode != Forward || (failing != nil && failing(req)) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"ServiceUnavailable","code":503}`))
