@@ -122,7 +122,8 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 			return nil, false, err
 		}
 		ironcoreCloud.ReportAddressesOnArrival()
-		go c.Run(ctx, 2)
+		// Reporting a burst of new addresses is a status write per Service.
+		go c.Run(ctx, repairWorkers)
 		return c, true, nil
 	}
 }
@@ -146,6 +147,9 @@ func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrolle
 		return collector, true, nil
 	}
 }
+
+// repairWorkers is the load balancer repair controller's workers.
+const repairWorkers = 10
 
 func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
@@ -173,7 +177,8 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 			return nil, false, err
 		}
 		ironcoreCloud.ReportAddressesOnArrival()
-		go c.Run(ctx, 2)
+		// Reporting a burst of new addresses is a status write per Service.
+		go c.Run(ctx, repairWorkers)
 		return c, true, nil
 	}
 }

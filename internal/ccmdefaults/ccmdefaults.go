@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	concurrentServiceSyncs    = 30
+	concurrentServiceSyncs    = 100
 	concurrentNodeSyncs       = 10
 	routeReconciliationPeriod = 2 * time.Second
 	kubeAPIQPS                = 100
@@ -39,8 +39,9 @@ func Apply(o *options.CloudControllerManagerOptions) {
 func reasons() map[string]string {
 	return map[string]string{
 		"cloud-provider": "This binary implements only the `" + provider.ProviderName + "` provider, so it is preselected; any other value stops the CCM.",
-		"concurrent-service-syncs": "EnsureLoadBalancer waits at most a second for IronCore to allocate addresses, on the cache's watch; " +
-			"with one worker, a burst of new Services would queue behind each other's waits.",
+		"concurrent-service-syncs": "A new Service's first EnsureLoadBalancer waits at most a second for IronCore to allocate addresses, on the cache's watch; " +
+			"with fewer workers than Services in a burst, later Services' LoadBalancers wait for earlier Services' waits (at 30 workers, " +
+			"the last of 100 new LoadBalancers was created 4 s after its Service). A waiting worker costs no CPU.",
 		"concurrent-node-syncs": "Initializing a Node reads the IronCore cache and patches the Node: " +
 			"with one worker, the 100th of 100 new Nodes waited 13 s.",
 		"kube-api-qps": "Initializing a Node, routing it and serving Services cost a few requests each to the target cluster: " +

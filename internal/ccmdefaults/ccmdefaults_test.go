@@ -15,7 +15,7 @@ func TestApply(t *testing.T) {
 	}
 	Apply(o)
 	if o.KubeCloudShared.CloudProvider.Name != "ironcore" ||
-		o.ServiceController.ConcurrentServiceSyncs != 30 ||
+		o.ServiceController.ConcurrentServiceSyncs != 100 ||
 		o.NodeController.ConcurrentNodeSyncs != 10 ||
 		o.KubeCloudShared.RouteReconciliationPeriod.Duration != 2*time.Second {
 		t.Fatalf("Apply left %+v %+v %+v %+v", o.KubeCloudShared.CloudProvider, o.ServiceController, o.NodeController, o.KubeCloudShared.RouteReconciliationPeriod)
@@ -32,7 +32,7 @@ func TestDefaultsFindsEveryChangeWithItsReason(t *testing.T) {
 	want := []Default{
 		{Flag: "cloud-provider", Upstream: "", Ours: "ironcore"},
 		{Flag: "concurrent-node-syncs", Upstream: "1", Ours: "10"},
-		{Flag: "concurrent-service-syncs", Upstream: "1", Ours: "30"},
+		{Flag: "concurrent-service-syncs", Upstream: "1", Ours: "100"},
 		{Flag: "kube-api-burst", Upstream: "30", Ours: "200"},
 		{Flag: "kube-api-qps", Upstream: "20", Ours: "100"},
 		{Flag: "route-reconciliation-period", Upstream: "10s", Ours: "2s"},

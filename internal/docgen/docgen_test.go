@@ -78,7 +78,7 @@ func TestFilesSayWhatTheyDocument(t *testing.T) {
 		"docs/reference/flags.md": {
 			"| `--ironcore-api-qps` | float32 | `50` |",
 			"| `--orphan-load-balancer-grace-period` | duration | `10m0s` |",
-			"| `--concurrent-service-syncs` | `1` | `30` |",
+			"| `--concurrent-service-syncs` | `1` | `100` |",
 			"| `--route-reconciliation-period` | `10s` | `2s` |",
 			"| `--cloud-provider` | `\"\"` | `ironcore` |",
 			"## Routes without `--cluster-cidr`",

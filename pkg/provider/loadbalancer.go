@@ -270,7 +270,7 @@ func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service
 	case l.settings.useNICSelector && waitForLabels:
 		skipped, err = l.targets.syncLabels(ctx, nodes)
 	case l.settings.useNICSelector:
-		skipped, err = l.targets.requestLabels(ctx, nodes)
+		skipped = l.targets.requestLabels(ctx, nodes)
 	default:
 		skipped, err = l.applyRouting(ctx, lb, nodes)
 	}

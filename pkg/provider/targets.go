@@ -46,6 +46,10 @@ type targets struct {
 	labelSyncRunning bool
 	pendingNodes     map[string]*corev1.Node
 	pendingPass      *labelPassOutcome
+	// lastSkipped are the Nodes the last pass could not make targets, for the callers that do
+	// not wait for a pass: every Service's sync passes the same Nodes, and finding each one's
+	// Machine and NetworkInterfaces again per Service costs O(Nodes) per sync.
+	lastSkipped skippedNodes
 	// retryNodes are the Nodes of passes whose writes failed, for the retry that waits if
 	// retryScheduled; retryDelay is its backoff.
 	retryNodes     map[string]*corev1.Node
@@ -63,11 +67,12 @@ const (
 	maxLabelRetryDelay   = time.Minute
 )
 
-// labelPassOutcome is closed once a pass of the label sync has written what it had to; err is
-// its failure, if any, set before done is closed.
+// labelPassOutcome is closed once a pass of the label sync has written what it had to; skipped
+// and err are its outcome, set before done is closed.
 type labelPassOutcome struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	skipped skippedNodes
+	err     error
 }
 
 // skippedNodes lists Nodes that could not be made targets, and why.
@@ -208,15 +213,11 @@ func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skipped
 // leaving its Nodes to one that was running.
 func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (skippedNodes, bool, error) {
 	if pass := t.claimLabelSync(nodes); pass != nil {
-		_, skipped, err := t.networkInterfaces(ctx, nodes, false)
-		if err != nil {
-			return nil, false, err
-		}
 		select {
 		case <-pass.done:
-			return skipped, false, pass.err
+			return pass.skipped, false, pass.err
 		case <-ctx.Done():
-			return skipped, false, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 	}
 	skipped, err := t.labelPass(ctx, nodes)
@@ -226,9 +227,9 @@ func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (skipp
 
 // requestLabels is syncLabels for a caller that does not wait for the writes: a new
 // LoadBalancer's address does not depend on them, and while Nodes join they queue with the
-// Nodes' other writes. It reports the Nodes that cannot be targets; failed writes are retried
-// as any sync's are.
-func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
+// Nodes' other writes. It reports the Nodes the last pass could not make targets; failed
+// writes are retried as any sync's are.
+func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) skippedNodes {
 	if t.claimLabelSync(nodes) == nil {
 		background := t.backgroundContext(context.WithoutCancel(ctx))
 		go func() {
@@ -236,8 +237,9 @@ func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) (skip
 			t.handOffLabelSync(background)
 		}()
 	}
-	_, skipped, err := t.networkInterfaces(ctx, nodes, false)
-	return skipped, err
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	return t.lastSkipped
 }
 
 // claimLabelSync makes the caller the one running sync and returns nil, or hands the Nodes to
@@ -263,8 +265,12 @@ func (t *targets) labelPass(ctx context.Context, nodes []*corev1.Node) (skippedN
 	skipped, err := t.writeLabels(ctx, nodes)
 	if err != nil {
 		t.retryLabels(nodes)
+		return skipped, err
 	}
-	return skipped, err
+	t.labelsMu.Lock()
+	t.lastSkipped = skipped
+	t.labelsMu.Unlock()
+	return skipped, nil
 }
 
 // handOffLabelSync ends the running sync, or, if Nodes were handed to it meanwhile, applies
@@ -293,12 +299,11 @@ func (t *targets) drainPendingLabels(ctx context.Context) {
 		pending, pass := slices.Collect(maps.Values(t.pendingNodes)), t.pendingPass
 		t.pendingNodes, t.pendingPass = nil, nil
 		t.labelsMu.Unlock()
-		_, err := t.writeLabels(ctx, pending)
+		skipped, err := t.labelPass(ctx, pending)
 		if err != nil {
 			klog.ErrorS(err, "Could not update load balancer targets for a later Node list; retrying")
-			t.retryLabels(pending)
 		}
-		pass.err = err
+		pass.skipped, pass.err = skipped, err
 		close(pass.done)
 	}
 }
