@@ -121,9 +121,7 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 		if err != nil {
 			return nil, false, err
 		}
-		ironcoreCloud.ReportAddressesOnArrival()
-		// Reporting a burst of new addresses is a status write per Service.
-		go c.Run(ctx, repairWorkers)
+		go c.Run(ctx, 2)
 		return c, true, nil
 	}
 }
@@ -165,6 +163,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 		c, err := lbrepair.New(lbrepair.Config{
 			IronCore:        ironcoreCloud.IronCore(),
 			LoadBalancers:   loadBalancers,
+			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
 			ExplicitRouting: !ironcoreCloud.Options().UseNICSelector,
 			Services:        completed.SharedInformers.Core().V1().Services(),

@@ -61,7 +61,10 @@ type Config struct {
 	Nodes           coreinformers.NodeInformer
 	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
 	Eligible func(*corev1.Node) bool
-	// Client writes the addresses of a recreated LoadBalancer into its Service's status.
+	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
+	// its addresses, or nil; it never writes.
+	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error)
+	// Client writes the addresses of new and recreated LoadBalancers into their Services' status.
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder
 }
@@ -224,13 +227,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	_, recreating := c.recreating.Load(key)
 	switch {
-	case exists && !recreating && len(service.Status.LoadBalancer.Ingress) == 0:
-		// The service controller is on it too, but comes back only after its retry delay;
-		// until IronCore has allocated the addresses, its retries and the next address
-		// change bring the Service back.
-		_, err := c.ensureAndReport(ctx, service, nodes)
-		return 0, err
 	case exists && !recreating:
+		if len(service.Status.LoadBalancer.Ingress) == 0 {
+			if err := c.reportAddresses(ctx, service); err != nil {
+				return 0, err
+			}
+		}
 		if !c.ExplicitRouting {
 			return 0, nil
 		}
@@ -243,16 +245,28 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.Recorder.Event(service, corev1.EventTypeWarning, ReasonRecreated,
 			"The Service's IronCore LoadBalancer was deleted outside the CCM; creating a new one. A Public LoadBalancer gets a new address.")
 	}
-	retryAfter, err := c.ensureAndReport(ctx, service, nodes)
+	retryAfter, err := c.recreate(ctx, service, nodes)
 	if err == nil && retryAfter == 0 {
 		c.recreating.Delete(key)
 	}
 	return retryAfter, err
 }
 
-// ensureAndReport ensures the Service's LoadBalancer and writes its addresses into the
-// Service's status, as the service controller would.
-func (c *Controller) ensureAndReport(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
+// reportAddresses writes the addresses IronCore allocated to the Service's LoadBalancer into
+// the Service's status. The service controller is on it too, but comes back only after its
+// retry delay; until IronCore has allocated them, the next address change or that retry
+// brings the Service back. It never creates a LoadBalancer: the Service may be going away.
+func (c *Controller) reportAddresses(ctx context.Context, service *corev1.Service) error {
+	status, err := c.AllocatedStatus(ctx, c.ClusterName, service)
+	if err != nil || status == nil {
+		return err
+	}
+	return c.writeStatus(ctx, service, status)
+}
+
+// recreate ensures the Service's LoadBalancer and writes its addresses into the Service's
+// status, as the service controller would.
+func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
 	status, err := c.LoadBalancers.EnsureLoadBalancer(ctx, c.ClusterName, service, nodes)
 	var retry *api.RetryError
 	if errors.As(err, &retry) {
@@ -261,18 +275,28 @@ func (c *Controller) ensureAndReport(ctx context.Context, service *corev1.Servic
 	if err != nil {
 		return 0, err
 	}
+	return 0, c.writeStatus(ctx, service, status)
+}
+
+// writeStatus writes the load balancer status into the Service's, unless it is there already.
+// The patch carries the resourceVersion the status was computed from, so that it fails rather
+// than undo a newer write (the service controller's, after the Service changed).
+func (c *Controller) writeStatus(ctx context.Context, service *corev1.Service, status *corev1.LoadBalancerStatus) error {
 	if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *status) {
-		return 0, nil
+		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": status}})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": service.ResourceVersion},
+		"status":   map[string]any{"loadBalancer": status},
+	})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := c.Client.CoreV1().Services(service.Namespace).Patch(ctx, service.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		return 0, fmt.Errorf("write the addresses of Service %s/%s: %w", service.Namespace, service.Name, err)
+		return fmt.Errorf("write the addresses of Service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	klog.InfoS("Reported the addresses of a Service's IronCore LoadBalancer", "service", klog.KObj(service), "ingress", status.Ingress)
-	return 0, nil
+	return nil
 }
 
 func (c *Controller) eligibleNodes() ([]*corev1.Node, error) {

@@ -211,6 +211,12 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 // waiting for them need not be retried soon.
 func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
 
+// AllocatedLoadBalancerStatus is the status of the Service's LoadBalancer once IronCore has
+// allocated its addresses, or nil; see loadBalancers.AllocatedStatus.
+func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+	return c.loadBalancers.AllocatedStatus(ctx, clusterName, service)
+}
+
 // SetInformers gives the provider the CCM's shared informers; routes read Nodes from them.
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {

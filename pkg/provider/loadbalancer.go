@@ -38,17 +38,22 @@ const (
 // addresses before it asks to be retried. IronCore takes well under a second when it is not
 // overloaded; every retry becomes a Warning event on the Service, which users alert on, so
 // the normal path should not retry. The wait holds one service worker, watching the cache,
-// so only a Service's first attempt waits: retries would hold the workers other Services need.
+// so each LoadBalancer is waited for once: waiting on every retry would hold the workers
+// other Services need.
 const addressWait = time.Second
 
-// reportedRetryDelay is the retry delay of a Service waiting for its addresses while a
-// controller reports them as soon as IronCore allocates them (Cloud.ReportAddressesOnArrival):
-// the retry is only a fallback then, and each one is a Warning event.
-const reportedRetryDelay = 15 * time.Second
+// While a controller reports addresses as soon as IronCore allocates them
+// (Cloud.ReportAddressesOnArrival), the retry of a Service waiting for them is only a
+// fallback, and each one is a Warning event: it starts late and backs off further.
+const (
+	firstReportedRetryDelay = 15 * time.Second
+	maxReportedRetryDelay   = 5 * time.Minute
+)
 
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
 // waits for IronCore longer than addressWait: beyond, EnsureLoadBalancer returns a
-// RetryError.
+// RetryError. Waiting for the shared target labels (a moving selector, UpdateLoadBalancer)
+// is waiting for this CCM's own writes.
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings loadBalancerSettings
@@ -61,32 +66,40 @@ type loadBalancers struct {
 	addressesReported atomic.Bool
 }
 
-// retryDelays remembers, per Service, how long the last retry delay was, and when this process
-// began provisioning its LoadBalancer.
+// retryDelays remembers, per Service, how long the last retry delay was, which LoadBalancer
+// EnsureLoadBalancer last waited for, and when this process began provisioning it.
 type retryDelays struct {
 	mu      sync.Mutex
 	delays  map[types.UID]time.Duration
+	waited  map[types.UID]types.UID
 	started map[types.UID]time.Time
 }
 
-// retrying reports whether the Service was asked to retry since it last needed none.
-func (r *retryDelays) retrying(uid types.UID) bool {
+// firstWait reports whether EnsureLoadBalancer has not yet waited for the addresses of the
+// Service's LoadBalancer lb, and records that it does now.
+func (r *retryDelays) firstWait(uid, lb types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.delays[uid]
-	return ok
+	if r.waited == nil {
+		r.waited = map[types.UID]types.UID{}
+	}
+	if r.waited[uid] == lb {
+		return false
+	}
+	r.waited[uid] = lb
+	return true
 }
 
-// next returns the delay for the Service's next retry.
-func (r *retryDelays) next(uid types.UID) time.Duration {
+// next returns the delay for the Service's next retry, from first doubling up to limit.
+func (r *retryDelays) next(uid types.UID, first, limit time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.delays == nil {
 		r.delays = map[types.UID]time.Duration{}
 	}
-	delay := firstRetryDelay
+	delay := first
 	if previous, ok := r.delays[uid]; ok {
-		delay = min(2*previous, maxRetryDelay)
+		delay = min(max(2*previous, first), limit)
 	}
 	r.delays[uid] = delay
 	return delay
@@ -110,13 +123,14 @@ func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.delays, uid)
+	delete(r.waited, uid)
 	started, ok := r.started[uid]
 	delete(r.started, uid)
 	return time.Since(started), ok
 }
 
 func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
-	delay := l.retries.next(service.UID)
+	delay := l.retries.next(service.UID, firstRetryDelay, maxRetryDelay)
 	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 
@@ -151,13 +165,12 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 //
 // A new LoadBalancer is applied first, and its targets' labels, which all LoadBalancers share,
 // are written in the background: its addresses do not wait for them, and while Nodes join, the
-// labels queue with the Nodes' other writes. An existing one already carries traffic, so its
-// targets come first:
-// its NetworkInterface selector moves (adoption of a reference CCM LoadBalancer, a change of
-// --use-nic-selector) only once every eligible target it routes to is selected by the new
-// selector, or once the routing this CCM writes holds them; until then it keeps its selector
-// and the Service is retried. A LoadBalancerRouting never loses an eligible destination on
-// the way.
+// labels queue with the Nodes' other writes. An existing one already carries traffic, so when
+// its NetworkInterface selector is to move (adoption of a reference CCM LoadBalancer, a change
+// of --use-nic-selector), its targets are written first and waited for, and the selector moves
+// only once every eligible target it routes to is selected by the new selector, or once the
+// routing this CCM writes holds them; until then it keeps its selector and the Service is
+// retried. A LoadBalancerRouting never loses an eligible destination on the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	desired, err := desiredLoadBalancer(service, l.settings)
 	if err != nil {
@@ -207,7 +220,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			}
 			if !l.settings.useNICSelector && existing.Spec.NetworkInterfaceSelector != nil {
 				// IronCore may have rewritten the routing until the selector was gone.
-				if err := l.syncTargets(ctx, service, lb, nodes, true); err != nil {
+				if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
 					return nil, err
 				}
 			}
@@ -231,10 +244,10 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 }
 
 // waitForAddresses returns lb once IronCore has allocated its addresses, or a RetryError. IronCore
-// usually allocates within a second; waiting that long on the cache's watch, on a Service's
-// first attempt, spares it a retry, which the service controller reports as a Warning.
+// usually allocates within a second; waiting that long on the cache's watch, once per
+// LoadBalancer, spares the Service a retry, which the service controller reports as a Warning.
 func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
-	if !l.retries.retrying(service.UID) {
+	if l.retries.firstWait(service.UID, lb.UID) {
 		uid := lb.UID
 		ready, err := l.ironcore.WaitForLoadBalancer(ctx, lb.Name, addressWait, func(seen *networkingv1alpha1.LoadBalancer) bool {
 			return seen.UID == uid && allocated(seen, desired)
@@ -245,8 +258,8 @@ func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Se
 	}
 	message := fmt.Sprintf("IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 	if l.addressesReported.Load() {
-		l.retries.next(service.UID)
-		return nil, api.NewRetryError(message+"; they are reported as soon as it does", reportedRetryDelay)
+		delay := l.retries.next(service.UID, firstReportedRetryDelay, maxReportedRetryDelay)
+		return nil, api.NewRetryError(fmt.Sprintf("%s; they are reported as soon as it does, and checked again in %s", message, delay), delay)
 	}
 	return nil, l.retry(service, "%s", message)
 }
@@ -364,6 +377,31 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	}
 	skipped, err := l.applyRouting(ctx, lb, nodes)
 	return errors.Join(err, skipped.err())
+}
+
+// AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
+// every address it should have, or nil while it has not, or while the LoadBalancer is not the
+// one the Service wants (being deleted, of the other type). It never writes: a caller that
+// reports addresses must not create a LoadBalancer for a Service that is going away.
+func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+	desired, err := desiredLoadBalancer(service, l.settings)
+	if err != nil {
+		return nil, nil //nolint:nilerr // the Service's syncs report its errors
+	}
+	lb, err := l.find(ctx, clusterName, service, false)
+	var conflict *serviceError
+	switch {
+	case errors.As(err, &conflict):
+		return nil, nil
+	case err != nil || lb == nil:
+		return nil, err
+	case lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type || !allocated(lb, desired):
+		return nil, nil
+	}
+	if took, ok := l.retries.forget(service.UID); ok {
+		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
+	}
+	return loadBalancerStatus(lb), nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and

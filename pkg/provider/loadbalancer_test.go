@@ -585,14 +585,15 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	repair, err := lbrepair.New(lbrepair.Config{
-		IronCore:      c.IronCore(),
-		LoadBalancers: lbs,
-		ClusterName:   "kubernetes",
-		Services:      factory.Core().V1().Services(),
-		Nodes:         factory.Core().V1().Nodes(),
-		Eligible:      provider.EligibleForLoadBalancers,
-		Client:        stack.TargetClientset,
-		Recorder:      recorder,
+		IronCore:        c.IronCore(),
+		LoadBalancers:   lbs,
+		AllocatedStatus: c.AllocatedLoadBalancerStatus,
+		ClusterName:     "kubernetes",
+		Services:        factory.Core().V1().Services(),
+		Nodes:           factory.Core().V1().Nodes(),
+		Eligible:        provider.EligibleForLoadBalancers,
+		Client:          stack.TargetClientset,
+		Recorder:        recorder,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -233,7 +233,9 @@ func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) skipp
 	if t.claimLabelSync(nodes) == nil {
 		background := t.backgroundContext(context.WithoutCancel(ctx))
 		go func() {
-			_, _ = t.labelPass(background, nodes)
+			if _, err := t.labelPass(background, nodes); err != nil {
+				klog.ErrorS(err, "Could not update load balancer targets; retrying")
+			}
 			t.handOffLabelSync(background)
 		}()
 	}
@@ -334,7 +336,11 @@ func (t *targets) retry() {
 	}
 	// A failure schedules the next retry from within runLabelSync; Nodes handed to a running
 	// sync are its to retry.
-	if _, ran, err := t.runLabelSync(ctx, nodes); ran && err == nil {
+	_, ran, err := t.runLabelSync(ctx, nodes)
+	if err != nil {
+		klog.ErrorS(err, "Could not update load balancer targets on retry; retrying again")
+	}
+	if ran && err == nil {
 		t.labelsMu.Lock()
 		if !t.retryScheduled {
 			t.retryDelay = 0
