@@ -32,23 +32,23 @@ func (c *Client) OnLoadBalancerDelete(handler func(*networkingv1alpha1.LoadBalan
 	return err
 }
 
-// OnLoadBalancerAddressesChange calls handler with each LoadBalancer whose addresses
-// (status.ips) the cache sees change to a non-empty list, and with each new one that has some.
-func (c *Client) OnLoadBalancerAddressesChange(handler func(*networkingv1alpha1.LoadBalancer)) error {
+// OnLoadBalancerAddedOrAddressed calls handler with each LoadBalancer the cache sees added, and
+// with each whose addresses (status.ips) it sees change.
+func (c *Client) OnLoadBalancerAddedOrAddressed(handler func(*networkingv1alpha1.LoadBalancer)) error {
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for LoadBalancers: %w", err)
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok && len(lb.Status.IPs) > 0 {
+			if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
 				handler(lb)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*networkingv1alpha1.LoadBalancer)
 			lb, ok2 := newObj.(*networkingv1alpha1.LoadBalancer)
-			if ok1 && ok2 && len(lb.Status.IPs) > 0 && !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs) {
+			if ok1 && ok2 && !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs) {
 				handler(lb)
 			}
 		},

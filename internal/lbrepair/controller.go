@@ -47,6 +47,14 @@ const Name = "ironcore-load-balancer-repair"
 // was deleted outside the CCM.
 const ReasonRecreated = "LoadBalancerRecreated"
 
+// ReasonAddressPending is the reason of the Warning event on a Service whose IronCore
+// LoadBalancer has waited longer than AddressPendingWarning for its addresses.
+const ReasonAddressPending = "LoadBalancerAddressPending"
+
+// AddressPendingWarning is how long a Service waits for IronCore to allocate its
+// LoadBalancer's addresses before a Warning event says so. IronCore usually takes seconds.
+const AddressPendingWarning = time.Minute
+
 // Config wires the controller.
 type Config struct {
 	IronCore *ironcore.Client
@@ -64,6 +72,9 @@ type Config struct {
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
 	// its addresses, or nil; it never writes.
 	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error)
+	// PendingWarning is how long a Service waits for its addresses before a Warning event says
+	// so; zero means AddressPendingWarning.
+	PendingWarning time.Duration
 	// Client writes the addresses of new and recreated LoadBalancers into their Services' status.
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder
@@ -79,6 +90,9 @@ type Controller struct {
 	// recreating holds the Services whose LoadBalancer is being recreated, so that the
 	// event is recorded once, not on every retry.
 	recreating sync.Map
+	// pendingSince holds, by Service, when this controller first found its LoadBalancer
+	// without all its addresses; warnedPending, the Services already warned about it.
+	pendingSince, warnedPending sync.Map
 }
 
 // New registers the controller's event handlers. Call it before the informers start.
@@ -94,7 +108,20 @@ func New(config Config) (*Controller, error) {
 	if err := config.IronCore.OnLoadBalancerDelete(c.loadBalancerDeleted); err != nil {
 		return nil, err
 	}
-	if err := config.IronCore.OnLoadBalancerAddressesChange(c.loadBalancerAddressed); err != nil {
+	if err := config.IronCore.OnLoadBalancerAddedOrAddressed(c.loadBalancerAddressed); err != nil {
+		return nil, err
+	}
+	// The service controller writes a Service's status from a sync that may have begun before
+	// the addresses arrived; a status that no longer shows them is looked at again.
+	if _, err := config.Services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Service)
+			service, ok2 := newObj.(*corev1.Service)
+			if ok1 && ok2 && wantsLoadBalancer(service) && !equality.Semantic.DeepEqual(old.Status.LoadBalancer, service.Status.LoadBalancer) {
+				c.queue.Add(service.Namespace + "/" + service.Name)
+			}
+		},
+	}); err != nil {
 		return nil, err
 	}
 	if config.ExplicitRouting {
@@ -128,19 +155,33 @@ func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
 }
 
-// loadBalancerAddressed queues the Service of a LoadBalancer that IronCore gave addresses, if
-// the Service does not show them yet: a Service waiting for its first address gets it as soon
-// as IronCore allocates it, not when the service controller's retry comes round.
+// loadBalancerAddressed queues the Service of a new LoadBalancer, or of one whose addresses
+// changed, if the Service does not show them: it gets them as soon as IronCore allocates
+// them, and a Warning if that takes long.
 func (c *Controller) loadBalancerAddressed(lb *networkingv1alpha1.LoadBalancer) {
 	owner := ironcore.OwnerOf(lb)
 	if owner.Namespace == "" || owner.Name == "" {
 		return
 	}
 	service, err := c.services.Services(owner.Namespace).Get(owner.Name)
-	if err != nil || string(service.UID) != owner.UID || len(service.Status.LoadBalancer.Ingress) > 0 {
+	if err != nil || string(service.UID) != owner.UID || shows(service, lb) {
 		return
 	}
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
+}
+
+// shows reports whether the Service's status has exactly the LoadBalancer's addresses.
+func shows(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) bool {
+	ingress := service.Status.LoadBalancer.Ingress
+	if len(ingress) != len(lb.Status.IPs) || len(ingress) == 0 {
+		return false
+	}
+	for i, ip := range lb.Status.IPs {
+		if ingress[i].IP != ip.String() {
+			return false
+		}
+	}
+	return true
 }
 
 // networkInterfaceChanged queues every Service of type LoadBalancer when a NetworkInterface of
@@ -207,14 +248,14 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	service, err := c.services.Services(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.recreating.Delete(key)
+		c.forget(key)
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
 	if !wantsLoadBalancer(service) {
-		c.recreating.Delete(key)
+		c.forget(key)
 		return 0, nil
 	}
 	nodes, err := c.eligibleNodes()
@@ -228,15 +269,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	_, recreating := c.recreating.Load(key)
 	switch {
 	case exists && !recreating:
-		if len(service.Status.LoadBalancer.Ingress) == 0 {
-			if err := c.reportAddresses(ctx, service); err != nil {
-				return 0, err
-			}
+		retryAfter, err := c.reportAddresses(ctx, key, service)
+		if err != nil || !c.ExplicitRouting {
+			return retryAfter, err
 		}
-		if !c.ExplicitRouting {
-			return 0, nil
-		}
-		return 0, c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
+		return retryAfter, c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
 	case !exists && len(service.Status.LoadBalancer.Ingress) == 0:
 		// Never provisioned: the service controller is still on it.
 		return 0, nil
@@ -253,15 +290,50 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 }
 
 // reportAddresses writes the addresses IronCore allocated to the Service's LoadBalancer into
-// the Service's status. The service controller is on it too, but comes back only after its
-// retry delay; until IronCore has allocated them, the next address change or that retry
-// brings the Service back. It never creates a LoadBalancer: the Service may be going away.
-func (c *Controller) reportAddresses(ctx context.Context, service *corev1.Service) error {
+// the Service's status: the service controller does not come back for them (the provider
+// returns what is allocated so far rather than a retry, which it would report as a Warning).
+// Until IronCore has allocated them, the next address change brings the Service back, and
+// after PendingWarning a Warning event says that it is waiting. It never creates a
+// LoadBalancer: the Service may be going away.
+func (c *Controller) reportAddresses(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
 	status, err := c.AllocatedStatus(ctx, c.ClusterName, service)
-	if err != nil || status == nil {
-		return err
+	if err != nil {
+		return 0, err
 	}
-	return c.writeStatus(ctx, service, status)
+	if status == nil {
+		return c.pending(key, service), nil
+	}
+	c.pendingSince.Delete(key)
+	c.warnedPending.Delete(key)
+	return 0, c.writeStatus(ctx, service, status)
+}
+
+// pending notes that the Service's addresses are not all allocated yet, warns once when that
+// has lasted PendingWarning, and returns when to look again until then.
+func (c *Controller) pending(key string, service *corev1.Service) time.Duration {
+	bound := c.PendingWarning
+	if bound <= 0 {
+		bound = AddressPendingWarning
+	}
+	since, _ := c.pendingSince.LoadOrStore(key, time.Now())
+	waited := time.Since(since.(time.Time))
+	if waited < bound {
+		return bound - waited
+	}
+	if _, warned := c.warnedPending.LoadOrStore(key, true); !warned {
+		c.Recorder.Eventf(service, corev1.EventTypeWarning, ReasonAddressPending,
+			"IronCore has not allocated all addresses of the Service's LoadBalancer for %s; they are written into the Service's status as soon as it does",
+			waited.Round(time.Second))
+	}
+	return 0
+}
+
+// forget drops what the controller remembers about a Service that is gone or no longer wants
+// a load balancer.
+func (c *Controller) forget(key string) {
+	c.recreating.Delete(key)
+	c.pendingSince.Delete(key)
+	c.warnedPending.Delete(key)
 }
 
 // recreate ensures the Service's LoadBalancer and writes its addresses into the Service's

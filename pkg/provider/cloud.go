@@ -207,8 +207,9 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 
 // ReportAddressesOnArrival tells the provider that a controller writes a LoadBalancer's
-// addresses into its Service's status as soon as IronCore allocates them, so that a Service
-// waiting for them need not be retried soon.
+// addresses into its Service's status as soon as IronCore allocates them, and warns if that
+// takes long: EnsureLoadBalancer then returns the addresses allocated so far instead of asking
+// to be retried, which the service controller reports as a Warning event.
 func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
 
 // AllocatedLoadBalancerStatus is the status of the Service's LoadBalancer once IronCore has

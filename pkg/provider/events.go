@@ -112,6 +112,13 @@ func EventReasons() []EventReason {
 			Action: "Find out who deleted it. Clients of a Public LoadBalancer must use the new address (update DNS).",
 		},
 		{
+			Reason: lbrepair.ReasonAddressPending, Type: corev1.EventTypeWarning, Object: "Service", Controller: lbrepair.Name,
+			When: "IronCore has not allocated all addresses of the Service's LoadBalancer a minute after the CCM first saw it waiting " +
+				"(IronCore usually takes seconds). The CCM writes them into the Service's status as soon as IronCore allocates them; recorded once.",
+			Action: "Check the LoadBalancer on IronCore (`kubectl get loadbalancers` on the IronCore API) and the component that allocates its " +
+				"addresses (apinetlet): a Public LoadBalancer needs a free public address, an Internal one a free address in its Prefix.",
+		},
+		{
 			Reason: clusterlabel.ReasonLabelConflict, Type: corev1.EventTypeWarning, Object: "Node", Controller: clusterlabel.Name,
 			When: "The Node's Machine or one of its NetworkInterfaces has a " + clusterKey + " label naming another cluster. " +
 				"The label is not overwritten, and such a NetworkInterface gets no routes or load balancer traffic from this cluster.",

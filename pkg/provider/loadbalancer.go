@@ -42,14 +42,6 @@ const (
 // other Services need.
 const addressWait = time.Second
 
-// While a controller reports addresses as soon as IronCore allocates them
-// (Cloud.ReportAddressesOnArrival), the retry of a Service waiting for them is only a
-// fallback, and each one is a Warning event: it starts late and backs off further.
-const (
-	firstReportedRetryDelay = 15 * time.Second
-	maxReportedRetryDelay   = 5 * time.Minute
-)
-
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
 // waits for IronCore longer than addressWait: beyond, EnsureLoadBalancer returns a
 // RetryError. Waiting for the shared target labels (a moving selector, UpdateLoadBalancer)
@@ -62,7 +54,8 @@ type loadBalancers struct {
 	retries  retryDelays
 	notices  notices
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
-	// Service's status as soon as IronCore allocates them.
+	// Service's status as soon as IronCore allocates them, and warns when that takes long:
+	// a Service whose addresses are still pending then needs no retry.
 	addressesReported atomic.Bool
 }
 
@@ -235,6 +228,12 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		if err != nil {
 			return nil, err
 		}
+		if ready == nil {
+			// The repair controller writes the rest into the Service's status on arrival;
+			// meanwhile the Service shows what IronCore has allocated, if anything.
+			klog.V(2).InfoS("IronCore has not yet allocated the LoadBalancer's addresses; they are reported on arrival", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
+			return loadBalancerStatus(lb), nil
+		}
 		lb = ready
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
@@ -243,9 +242,10 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	return loadBalancerStatus(lb), nil
 }
 
-// waitForAddresses returns lb once IronCore has allocated its addresses, or a RetryError. IronCore
-// usually allocates within a second; waiting that long on the cache's watch, once per
-// LoadBalancer, spares the Service a retry, which the service controller reports as a Warning.
+// waitForAddresses returns lb once IronCore has allocated its addresses. IronCore usually
+// allocates within a second; waiting that long on the cache's watch, once per LoadBalancer,
+// spares the Service a retry, which the service controller reports as a Warning. Beyond, it
+// returns nil if a controller reports the addresses on arrival, and a RetryError otherwise.
 func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	if l.retries.firstWait(service.UID, lb.UID) {
 		uid := lb.UID
@@ -256,12 +256,10 @@ func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Se
 			return ready, err
 		}
 	}
-	message := fmt.Sprintf("IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 	if l.addressesReported.Load() {
-		delay := l.retries.next(service.UID, firstReportedRetryDelay, maxReportedRetryDelay)
-		return nil, api.NewRetryError(fmt.Sprintf("%s; they are reported as soon as it does, and checked again in %s", message, delay), delay)
+		return nil, nil
 	}
-	return nil, l.retry(service, "%s", message)
+	return nil, l.retry(service, "IronCore has not yet allocated the addresses of LoadBalancer %s", lb.Name)
 }
 
 func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {

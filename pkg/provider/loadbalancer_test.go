@@ -559,10 +559,12 @@ func TestANewLoadBalancerDoesNotWaitForTargetLabels(t *testing.T) {
 	}
 }
 
-// TestAddressesReachTheServiceWhenIronCoreAllocatesThem: a Service whose LoadBalancer IronCore
-// has not given its addresses when EnsureLoadBalancer returned (the service controller retries
-// it after a delay) gets them into its status from the repair controller, which watches the
-// LoadBalancer, as soon as IronCore allocates them; no service controller runs here.
+// TestAddressesReachTheServiceWhenIronCoreAllocatesThem: with the repair controller reporting
+// addresses on arrival, EnsureLoadBalancer does not ask to be retried while IronCore has not
+// allocated a LoadBalancer's addresses (the service controller would record a Warning for each
+// retry); the repair controller, watching the LoadBalancer, warns once if that takes long and
+// writes the addresses into the Service's status as soon as they arrive. No service controller
+// runs here.
 func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -573,15 +575,6 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
 	stack.Simulator.Hold(held)
 	t.Cleanup(func() { stack.Simulator.Release(held) })
-	c.ReportAddressesOnArrival()
-	var retry *api.RetryError
-	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); !errors.As(err, &retry) {
-		t.Fatalf("EnsureLoadBalancer while IronCore holds the address = %v, want a RetryError", err)
-	}
-	// The retry is only a fallback now, and each retry is a Warning event.
-	if retry.RetryAfter() < 10*time.Second {
-		t.Errorf("retry after %s, want a long delay while the addresses are reported on arrival", retry.RetryAfter())
-	}
 
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	repair, err := lbrepair.New(lbrepair.Config{
@@ -592,19 +585,29 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 		Services:        factory.Core().V1().Services(),
 		Nodes:           factory.Core().V1().Nodes(),
 		Eligible:        provider.EligibleForLoadBalancers,
+		PendingWarning:  2 * time.Second,
 		Client:          stack.TargetClientset,
 		Recorder:        recorder,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.ReportAddressesOnArrival()
 	factory.Start(ctx.Done())
 	go repair.Run(ctx, 1)
 
+	status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer while IronCore holds the address = %v, want no error: the addresses are reported on arrival", err)
+	}
+	if got := ingressIPs(status); len(got) != 0 {
+		t.Fatalf("ingress %v before IronCore allocated any address", got)
+	}
+	waitForEvent(t, service, lbrepair.ReasonAddressPending)
+
 	stack.Simulator.Release(held)
-	lb := ironcoreLoadBalancer(t, held.Name)
 	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
-		lb = ironcoreLoadBalancer(t, held.Name)
+		lb := ironcoreLoadBalancer(t, held.Name)
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
