@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	corev1alpha1 "github.com/ironcore-dev/ironcore/api/core/v1alpha1"
@@ -125,6 +126,10 @@ type Stack struct {
 	// StartupDuration is how long Start took, excluding building binaries.
 	StartupDuration time.Duration
 
+	// logger writes the logs of the controller-runtime parts that run in this process
+	// (envtest, the simulator) to simulator.log.
+	logger logr.Logger
+
 	// stopsMu guards stops: the two control planes start in parallel.
 	stopsMu sync.Mutex
 	stops   []func() error
@@ -151,6 +156,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			_ = s.Stop()
 		}
 	}()
+
+	// controller-runtime's global logger must be set before envtest first logs: after 30 s
+	// without one (the builds above take minutes), controller-runtime prints a warning with a
+	// stack dump, which reads like a crash.
+	logs, err := s.logFile("simulator.log")
+	if err != nil {
+		return nil, err
+	}
+	s.logger = funcr.New(func(prefix, args string) { fmt.Fprintln(logs, prefix, args) }, funcr.Options{})
+	ctrllog.SetLogger(s.logger)
 
 	started := time.Now()
 	fmt.Fprintf(opts.Progress, "starting the target cluster and the IronCore control plane...\n")
@@ -341,15 +356,8 @@ func (s *Stack) startGarbageCollector(cfg *rest.Config) error {
 }
 
 func (s *Stack) startSimulator(ctx context.Context) error {
-	logs, err := s.logFile("simulator.log")
-	if err != nil {
-		return err
-	}
-	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(logs, prefix, args) }, funcr.Options{})
-	// controller-runtime's global logger: the simulator runs in the test process.
-	ctrllog.SetLogger(logger)
 	mgr, err := ctrl.NewManager(s.IronCore.Config, ctrl.Options{
-		Logger:                 logger,
+		Logger:                 s.logger,
 		Scheme:                 s.IronCore.Client.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
