@@ -9,24 +9,35 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## Run the demo: local Kubernetes and IronCore control planes, the CCM at work, a report.
-	go run ./cmd/ironcore-ccm-lab demo
+demo: modules ## Run the demo: local Kubernetes and IronCore control planes, the CCM at work, a report.
+	@go run ./cmd/ironcore-ccm-lab demo
 
 .PHONY: lab
-lab: ## Like demo, then keep everything running for kubectl until Ctrl-C.
-	go run ./cmd/ironcore-ccm-lab lab
+lab: modules ## Like demo, then keep everything running for kubectl until Ctrl-C.
+	@go run ./cmd/ironcore-ccm-lab lab
 
 .PHONY: bench
-bench: ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); results in docs/benchmarks/.
-	go run ./cmd/ironcore-ccm-lab $(BENCH_FLAGS) bench
+bench: modules ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); results in docs/benchmarks/.
+	@go run ./cmd/ironcore-ccm-lab $(BENCH_FLAGS) bench
 
 .PHONY: test
 test: prepare verify lint ## Run what CI runs: module checks, linters, unit, integration and end-to-end tests.
 	go test -race -count=1 -timeout 30m ./...
 
 .PHONY: prepare
-prepare: ## Build the servers the test stack runs (etcd, kube-apiserver, IronCore) into bin/, once per version.
-	go run ./cmd/ironcore-ccm-lab prepare
+prepare: modules ## Build the servers the test stack runs (etcd, kube-apiserver, IronCore) into bin/, once per version.
+	@go run ./cmd/ironcore-ccm-lab prepare
+
+# Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
+# terminal; they are in the log, which is shown only if the download fails.
+.PHONY: modules
+modules: ## Download the Go modules the project needs (once; quiet, log in bin/go-mod-download.log).
+	@mkdir -p bin
+	@go mod download -json > bin/go-mod-download.json 2> bin/go-mod-download.log || { \
+		cat bin/go-mod-download.log; \
+		echo "Could not download the Go modules (log above, and in bin/go-mod-download.log): is the module proxy reachable (GOPROXY=$$(go env GOPROXY))?"; \
+		exit 1; }
+	@echo "Go modules: $$(grep -c '"Path"' bin/go-mod-download.json) ready (log: bin/go-mod-download.log)"
 
 .PHONY: build
 build: ## Build the CCM binary into bin/.
