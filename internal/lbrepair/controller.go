@@ -70,8 +70,9 @@ type Config struct {
 	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
 	Eligible func(*corev1.Node) bool
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
-	// its addresses, or nil; it never writes.
-	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error)
+	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
+	// writes.
+	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (status *corev1.LoadBalancerStatus, pending bool, err error)
 	// PendingWarning is how long a Service waits for its addresses before a Warning event says
 	// so; zero means AddressPendingWarning.
 	PendingWarning time.Duration
@@ -296,15 +297,18 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 // after PendingWarning a Warning event says that it is waiting. It never creates a
 // LoadBalancer: the Service may be going away.
 func (c *Controller) reportAddresses(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
-	status, err := c.AllocatedStatus(ctx, c.ClusterName, service)
+	status, pending, err := c.AllocatedStatus(ctx, c.ClusterName, service)
 	if err != nil {
 		return 0, err
 	}
-	if status == nil {
+	if pending {
 		return c.pending(key, service), nil
 	}
 	c.pendingSince.Delete(key)
 	c.warnedPending.Delete(key)
+	if status == nil {
+		return 0, nil
+	}
 	return 0, c.writeStatus(ctx, service, status)
 }
 

@@ -213,8 +213,9 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
 
 // AllocatedLoadBalancerStatus is the status of the Service's LoadBalancer once IronCore has
-// allocated its addresses, or nil; see loadBalancers.AllocatedStatus.
-func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+// allocated its addresses, or nil and whether it is waiting for IronCore; see
+// loadBalancers.AllocatedStatus.
+func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	return c.loadBalancers.AllocatedStatus(ctx, clusterName, service)
 }
 

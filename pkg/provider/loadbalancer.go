@@ -378,28 +378,32 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 }
 
 // AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
-// every address it should have, or nil while it has not, or while the LoadBalancer is not the
-// one the Service wants (being deleted, of the other type). It never writes: a caller that
-// reports addresses must not create a LoadBalancer for a Service that is going away.
-func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+// every address it should have. Before that, it returns nil and whether the LoadBalancer is
+// waiting for IronCore, rather than for the Service (an invalid spec) or for this CCM (one of
+// the other type or being deleted, to be replaced; none yet; someone else's). It never
+// writes: a caller that reports addresses must not create a LoadBalancer for a Service that is
+// going away.
+func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (status *corev1.LoadBalancerStatus, pending bool, err error) {
 	desired, err := desiredLoadBalancer(service, l.settings)
 	if err != nil {
-		return nil, nil //nolint:nilerr // the Service's syncs report its errors
+		return nil, false, nil //nolint:nilerr // the Service's syncs report its errors
 	}
 	lb, err := l.find(ctx, clusterName, service, false)
 	var conflict *serviceError
 	switch {
 	case errors.As(err, &conflict):
-		return nil, nil
+		return nil, false, nil
 	case err != nil || lb == nil:
-		return nil, err
-	case lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type || !allocated(lb, desired):
-		return nil, nil
+		return nil, false, err
+	case lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type:
+		return nil, false, nil
+	case !allocated(lb, desired):
+		return nil, true, nil
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
-	return loadBalancerStatus(lb), nil
+	return loadBalancerStatus(lb), false, nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and

@@ -620,4 +620,12 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// A Service edited into an invalid spec is the Service's problem, reported by its sync; it
+	// is not a LoadBalancer waiting for IronCore, and gets no pending Warning.
+	invalid := service.DeepCopy()
+	invalid.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "maybe"}
+	if status, pending, err := c.AllocatedLoadBalancerStatus(ctx, "kubernetes", invalid); status != nil || pending || err != nil {
+		t.Errorf("AllocatedLoadBalancerStatus of an invalid Service = %v, %v, %v; want nothing to report and nothing pending", status, pending, err)
+	}
 }
