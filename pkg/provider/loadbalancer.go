@@ -83,16 +83,16 @@ func (r *retryDelays) firstWait(uid, lb types.UID) bool {
 	return true
 }
 
-// next returns the delay for the Service's next retry, from first doubling up to limit.
-func (r *retryDelays) next(uid types.UID, first, limit time.Duration) time.Duration {
+// next returns the delay for the Service's next retry.
+func (r *retryDelays) next(uid types.UID) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.delays == nil {
 		r.delays = map[types.UID]time.Duration{}
 	}
-	delay := first
+	delay := firstRetryDelay
 	if previous, ok := r.delays[uid]; ok {
-		delay = min(max(2*previous, first), limit)
+		delay = min(2*previous, maxRetryDelay)
 	}
 	r.delays[uid] = delay
 	return delay
@@ -123,7 +123,7 @@ func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
 }
 
 func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
-	delay := l.retries.next(service.UID, firstRetryDelay, maxRetryDelay)
+	delay := l.retries.next(service.UID)
 	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 
