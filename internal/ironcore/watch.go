@@ -8,6 +8,7 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // OnLoadBalancerDelete calls handler with each LoadBalancer the cache sees deleted, including
@@ -35,45 +36,39 @@ func (c *Client) OnLoadBalancerDelete(handler func(*networkingv1alpha1.LoadBalan
 // OnLoadBalancerAddedOrAddressed calls handler with each LoadBalancer the cache sees added, and
 // with each whose addresses (status.ips) it sees change.
 func (c *Client) OnLoadBalancerAddedOrAddressed(handler func(*networkingv1alpha1.LoadBalancer)) error {
-	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return fmt.Errorf("informer for LoadBalancers: %w", err)
-	}
-	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
-				handler(lb)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*networkingv1alpha1.LoadBalancer)
-			lb, ok2 := newObj.(*networkingv1alpha1.LoadBalancer)
-			if ok1 && ok2 && !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs) {
-				handler(lb)
-			}
-		},
-	})
-	return err
+	return onAddOrChange(c, &networkingv1alpha1.LoadBalancer{}, "LoadBalancers", func(old, lb *networkingv1alpha1.LoadBalancer) bool {
+		return !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs)
+	}, handler)
 }
 
 // OnNetworkInterfaceAddressesChange calls handler with each NetworkInterface whose state or
 // addresses (status.ips) the cache sees change, and with each new one.
 func (c *Client) OnNetworkInterfaceAddressesChange(handler func(*networkingv1alpha1.NetworkInterface)) error {
-	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.NetworkInterface{}, cache.BlockUntilSynced(false))
+	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", func(old, nic *networkingv1alpha1.NetworkInterface) bool {
+		return old.Status.State != nic.Status.State || !equality.Semantic.DeepEqual(old.Status.IPs, nic.Status.IPs)
+	}, handler)
+}
+
+// onAddOrChange calls handler with each object of obj's kind the cache sees added, and with
+// each update that changed says matters.
+func onAddOrChange[T client.Object](c *Client, obj T, kind string, changed func(old, current T) bool, handler func(T)) error {
+	// Not blocking until synced: a controller registering this must start even while the
+	// IronCore API is unreachable.
+	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
-		return fmt.Errorf("informer for NetworkInterfaces: %w", err)
+		return fmt.Errorf("informer for %s: %w", kind, err)
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				handler(nic)
+			if current, ok := obj.(T); ok {
+				handler(current)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*networkingv1alpha1.NetworkInterface)
-			nic, ok2 := newObj.(*networkingv1alpha1.NetworkInterface)
-			if ok1 && ok2 && (old.Status.State != nic.Status.State || !equality.Semantic.DeepEqual(old.Status.IPs, nic.Status.IPs)) {
-				handler(nic)
+			old, ok1 := oldObj.(T)
+			current, ok2 := newObj.(T)
+			if ok1 && ok2 && changed(old, current) {
+				handler(current)
 			}
 		},
 	})
