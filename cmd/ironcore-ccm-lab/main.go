@@ -35,7 +35,7 @@ func main() {
 func run() int {
 	flags := flag.NewFlagSet("ironcore-ccm-lab", flag.ContinueOnError)
 	latency := flags.Duration("latency", 200*time.Millisecond, "how long the simulated IronCore providers take to report each change (bench: 500ms if not set)")
-	benchOptions := bench.Options{Command: bench.DefaultCommand, Progress: os.Stdout}
+	benchOptions := bench.Options{Command: bench.DefaultCommand, Progress: os.Stdout, Alone: true}
 	flags.IntVar(&benchOptions.Nodes, "nodes", 100, "bench: Nodes (and Machines) to create")
 	flags.IntVar(&benchOptions.Services, "services", 30, "bench: Services of type LoadBalancer to create")
 	flags.DurationVar(&benchOptions.Idle, "idle", 70*time.Second, "bench: how long to count IronCore requests after convergence; should span --node-sync-period")
@@ -44,6 +44,7 @@ func run() int {
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
 	out := flags.String("out", "docs/benchmarks", "bench: where to write the results")
+	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), usage)
 		flags.PrintDefaults()
@@ -67,7 +68,11 @@ func run() int {
 	case "prepare":
 		err = prepare(ctx)
 	case "demo", "lab":
-		err = runScenario(ctx, *latency, mode == "lab")
+		var since time.Time
+		if *commandStarted > 0 {
+			since = time.Unix(*commandStarted, 0)
+		}
+		err = runScenario(ctx, *latency, mode == "lab", since)
 	case "bench":
 		benchOptions.Latency = 500 * time.Millisecond
 		flags.Visit(func(f *flag.Flag) {

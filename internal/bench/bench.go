@@ -50,6 +50,9 @@ type Options struct {
 	Prescheduled bool
 	// Progress receives what the run is doing.
 	Progress io.Writer
+	// Alone has the run refuse to start beside a demo, lab or benchmark that still runs: its
+	// timings would mean little.
+	Alone bool
 }
 
 // commandValues fill the placeholders of Options.Command.
@@ -70,7 +73,7 @@ func podCIDR(i int) string {
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	log := func(format string, args ...any) { fmt.Fprintf(opts.Progress, format+"\n", args...) }
 	result := newResult(opts)
-	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency})
+	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
 	if err != nil {
 		return nil, err
 	}
@@ -177,4 +180,12 @@ func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv
 	}
 	fmt.Fprintf(opts.Progress, "CCM running (pid %d), log: %s\n", ccm.Pid(), ccm.LogPath)
 	return ccm, nil
+}
+
+// purpose names the run to other runs when it wants the machine to itself.
+func purpose(alone bool) string {
+	if alone {
+		return "benchmark"
+	}
+	return ""
 }

@@ -54,6 +54,10 @@ type Options struct {
 	Network string
 	// SimulatorLatency delays every status the simulated providers write.
 	SimulatorLatency time.Duration
+	// Purpose names a run that should have the machine to itself ("demo", "lab", "benchmark"):
+	// Start refuses to run beside another such run that is still running. Tests leave it
+	// empty; several of their stacks run at once.
+	Purpose string
 }
 
 func (o *Options) setDefaults() {
@@ -146,7 +150,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "ironcore-ccm-stack-")
+	if err := checkFreeSpace(os.TempDir(), stackSpace, "the stack's servers (etcd data, logs) in the temporary directory"); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", stackDirPattern)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +163,18 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			_ = s.Stop()
 		}
 	}()
+	if err := writeOwner(dir, opts.Purpose); err != nil {
+		return nil, fmt.Errorf("record the stack's owner: %w", err)
+	}
+	if err := checkOtherRuns(os.TempDir(), dir, opts.Purpose != "", opts.Progress); err != nil {
+		return nil, err
+	}
+	// Not all servers name the stack's directory on their command line (the IronCore servers
+	// get theirs from envtest); their IDs are recorded as they start, for a later run to stop
+	// them should this one be killed while starting.
+	recording := make(chan struct{})
+	defer close(recording)
+	go recordChildrenUntil(dir, recording)
 
 	// controller-runtime's global logger must be set before envtest first logs: after 30 s
 	// without one (the builds above take minutes), controller-runtime prints a warning with a
@@ -214,11 +233,20 @@ func adminRateLimits(cfg *rest.Config) {
 	cfg.QPS, cfg.Burst = 1000, 2000
 }
 
-func (s *Stack) newEnvironment(scheme *runtime.Scheme) *envtest.Environment {
+// newEnvironment prepares a control plane whose etcd data and certificates are in the stack's
+// directory, so that its servers' command lines name it: a later run finds them by it if this
+// one is killed before it could record them.
+func (s *Stack) newEnvironment(scheme *runtime.Scheme, name string) (*envtest.Environment, error) {
+	dataDir, certDir := filepath.Join(s.Dir, name+"-etcd"), filepath.Join(s.Dir, name+"-certs")
+	for _, dir := range []string{dataDir, certDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	env := &envtest.Environment{Scheme: scheme}
-	env.ControlPlane.Etcd = &envtest.Etcd{Path: s.Binaries["etcd"]}
-	env.ControlPlane.APIServer = &envtest.APIServer{Path: s.Binaries["kube-apiserver"]}
-	return env
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: s.Binaries["etcd"], DataDir: dataDir}
+	env.ControlPlane.APIServer = &envtest.APIServer{Path: s.Binaries["kube-apiserver"], CertDir: certDir}
+	return env, nil
 }
 
 func (s *Stack) startTarget() error {
@@ -226,7 +254,10 @@ func (s *Stack) startTarget() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	env := s.newEnvironment(scheme)
+	env, err := s.newEnvironment(scheme, "target")
+	if err != nil {
+		return err
+	}
 	// No node lifecycle controller runs here to lift the not-ready taint this plugin adds; the
 	// fixtures set Node conditions themselves.
 	env.ControlPlane.GetAPIServer().Configure().
@@ -237,6 +268,7 @@ func (s *Stack) startTarget() error {
 		return fmt.Errorf("start target cluster: %w", err)
 	}
 	s.onStop(env.Stop)
+	recordTempDirs(s.Dir, env.WebhookInstallOptions.LocalServingCertDir)
 	adminRateLimits(cfg)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -266,7 +298,10 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	env := s.newEnvironment(scheme)
+	env, err := s.newEnvironment(scheme, "ironcore")
+	if err != nil {
+		return err
+	}
 	ext := &ironcoreenvtest.EnvironmentExtensions{
 		APIServiceDirectoryPaths:       []string{apiServices},
 		ErrorIfAPIServicePathIsMissing: true,
@@ -276,6 +311,8 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("start IronCore kube-apiserver: %w", err)
 	}
+	recordTempDirs(s.Dir, env.WebhookInstallOptions.LocalServingCertDir,
+		ext.APIServiceInstallOptions.ClientCertDir, ext.APIServiceInstallOptions.LocalServingCertDir)
 	s.onStop(func() error {
 		err := ironcoreenvtest.StopWithExtensions(env, ext)
 		// The extensions leave their certificate directories behind.
