@@ -9,12 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Binary is one server program the stack runs, built from a pinned Go module.
@@ -76,15 +81,10 @@ func EnsureBinaries(ctx context.Context, root string, out io.Writer) (map[string
 		return nil, err
 	}
 	paths := map[string]string{}
-	var missing []Binary
 	for _, b := range Binaries() {
-		path := filepath.Join(binDir, b.FileName())
-		paths[b.Name] = path
-		if _, err := os.Stat(path); err != nil {
-			missing = append(missing, b)
-		}
+		paths[b.Name] = filepath.Join(binDir, b.FileName())
 	}
-	if len(missing) == 0 {
+	if len(missingBinaries(paths)) == 0 {
 		return paths, nil
 	}
 	unlock, err := lockFile(ctx, filepath.Join(binDir, ".lock"), out)
@@ -92,31 +92,66 @@ func EnsureBinaries(ctx context.Context, root string, out io.Writer) (map[string
 		return nil, err
 	}
 	defer unlock()
-	for i, b := range missing {
-		path := paths[b.Name]
-		if _, err := os.Stat(path); err == nil {
-			continue // built by another process while this one waited for the lock
-		}
-		fmt.Fprintf(out, "[%d/%d] building %s %s from Go modules (about %s with a cold build cache)...\n", i+1, len(missing), b.Name, b.Version, b.ColdBuild)
-		if err := build(ctx, root, b, path, out); err != nil {
-			return nil, err
-		}
+	// Another process may have built some while this one waited for the lock.
+	missing := missingBinaries(paths)
+	if len(missing) == 0 {
+		return paths, nil
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return nil, fmt.Errorf("building the servers needs the go command on PATH: %w", err)
+	}
+	if err := checkBuildSpace(missing, out); err != nil {
+		return nil, err
+	}
+	if err := buildAll(ctx, root, missing, paths, out); err != nil {
+		return nil, err
 	}
 	return paths, nil
 }
 
-func build(ctx context.Context, root string, b Binary, path string, out io.Writer) error {
-	if _, err := exec.LookPath("go"); err != nil {
-		return fmt.Errorf("building %s needs the go command on PATH: %w", b.Name, err)
+// missingBinaries lists the binaries whose file is not in bin/.
+func missingBinaries(paths map[string]string) []Binary {
+	var missing []Binary
+	for _, b := range Binaries() {
+		if _, err := os.Stat(paths[b.Name]); err != nil {
+			missing = append(missing, b)
+		}
 	}
-	tmp := path + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, b.Package)
-	cmd.Dir = filepath.Join(root, "hack", "tools", b.ToolModule)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
-	var output strings.Builder
-	cmd.Stdout, cmd.Stderr = &output, &output
+	return missing
+}
+
+// buildAll builds the binaries, those of one tool module one after the other (the second
+// reuses the first's compiled packages) and the modules side by side: while one build links,
+// which uses one core, another compiles.
+func buildAll(ctx context.Context, root string, missing []Binary, paths map[string]string, out io.Writer) error {
+	var lanes [][]Binary
+	laneOf := map[string]int{}
+	var estimate time.Duration
+	names := make([]string, 0, len(missing))
+	for _, b := range missing {
+		i, ok := laneOf[b.ToolModule]
+		if !ok {
+			i = len(lanes)
+			laneOf[b.ToolModule] = i
+			lanes = append(lanes, nil)
+		}
+		lanes[i] = append(lanes[i], b)
+		estimate += b.ColdBuild
+		names = append(names, b.Name)
+	}
+	fmt.Fprintf(out, "building %s into bin/ (once per version; about %s on 2 cores with an empty Go build cache, build log: %s)\n",
+		strings.Join(names, ", "), estimate.Round(time.Minute), buildLogPath(root))
+	log, err := os.OpenFile(buildLogPath(root), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+
 	start := time.Now()
+	var mu sync.Mutex
+	building := map[string]bool{}
 	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		ticker := time.NewTicker(30 * time.Second)
 		defer ticker.Stop()
@@ -125,21 +160,70 @@ func build(ctx context.Context, root string, b Binary, path string, out io.Write
 			case <-done:
 				return
 			case <-ticker.C:
-				fmt.Fprintf(out, "      still building %s (%s so far)\n", b.Name, time.Since(start).Round(time.Second))
+				mu.Lock()
+				now := slices.Sorted(maps.Keys(building))
+				mu.Unlock()
+				fmt.Fprintf(out, "      still building %s (%s so far)\n", strings.Join(now, ", "), time.Since(start).Round(time.Second))
 			}
 		}
 	}()
+	group, groupCtx := errgroup.WithContext(ctx)
+	for _, lane := range lanes {
+		group.Go(func() error {
+			for _, b := range lane {
+				mu.Lock()
+				building[b.Name] = true
+				mu.Unlock()
+				began := time.Now()
+				if err := build(groupCtx, root, b, paths[b.Name], log, &mu); err != nil {
+					return err
+				}
+				mu.Lock()
+				delete(building, b.Name)
+				fmt.Fprintf(out, "      built %s in %s\n", b.Name, time.Since(began).Round(time.Second))
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := group.Wait(); err != nil {
+		return fmt.Errorf("%w\n(the whole build log is %s)", err, buildLogPath(root))
+	}
+	fmt.Fprintf(out, "      all built in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// buildLogPath is where the builds' output goes; it is shown only when a build fails.
+func buildLogPath(root string) string { return filepath.Join(root, "bin", "build.log") }
+
+// build builds one binary to path, appending its output to log (under mu, which the builds
+// running side by side share).
+func build(ctx context.Context, root string, b Binary, path string, log io.Writer, mu *sync.Mutex) error {
+	tmp := path + ".tmp"
+	// No symbol table and no DWARF: the servers are not debugged here, and linking is faster.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, b.Package)
+	cmd.Dir = filepath.Join(root, "hack", "tools", b.ToolModule)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
 	err := cmd.Run()
-	close(done)
+	mu.Lock()
+	fmt.Fprintf(log, "== go build %s (in %s): %v\n%s", b.Package, cmd.Dir, err, output.String())
+	mu.Unlock()
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("build %s %s in %s: %w\n%s", b.Name, b.Version, cmd.Dir, err, output.String())
+		return fmt.Errorf("build %s %s in %s: %w\n%s", b.Name, b.Version, cmd.Dir, err, lastLines(output.String(), 20))
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
+	return os.Rename(tmp, path)
+}
+
+// lastLines is the end of a build's output: the error is there.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
 	}
-	fmt.Fprintf(out, "      built %s in %s\n", b.Name, time.Since(start).Round(time.Second))
-	return nil
+	return strings.Join(lines, "\n")
 }
 
 // lockFile takes an exclusive lock on path, telling out when it has to wait.
