@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# make test: every stage CI runs, in order, each ending with one summary line and its duration.
+# The quiet stages (module checks, builds, lint) show their output only when they fail; the test
+# stages show go test's line per package as it finishes. Logs are in bin/test-logs/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+logs=bin/test-logs
+mkdir -p "$logs"
+total_start=$SECONDS
+summary=()
+
+# finish prints a stage's summary line and remembers it for the end.
+finish() {
+	local name=$1 status=$2 start=$3 detail=${4:-}
+	local line
+	line=$(printf '%-12s %-4s %5ss%s' "$name" "$status" $((SECONDS - start)) "${detail:+  $detail}")
+	echo "== $line"
+	summary+=("$line")
+}
+
+fail() {
+	echo
+	echo "make test failed in stage '$1' after $((SECONDS - total_start))s; its log: $2"
+	exit 1
+}
+
+# quiet runs a stage whose output matters only when it fails.
+quiet() {
+	local name=$1
+	shift
+	local start=$SECONDS log="$logs/$name.log"
+	if "$@" >"$log" 2>&1; then
+		finish "$name" ok "$start"
+	else
+		cat "$log"
+		finish "$name" FAIL "$start"
+		fail "$name" "$log"
+	fi
+}
+
+# tests runs go test on the named packages, showing its line per package.
+tests() {
+	local name=$1
+	shift
+	local start=$SECONDS log="$logs/$name.log"
+	if [ $# -eq 0 ]; then
+		finish "$name" ok "$start" "no packages"
+		return
+	fi
+	go test -race -count=1 -timeout 30m "$@" 2>&1 | tee "$log"
+	local status=${PIPESTATUS[0]}
+	if [ "$status" -eq 0 ]; then
+		finish "$name" ok "$start" "$# packages"
+	else
+		finish "$name" FAIL "$start" "$# packages"
+		fail "$name" "$log"
+	fi
+}
+
+quiet modules make --no-print-directory verify
+quiet servers go run ./cmd/ironcore-ccm-lab prepare
+quiet lint make --no-print-directory lint
+
+# Integration packages are those whose tests start the stack (internal/testenv); e2e is test/.
+module=$(go list -m)
+packages=$(go list -test -f '{{.ImportPath}}|{{join .Deps " "}}' ./...) || fail classify "(go list above)"
+integration=$(echo "$packages" | awk -F'|' -v tenv="$module/internal/testenv" '
+	{ split($1, name, " "); pkg = name[1]; sub(/_test$/, "", pkg) }
+	pkg == tenv || index(" " $2 " ", " " tenv " ") { print pkg }' | sort -u | grep -v "^$module/test/")
+unit=$(go list ./... | grep -v "^$module/test/" | grep -vxF -f <(echo "$integration"))
+e2e=$(go list ./test/...)
+
+tests unit $unit
+tests integration $integration
+tests e2e $e2e
+
+echo
+echo "make test passed in $((SECONDS - total_start))s:"
+printf '  %s\n' "${summary[@]}"
