@@ -32,11 +32,13 @@ test: modules ## Run what CI runs: module checks, server builds, linters, unit, 
 prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiserver, IronCore) into bin/, once per version.
 	@$(LAB) prepare
 
-# The program behind demo, lab, bench and prepare; go build only relinks it when it changed.
+# The program behind demo, lab, bench and prepare, compiled together with the CCM, which the
+# demo builds again (a link only) into its stack's directory: one go build compiles the
+# packages they share once.
 .PHONY: lab-program
 lab-program: modules
-	@echo "compiling ironcore-ccm-lab (about 2 minutes the first time)..."
-	@go build -o $(LAB) ./cmd/ironcore-ccm-lab
+	@echo "compiling ironcore-ccm-lab and the CCM (about 3 minutes the first time)..."
+	@go build -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
 # terminal; they are in the log, which is shown only if the download fails. The tool modules
@@ -45,13 +47,14 @@ lab-program: modules
 modules: check-go ## Download the Go modules the project and its servers need (once; quiet, log in bin/go-mod-download.log).
 	@mkdir -p bin
 	@: > bin/go-mod-download.json; : > bin/go-mod-download.log
+	@printf 'Go modules: '
 	@for dir in . hack/tools/*/; do \
 		(cd $$dir && go mod download -json) >> bin/go-mod-download.json 2>> bin/go-mod-download.log || { \
-			head -n 5 bin/go-mod-download.log; \
+			echo; head -n 5 bin/go-mod-download.log; \
 			echo "Could not download the Go modules of $$dir (the log's first lines above, all of it in bin/go-mod-download.log): is the Go module proxy reachable (GOPROXY=$$(go env GOPROXY))?"; \
 			exit 1; }; \
 	done
-	@echo "Go modules: $$(grep '"Path"' bin/go-mod-download.json | sort -u | wc -l) ready (log: bin/go-mod-download.log)"
+	@echo "$$(grep '"Path"' bin/go-mod-download.json | sort -u | wc -l) ready (log: bin/go-mod-download.log)"
 
 .PHONY: check-go
 check-go:

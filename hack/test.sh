@@ -48,12 +48,12 @@ tests() {
 		finish "$name" ok "$start" "no packages"
 		return
 	fi
-	go test -race -count=1 -timeout 30m "$@" 2>&1 | tee "$log"
+	go test -race -count=1 -timeout 30m "$@" 2>&1 | tee "$log" | grep -v '\[no test files\]$'
 	local status=${PIPESTATUS[0]}
 	if [ "$status" -eq 0 ]; then
-		finish "$name" ok "$start" "$# packages"
+		finish "$name" ok "$start" "$# package(s)"
 	else
-		finish "$name" FAIL "$start" "$# packages"
+		finish "$name" FAIL "$start" "$# package(s)"
 		fail "$name" "$log"
 	fi
 }
@@ -66,6 +66,7 @@ quiet lint make --no-print-directory lint
 module=$(go list -m)
 packages=$(go list -test -f '{{.ImportPath}}|{{join .Deps " "}}' ./...) || fail classify "(go list above)"
 integration=$(echo "$packages" | awk -F'|' -v tenv="$module/internal/testenv" '
+	index($1, " [") == 0 { next }  # the generated test mains ("pkg.test")
 	{ split($1, name, " "); pkg = name[1]; sub(/_test$/, "", pkg) }
 	pkg == tenv || index(" " $2 " ", " " tenv " ") { print pkg }' | sort -u | grep -v "^$module/test/")
 unit=$(go list ./... | grep -v "^$module/test/" | grep -vxF -f <(echo "$integration"))
