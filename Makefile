@@ -50,8 +50,8 @@ modules: check-go ## Download the Go modules the project and its servers need (o
 	@printf 'Go modules: '
 	@for dir in . hack/tools/*/; do \
 		(cd $$dir && go mod download -json) >> bin/go-mod-download.json 2>> bin/go-mod-download.log || { \
-			echo; head -n 5 bin/go-mod-download.log; \
-			echo "Could not download the Go modules of $$dir (the log's first lines above, all of it in bin/go-mod-download.log): is the Go module proxy reachable (GOPROXY=$$(go env GOPROXY))?"; \
+			echo; { grep -h '"Error"' bin/go-mod-download.json; cat bin/go-mod-download.log; } | head -n 5; \
+			echo "Could not download the Go modules of $$dir (the first errors above; all in bin/go-mod-download.json and .log): is the Go module proxy reachable (GOPROXY=$$(go env GOPROXY))?"; \
 			exit 1; }; \
 	done
 	@echo "$$(grep '"Path"' bin/go-mod-download.json | sort -u | wc -l) ready (log: bin/go-mod-download.log)"

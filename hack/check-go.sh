@@ -9,8 +9,8 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 # In this module, go switches to the toolchain go.mod needs if it is allowed to download it.
-if ! have=$(go env GOVERSION 2>&1); then
-	echo "$have"
+if ! have=$(go env GOVERSION 2>/dev/null); then
+	go env GOVERSION 2>&1 | tail -n 3
 	echo "The go command on PATH ($(command -v go)) cannot build this project, which needs Go $need or newer: install a newer Go (https://go.dev/dl/), or let it fetch one (GOTOOLCHAIN=auto, with access to the Go module proxy), and run make again."
 	exit 1
 fi

@@ -58,8 +58,23 @@ tests() {
 	fi
 }
 
+# shown runs a stage whose progress the user should see.
+shown() {
+	local name=$1
+	shift
+	local start=$SECONDS log="$logs/$name.log"
+	"$@" 2>&1 | tee "$log"
+	if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+		finish "$name" ok "$start"
+	else
+		finish "$name" FAIL "$start"
+		fail "$name" "$log"
+	fi
+}
+
 quiet modules make --no-print-directory verify
-quiet servers go run ./cmd/ironcore-ccm-lab prepare
+# The first run builds the servers (minutes) and says so as it goes.
+shown servers make --no-print-directory prepare
 quiet lint make --no-print-directory lint
 
 # Integration packages are those whose tests start the stack (internal/testenv); e2e is test/.

@@ -37,10 +37,6 @@ func StartProcess(dir, name, binary string, args ...string) (*Process, error) {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	// Recorded for the next run, which stops it if this one is killed without stopping it.
-	if _, startTime, err := readProc(cmd.Process.Pid); err == nil {
-		appendPid(dir, proc{pid: cmd.Process.Pid, startTime: startTime})
-	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, log: log, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()

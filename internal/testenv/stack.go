@@ -163,18 +163,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			_ = s.Stop()
 		}
 	}()
-	if err := writeOwner(dir, opts.Purpose); err != nil {
-		return nil, fmt.Errorf("record the stack's owner: %w", err)
-	}
+	markOwner(dir, opts.Purpose)
 	if err := checkOtherRuns(os.TempDir(), dir, opts.Purpose != "", opts.Progress); err != nil {
 		return nil, err
 	}
-	// Not all servers name the stack's directory on their command line (the IronCore servers
-	// get theirs from envtest); their IDs are recorded as they start, for a later run to stop
-	// them should this one be killed while starting.
-	recording := make(chan struct{})
-	defer close(recording)
-	go recordChildrenUntil(dir, recording)
 
 	// controller-runtime's global logger must be set before envtest first logs: after 30 s
 	// without one (the builds above take minutes), controller-runtime prints a warning with a

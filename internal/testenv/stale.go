@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,16 +13,20 @@ import (
 	"time"
 )
 
-// A stack's directory records who runs it (owner) and the processes it started (pids), each
-// with its start time, so a later run can tell a stack that is still running from one whose
-// owner was killed mid-way and left servers behind, and stop only those.
+// A run that starts a stack marks itself, and so every process it starts (they inherit the
+// environment: the servers envtest starts, the CCM, builds), with ownerEnv=<pid> <start time>,
+// and records the same in its stack directory's owner file, with its purpose. A later run
+// tells a stack that still runs from one whose owner was killed mid-way, and stops exactly the
+// processes that carry the dead owner's mark.
 const (
 	stackDirPattern = "ironcore-ccm-stack-*"
 	ownerFile       = "owner"
-	pidsFile        = "pids"
+	ownerEnv        = "IRONCORE_CCM_STACK_OWNER"
 	// tempDirsFile lists the temporary directories outside the stack's own that envtest made
 	// for it and no server's command line names.
 	tempDirsFile = "tempdirs"
+	// stopWait bounds the wait for a killed process to be gone.
+	stopWait = 5 * time.Second
 )
 
 // proc is a process as /proc shows it: its start time (in clock ticks since boot) tells it
@@ -31,43 +36,45 @@ type proc struct {
 	startTime uint64
 }
 
-// readProc reads a process's parent and start time from /proc/<pid>/stat.
-func readProc(pid int) (ppid int, startTime uint64, err error) {
+// procStat is what this file needs of /proc/<pid>/stat.
+type procStat struct {
+	startTime uint64
+	// state is "Z" for a process that ended and waits to be reaped.
+	state string
+}
+
+func readProc(pid int) (procStat, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return procStat{}, err
 	}
 	// The fields after the command name, which is in parentheses and may contain anything.
-	i := strings.LastIndexByte(string(stat), ')')
+	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return procStat{}, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
 	fields := strings.Fields(string(stat[i+1:]))
 	if len(fields) < 20 {
-		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return procStat{}, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
-	ppid, err1 := strconv.Atoi(fields[1])
-	startTime, err2 := strconv.ParseUint(fields[19], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	startTime, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 	}
-	return ppid, startTime, nil
+	return procStat{startTime: startTime, state: fields[0]}, nil
 }
 
-// alive reports whether p still runs (and is the same process): an ended process waiting
-// to be reaped (a zombie) does not.
+// self is this process.
+func self() (proc, error) {
+	stat, err := readProc(os.Getpid())
+	return proc{pid: os.Getpid(), startTime: stat.startTime}, err
+}
+
+// alive reports whether p still runs (and is the same process): one that ended and waits to
+// be reaped does not.
 func (p proc) alive() bool {
-	_, startTime, err := readProc(p.pid)
-	if err != nil || startTime != p.startTime {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	state := strings.Fields(string(stat[i+1:]))
-	return len(state) > 0 && state[0] != "Z" && state[0] != "X"
+	stat, err := readProc(p.pid)
+	return err == nil && stat.startTime == p.startTime && stat.state != "Z" && stat.state != "X"
 }
 
 func (p proc) String() string { return fmt.Sprintf("%d %d", p.pid, p.startTime) }
@@ -82,63 +89,20 @@ func parseProc(line string) (proc, bool) {
 	return proc{pid: pid, startTime: startTime}, err1 == nil && err2 == nil
 }
 
-// writeOwner records this process as the owner of the stack in dir, with its purpose.
-func writeOwner(dir, purpose string) error {
-	_, startTime, err := readProc(os.Getpid())
+// markOwner records this process as the owner of the stack in dir, with its purpose, and
+// marks the processes it starts from now on. Best effort: without /proc there is nothing to
+// record, and nothing to clean up later either.
+func markOwner(dir, purpose string) {
+	me, err := self()
 	if err != nil {
-		return err
+		return
 	}
-	me := proc{pid: os.Getpid(), startTime: startTime}
-	return os.WriteFile(filepath.Join(dir, ownerFile), []byte(me.String()+"\n"+purpose+"\n"), 0o644)
-}
-
-// recordChildren adds this process's children to the stack's pids file. The servers envtest
-// starts are only found this way.
-func recordChildren(dir string) error {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return err
-	}
-	recorded := map[string]bool{}
-	if data, err := os.ReadFile(filepath.Join(dir, pidsFile)); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			recorded[line] = true
-		}
-	}
-	for _, entry := range entries {
-		pid, err := strconv.Atoi(entry.Name())
-		if err != nil {
-			continue
-		}
-		ppid, startTime, err := readProc(pid)
-		if err != nil || ppid != os.Getpid() {
-			continue
-		}
-		if p := (proc{pid: pid, startTime: startTime}); !recorded[p.String()] {
-			appendPid(dir, p)
-		}
-	}
-	return nil
-}
-
-// recordChildrenUntil records this process's children every quarter second until done is
-// closed, and once more then.
-func recordChildrenUntil(dir string, done <-chan struct{}) {
-	ticker := time.NewTicker(250 * time.Millisecond)
-	defer ticker.Stop()
-	for {
-		_ = recordChildren(dir)
-		select {
-		case <-done:
-			_ = recordChildren(dir)
-			return
-		case <-ticker.C:
-		}
-	}
+	_ = os.Setenv(ownerEnv, me.String())
+	_ = os.WriteFile(filepath.Join(dir, ownerFile), []byte(me.String()+"\n"+purpose+"\n"), 0o644)
 }
 
 // recordTempDirs adds directories to the stack's list of temporary directories outside its
-// own, for a later run to remove should this one be killed; like appendPid, best effort.
+// own, for a later run to remove should this one be killed; best effort, like markOwner.
 func recordTempDirs(dir string, tempDirs ...string) {
 	f, err := os.OpenFile(filepath.Join(dir, tempDirsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -152,19 +116,8 @@ func recordTempDirs(dir string, tempDirs ...string) {
 	}
 }
 
-// appendPid adds p to the stack's pids file; the record helps a later run, so a failure to
-// write it stops nothing.
-func appendPid(dir string, p proc) {
-	f, err := os.OpenFile(filepath.Join(dir, pidsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_, _ = f.WriteString(p.String() + "\n")
-}
-
-// staleStack is the directory of another run's stack.
-type staleStack struct {
+// otherStack is the directory of another run's stack.
+type otherStack struct {
 	dir     string
 	owner   proc
 	purpose string
@@ -173,9 +126,9 @@ type staleStack struct {
 }
 
 // otherStacks lists the stack directories in tmp other than own.
-func otherStacks(tmp, own string) []staleStack {
+func otherStacks(tmp, own string) []otherStack {
 	dirs, _ := filepath.Glob(filepath.Join(tmp, stackDirPattern))
-	var stacks []staleStack
+	var stacks []otherStack
 	for _, dir := range dirs {
 		if dir == own {
 			continue
@@ -193,47 +146,72 @@ func otherStacks(tmp, own string) []staleStack {
 		if len(lines) > 1 {
 			purpose = strings.TrimSpace(lines[1])
 		}
-		stacks = append(stacks, staleStack{dir: dir, owner: owner, purpose: purpose, ownerAlive: owner.alive()})
+		stacks = append(stacks, otherStack{dir: dir, owner: owner, purpose: purpose, ownerAlive: owner.alive()})
 	}
 	return stacks
 }
 
-// cleanUp stops the processes a killed run left behind (those it recorded, and those whose
-// command line names its directory) and removes its directory; it returns how many processes
-// it stopped.
-func (s staleStack) cleanUp() (int, error) {
-	left := map[int]proc{}
-	if data, err := os.ReadFile(filepath.Join(s.dir, pidsFile)); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if p, ok := parseProc(line); ok {
-				left[p.pid] = p
-			}
-		}
-	}
-	for _, p := range processesNaming(s.dir + "/") {
-		left[p.pid] = p
-	}
-	stopped := 0
-	var dirs []string
-	for _, p := range left {
-		if !p.alive() {
-			continue
-		}
-		dirs = append(dirs, envtestDirsOf(p.pid)...)
-		// Each server runs in its own process group; the whole group goes.
-		if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		}
-		stopped++
-	}
+// cleanUp stops the processes a killed run left behind, those that carry its owner's mark,
+// and removes its directory and the temporary directories of its servers; it returns how many
+// processes it stopped.
+func (s otherStack) cleanUp() (int, error) {
+	left := marked(s.owner)
+	dirs := []string{s.dir}
 	if data, err := os.ReadFile(filepath.Join(s.dir, tempDirsFile)); err == nil {
 		dirs = append(dirs, strings.Fields(string(data))...)
 	}
+	stopped := 0
+	for _, p := range left {
+		dirs = append(dirs, envtestDirsOf(p.pid)...)
+		if syscall.Kill(p.pid, syscall.SIGKILL) == nil {
+			stopped++
+		}
+	}
+	// Removing a directory a server still writes to may fail; wait for them to be gone.
+	for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); {
+		if !anyAlive(left) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	var errs []error
-	for _, dir := range append(dirs, s.dir) {
+	for _, dir := range dirs {
 		errs = append(errs, os.RemoveAll(dir))
 	}
 	return stopped, errors.Join(errs...)
+}
+
+func anyAlive(procs []proc) bool {
+	for _, p := range procs {
+		if p.alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// marked lists the running processes that carry owner's mark in their environment.
+func marked(owner proc) []proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	mark := []byte(ownerEnv + "=" + owner.String() + "\x00")
+	var found []proc
+	for _, entry := range entries {
+		pid, err := strconv.Atoi(entry.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, environ...), append([]byte{0}, mark...)) {
+			continue
+		}
+		if stat, err := readProc(pid); err == nil && stat.state != "Z" {
+			found = append(found, proc{pid: pid, startTime: stat.startTime})
+		}
+	}
+	return found
 }
 
 // envtestTempPrefixes start the names of the temporary directories envtest and IronCore's
@@ -266,51 +244,40 @@ func envtestDirsOf(pid int) []string {
 	return dirs
 }
 
-// processesNaming lists the processes whose command line contains path.
-func processesNaming(path string) []proc {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var found []proc
-	for _, entry := range entries {
-		pid, err := strconv.Atoi(entry.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), path) {
-			continue
-		}
-		if _, startTime, err := readProc(pid); err == nil {
-			found = append(found, proc{pid: pid, startTime: startTime})
-		}
-	}
-	return found
-}
-
 // ErrAnotherRun is returned by Start when a demo, lab or benchmark stack of another run is
-// still running and Options.Alone asks not to run beside it.
+// still running and Options.Purpose asks not to run beside it.
 var ErrAnotherRun = errors.New("another run is still using the stack")
 
 // checkOtherRuns cleans up after runs killed mid-way and, if alone is set, refuses to start
-// beside a demo, lab or benchmark that still runs (tests run several stacks at once).
+// beside a demo, lab or benchmark that runs and started before this one (tests run several
+// stacks at once). A cleanup that fails is reported, not fatal: it is not this run's mess.
 func checkOtherRuns(tmp, own string, alone bool, out io.Writer) error {
+	me, _ := self()
+	return checkOtherRunsAs(me, tmp, own, alone, out)
+}
+
+// checkOtherRunsAs is checkOtherRuns for a run whose owner is me.
+func checkOtherRunsAs(me proc, tmp, own string, alone bool, out io.Writer) error {
 	for _, other := range otherStacks(tmp, own) {
 		if other.ownerAlive {
-			if alone && other.purpose != "" {
+			// Of two started at once, the later one (or, started in the same tick, the one
+			// with the higher ID) gives way.
+			earlier := other.owner.startTime < me.startTime ||
+				(other.owner.startTime == me.startTime && other.owner.pid < me.pid)
+			if alone && other.purpose != "" && earlier {
 				return fmt.Errorf("%w: a %s is still running (pid %d, its files in %s); stop it (Ctrl-C in its terminal, or kill %d) and run again",
 					ErrAnotherRun, other.purpose, other.owner.pid, other.dir, other.owner.pid)
 			}
 			continue
 		}
-		stopped, err := other.cleanUp()
-		if err != nil {
-			return fmt.Errorf("clean up after a run that was killed mid-way (%s): %w", other.dir, err)
-		}
 		what := "a run"
 		if other.purpose != "" {
 			what = "a " + other.purpose
+		}
+		stopped, err := other.cleanUp()
+		if err != nil {
+			fmt.Fprintf(out, "could not clean up fully after %s that was killed mid-way (%s): %v\n", what, other.dir, err)
+			continue
 		}
 		fmt.Fprintf(out, "cleaned up after %s that was killed mid-way: stopped %d of its processes, removed %s\n", what, stopped, other.dir)
 	}

@@ -6,28 +6,30 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
-// startSleeper starts a process in its own group, as StartProcess starts the servers, and
-// returns it as recorded; the test ends it if the code under test does not.
-func startSleeper(t *testing.T, args ...string) proc {
+// startSleeper starts a process carrying owner's mark, as a stack's server would, with args on
+// its command line; the test ends it if the code under test does not.
+func startSleeper(t *testing.T, owner *proc, args ...string) proc {
 	t.Helper()
 	// The shell stays (it does not exec sleep), with args on its command line.
 	cmd := exec.Command("sh", append([]string{"-c", "sleep 300; :"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = os.Environ()
+	if owner != nil {
+		cmd.Env = append(cmd.Env, ownerEnv+"="+owner.String())
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	_, startTime, err := readProc(cmd.Process.Pid)
+	stat, err := readProc(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return proc{pid: cmd.Process.Pid, startTime: startTime}
+	return proc{pid: cmd.Process.Pid, startTime: stat.startTime}
 }
 
 // deadProcess returns a process that has ended, as the owner of a run that was killed.
@@ -37,17 +39,17 @@ func deadProcess(t *testing.T) proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	_, startTime, err := readProc(cmd.Process.Pid)
+	stat, err := readProc(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	return proc{pid: cmd.Process.Pid, startTime: startTime}
+	return proc{pid: cmd.Process.Pid, startTime: stat.startTime}
 }
 
-func writeStackDir(t *testing.T, tmp string, owner proc, purpose string, pids ...proc) string {
+func writeStackDir(t *testing.T, tmp string, owner proc, purpose string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(tmp, stackDirPattern)
 	if err != nil {
@@ -56,28 +58,30 @@ func writeStackDir(t *testing.T, tmp string, owner proc, purpose string, pids ..
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner.String()+"\n"+purpose+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pids {
-		appendPid(dir, p)
-	}
 	return dir
 }
 
 func TestARunKilledMidwayIsCleanedUpByTheNext(t *testing.T) {
 	tmp := t.TempDir()
-	recorded := startSleeper(t)
-	stale := writeStackDir(t, tmp, deadProcess(t), "demo", recorded)
-	// Killed before it could record this one, which names the stack's directory.
-	unrecorded := startSleeper(t, "--data-dir="+filepath.Join(stale, "target-etcd"))
+	killed := deadProcess(t)
+	stale := writeStackDir(t, tmp, killed, "demo")
+	server := startSleeper(t, &killed)
+	// A user's command that names the stack's files is not the stack's.
+	bystander := startSleeper(t, nil, "--kubeconfig="+filepath.Join(stale, "target-admin.kubeconfig"))
 	var out strings.Builder
 	if err := checkOtherRuns(tmp, "", true, &out); err != nil {
 		t.Fatal(err)
 	}
-	if recorded.alive() || unrecorded.alive() {
-		t.Errorf("the killed run's servers still run: recorded %v, unrecorded %v", recorded.alive(), unrecorded.alive())
+	if server.alive() {
+		t.Error("the killed run's server still runs")
+	}
+	if !bystander.alive() {
+		t.Error("a process the killed run did not start was stopped")
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the killed run's directory is still there: %v", err)
 	}
+	// The server's shell and its sleep, which inherited the mark.
 	if !strings.Contains(out.String(), "cleaned up after a demo that was killed mid-way: stopped 2 of its processes") {
 		t.Errorf("message: %q", out.String())
 	}
@@ -85,39 +89,56 @@ func TestARunKilledMidwayIsCleanedUpByTheNext(t *testing.T) {
 
 func TestARunningDemoIsLeftAloneAndNamed(t *testing.T) {
 	tmp := t.TempDir()
-	owner := startSleeper(t)
-	server := startSleeper(t)
-	running := writeStackDir(t, tmp, owner, "demo", server)
+	owner := startSleeper(t, nil)
+	server := startSleeper(t, &owner)
+	running := writeStackDir(t, tmp, owner, "demo")
 
 	// Tests run beside it.
 	if err := checkOtherRuns(tmp, "", false, &strings.Builder{}); err != nil {
 		t.Fatalf("a test stack refused to run beside a demo: %v", err)
 	}
-	// Another demo does not, and says what to do.
-	err := checkOtherRuns(tmp, "", true, &strings.Builder{})
-	if !errors.Is(err, ErrAnotherRun) || !strings.Contains(err.Error(), "a demo is still running") {
-		t.Fatalf("got %v, want ErrAnotherRun naming the demo", err)
-	}
 	if !server.alive() {
-		t.Error("the running demo's server was stopped")
+		t.Fatal("the running demo's server was stopped")
 	}
 	if _, err := os.Stat(running); err != nil {
-		t.Errorf("the running demo's directory is gone: %v", err)
+		t.Fatalf("the running demo's directory is gone: %v", err)
+	}
+	// A demo is not refused because of one that started after it (of two started at once,
+	// only the later gives way).
+	earlier := proc{pid: owner.pid, startTime: owner.startTime - 1}
+	if err := checkOtherRunsAs(earlier, tmp, "", true, &strings.Builder{}); err != nil {
+		t.Fatalf("refused because of a later demo: %v", err)
+	}
+}
+
+func TestASecondDemoIsRefusedWithWhatToDo(t *testing.T) {
+	tmp := t.TempDir()
+	// This process plays the running demo; a later one asks.
+	me, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := writeStackDir(t, tmp, me, "demo")
+	later := proc{pid: me.pid + 1, startTime: me.startTime + 1}
+	err = checkOtherRunsAs(later, tmp, "", true, &strings.Builder{})
+	if !errors.Is(err, ErrAnotherRun) || !strings.Contains(err.Error(), "a demo is still running") ||
+		!strings.Contains(err.Error(), running) {
+		t.Fatalf("got %v, want ErrAnotherRun naming the demo and its files", err)
 	}
 }
 
 func TestAReusedProcessIDIsNotStopped(t *testing.T) {
 	tmp := t.TempDir()
-	other := startSleeper(t)
-	// The killed run recorded a server with this ID that has since ended; the ID now belongs
-	// to another process, which started at another time.
-	recorded := proc{pid: other.pid, startTime: other.startTime - 1}
-	writeStackDir(t, tmp, deadProcess(t), "", recorded)
+	killed := deadProcess(t)
+	writeStackDir(t, tmp, killed, "")
+	// Marked by another owner that has the same ID but started at another time.
+	other := proc{pid: killed.pid, startTime: killed.startTime + 1}
+	unrelated := startSleeper(t, &other)
 	if err := checkOtherRuns(tmp, "", true, &strings.Builder{}); err != nil {
 		t.Fatal(err)
 	}
-	if !other.alive() {
-		t.Error("a process that only shares a recorded ID was stopped")
+	if !unrelated.alive() {
+		t.Error("a process marked by another owner was stopped")
 	}
 }
 
