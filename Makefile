@@ -37,7 +37,7 @@ prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiser
 # packages they share once.
 .PHONY: lab-program
 lab-program: modules
-	@echo "compiling ironcore-ccm-lab and the CCM (about 3 minutes the first time)..."
+	@echo "compiling ironcore-ccm-lab and the CCM (about 4 minutes the first time)..."
 	@go build -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
