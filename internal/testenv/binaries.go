@@ -111,7 +111,7 @@ func EnsureBinaries(ctx context.Context, root string, out io.Writer) (map[string
 	if _, err := exec.LookPath("go"); err != nil {
 		return nil, fmt.Errorf("building the servers needs the go command on PATH: %w", err)
 	}
-	if err := checkBuildSpace(missing, out); err != nil {
+	if err := checkBuildSpace(out); err != nil {
 		return nil, err
 	}
 	if err := buildAll(ctx, root, missing, paths, out); err != nil {

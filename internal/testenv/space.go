@@ -19,11 +19,8 @@ const (
 )
 
 // checkBuildSpace fails with what to do if the Go build cache's file system has too little
-// room for building the missing binaries.
-func checkBuildSpace(missing []Binary, out io.Writer) error {
-	if len(missing) == 0 {
-		return nil
-	}
+// room for building the servers.
+func checkBuildSpace(out io.Writer) error {
 	cache, err := exec.Command("go", "env", "GOCACHE").Output()
 	if err != nil {
 		fmt.Fprintf(out, "      (could not ask go for GOCACHE to check its free space: %v)\n", err)
