@@ -28,6 +28,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -92,7 +93,7 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 
 // controllerInitializers are the framework's controllers plus ours.
 func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
-	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+2)
+	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+4)
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
 	}
@@ -103,6 +104,10 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	initializers[lbrepair.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: lbrepair.Name},
 		Constructor: startLoadBalancerRepair,
+	}
+	initializers[lbtargets.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: lbtargets.Name},
+		Constructor: startLoadBalancerTargets,
 	}
 	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: orphans.Name},
@@ -178,6 +183,37 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 		ironcoreCloud.ReportAddressesOnArrival()
 		// Reporting a burst of new addresses is a status write per Service.
 		go c.Run(ctx, repairWorkers)
+		return c, true, nil
+	}
+}
+
+// targetWorkers is the load balancer targets controller's workers: a Node's health change
+// syncs every Service's targets.
+const targetWorkers = 10
+
+func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		loadBalancers, _ := ironcoreCloud.LoadBalancer()
+		c, err := lbtargets.New(lbtargets.Config{
+			IronCore:       ironcoreCloud.IronCore(),
+			LoadBalancers:  loadBalancers,
+			ClusterName:    completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Health:         ironcoreCloud.NodeHealth(),
+			Services:       completed.SharedInformers.Core().V1().Services(),
+			Nodes:          completed.SharedInformers.Core().V1().Nodes(),
+			EndpointSlices: completed.SharedInformers.Discovery().V1().EndpointSlices(),
+			Eligible:       provider.EligibleForLoadBalancers,
+			Recorder:       completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		ironcoreCloud.RecheckTargetsWith(c.RecheckSoon)
+		go c.Run(ctx, targetWorkers)
 		return c, true, nil
 	}
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// gone, and OrphanGracePeriod how long they must stay orphaned first.
 	OrphanCleanup     OrphanCleanup
 	OrphanGracePeriod time.Duration
+	// NodeHealth keeps unhealthy Nodes out of load balancer targets; UnreadyGracePeriod is how
+	// long a Node's Ready condition may be False or Unknown before that counts.
+	NodeHealth         bool
+	UnreadyGracePeriod time.Duration
 }
 
 // OrphanCleanup is a mode of the orphaned load balancer cleanup.
@@ -50,10 +54,12 @@ func NewOptions() *Options {
 		UseNICSelector: true,
 		// client-go's default of 5 QPS serializes a burst of node or service syncs behind the
 		// rate limiter; IronCore's API server is sized for far more.
-		IronCoreQPS:       50,
-		IronCoreBurst:     100,
-		OrphanCleanup:     OrphanCleanupDelete,
-		OrphanGracePeriod: 10 * time.Minute,
+		IronCoreQPS:        50,
+		IronCoreBurst:      100,
+		OrphanCleanup:      OrphanCleanupDelete,
+		OrphanGracePeriod:  10 * time.Minute,
+		NodeHealth:         true,
+		UnreadyGracePeriod: time.Minute,
 	}
 }
 
@@ -71,6 +77,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"With the cluster name kubernetes, which other clusters likely share, delete acts as report.")
 	fs.DurationVar(&o.OrphanGracePeriod, "orphan-load-balancer-grace-period", o.OrphanGracePeriod,
 		"How long an IronCore LoadBalancer must have been orphaned before it is deleted or reported.")
+	fs.BoolVar(&o.NodeHealth, "load-balancer-node-health", o.NodeHealth,
+		"Keep unhealthy Nodes out of load balancer targets, as a load balancer health check would: Nodes whose Machine is shut down or terminating, "+
+			"whose Ready condition has been False or Unknown longer than --load-balancer-unready-grace-period, that are tainted as shut down or for deletion by the cluster autoscaler, or that are being deleted. "+
+			"If every Node that could serve a Service is unhealthy, all of them stay targets. If false, only the service controller's rules apply.")
+	fs.DurationVar(&o.UnreadyGracePeriod, "load-balancer-unready-grace-period", o.UnreadyGracePeriod,
+		"How long a Node's Ready condition may be False or Unknown before the Node stops receiving load balancer traffic (with --load-balancer-node-health).")
 }
 
 // Validate reports every problem with the options at once.
@@ -92,6 +104,9 @@ func (o *Options) Validate() error {
 	}
 	if o.OrphanGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--orphan-load-balancer-grace-period must not be negative, not %s", o.OrphanGracePeriod))
+	}
+	if o.UnreadyGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--load-balancer-unready-grace-period must not be negative, not %s", o.UnreadyGracePeriod))
 	}
 	return errors.Join(errs...)
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // Name is the controller's name in --controllers.
@@ -63,7 +64,8 @@ type Config struct {
 	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
 	ClusterName string
 	// ExplicitRouting is true when the CCM writes LoadBalancerRoutings (--use-nic-selector=false);
-	// with a selector IronCore follows NetworkInterface changes itself.
+	// with a selector IronCore follows NetworkInterface changes itself, except for Local
+	// Services, whose routings the CCM always writes.
 	ExplicitRouting bool
 	Services        coreinformers.ServiceInformer
 	Nodes           coreinformers.NodeInformer
@@ -125,10 +127,8 @@ func New(config Config) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if config.ExplicitRouting {
-		if err := config.IronCore.OnNetworkInterfaceAddressesChange(c.networkInterfaceChanged); err != nil {
-			return nil, err
-		}
+	if err := config.IronCore.OnNetworkInterfaceAddressesChange(c.networkInterfaceChanged); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -185,9 +185,10 @@ func shows(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) bool {
 	return true
 }
 
-// networkInterfaceChanged queues every Service of type LoadBalancer when a NetworkInterface of
-// a Machine gains or loses its addresses: its Node may be a target of any of them, and a
-// routing holds only interfaces with addresses, as IronCore's own selector-based routing does.
+// networkInterfaceChanged queues every Service of type LoadBalancer whose routing the CCM
+// writes when a NetworkInterface of a Machine gains or loses its addresses: its Node may be a
+// target of any of them, and a routing holds only interfaces with addresses, as IronCore's own
+// selector-based routing does.
 // The queue folds the bursts of a joining Node; each sync writes a routing only if it changes.
 func (c *Controller) networkInterfaceChanged(nic *networkingv1alpha1.NetworkInterface) {
 	if nic.Spec.MachineRef == nil {
@@ -198,10 +199,16 @@ func (c *Controller) networkInterfaceChanged(nic *networkingv1alpha1.NetworkInte
 		return
 	}
 	for _, service := range services {
-		if wantsLoadBalancer(service) {
+		if wantsLoadBalancer(service) && c.routedByCCM(service) {
 			c.queue.Add(service.Namespace + "/" + service.Name)
 		}
 	}
+}
+
+// routedByCCM reports whether the CCM writes the LoadBalancerRouting of the Service's
+// LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
+func (c *Controller) routedByCCM(service *corev1.Service) bool {
+	return c.ExplicitRouting || targetrules.Local(service)
 }
 
 // Run processes the queue with the given number of workers until ctx ends.
@@ -271,7 +278,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	switch {
 	case exists && !recreating:
 		retryAfter, err := c.reportAddresses(ctx, key, service)
-		if err != nil || !c.ExplicitRouting {
+		if err != nil || !c.routedByCCM(service) {
 			return retryAfter, err
 		}
 		return retryAfter, c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)

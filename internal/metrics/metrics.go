@@ -12,7 +12,7 @@ import (
 const namespace = "ironcore_ccm"
 
 // The metrics live in component-base's process-wide registry, which is what the upstream
-// controllers and the secure port's /metrics use; they are only ever incremented.
+// controllers and the secure port's /metrics use.
 var (
 	// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace
 	// period, by what was done: "deleted", "reported", "failed", or "refused" (not provably this cluster's).
@@ -51,6 +51,32 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"type"})
 
+	// LoadBalancerTargets is how many Nodes each Service's load balancer sends traffic to, as
+	// the last sync of its targets chose them.
+	LoadBalancerTargets = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_targets",
+		Help:           "Nodes a Service's IronCore LoadBalancer sends traffic to, as last synced, by Service namespace, Service and LoadBalancer.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "service", "load_balancer"})
+
+	// NodeHealthExclusions counts Nodes that stopped receiving load balancer traffic because
+	// of the Node health rule, by why.
+	NodeHealthExclusions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_node_health_exclusions_total",
+		Help:           "Nodes taken out of load balancer targets by the Node health rule, by reason (deleting, autoscaler-deletion, shutdown-taint, machine-state, not-ready).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// UnhealthyNodes is how many Nodes the Node health rule finds unhealthy now.
+	UnhealthyNodes = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_unhealthy_nodes",
+		Help:           "Nodes the Node health rule currently keeps out of load balancer targets (unless it fails open).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// RouteOperations counts route changes on NetworkInterfaces by operation (create,
 	// delete) and result (changed, unchanged, error).
 	RouteOperations = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -66,6 +92,7 @@ var registerOnce sync.Once
 // Register adds the metrics to the registry /metrics serves. It may be called more than once.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations)
+		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
+			LoadBalancerTargets, NodeHealthExclusions, UnhealthyNodes)
 	})
 }

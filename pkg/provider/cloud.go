@@ -20,6 +20,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // ProviderName is the value of --cloud-provider this CCM answers to.
@@ -134,7 +135,8 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 				internalPrefixes: internalPrefixes,
 				useNICSelector:   options.UseNICSelector,
 			},
-			targets:  &targets{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
+			targets: &targets{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName,
+				health: targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod}},
 			recorder: settings.Recorder,
 		},
 		routes: &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
@@ -224,4 +226,15 @@ func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName str
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.routes.nodes = factory.Core().V1().Nodes().Lister()
 	c.loadBalancers.targets.nodes = c.routes.nodes
+	c.loadBalancers.targets.endpointSlices = factory.Discovery().V1().EndpointSlices().Lister()
+}
+
+// NodeHealth is the Node health rule the load balancers' targets follow.
+func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets.health }
+
+// RecheckTargetsWith has the provider ask recheck to sync a Service's targets again shortly,
+// after a change that IronCore may briefly undo (a LoadBalancer that stops selecting its
+// targets). Call it before the controllers start.
+func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
+	c.loadBalancers.targets.recheck = recheck
 }

@@ -6,23 +6,25 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
 // runbooks may match on them. EventReasons documents each.
 const (
-	ReasonInvalidAnnotation             = "InvalidLoadBalancerAnnotation"
-	ReasonInvalidLoadBalancerIP         = "InvalidLoadBalancerIP"
-	ReasonUnsupportedPort               = "UnsupportedLoadBalancerPort"
-	ReasonInternalPrefixMissing         = "InternalLoadBalancerPrefixMissing"
-	ReasonOwnershipConflict             = "LoadBalancerOwnershipConflict"
-	ReasonNetworkChanged                = "LoadBalancerNetworkChanged"
-	ReasonTypeChanged                   = "LoadBalancerTypeChanged"
-	ReasonSourceRangesOnNodes           = "LoadBalancerSourceRangesEnforcedOnNodes"
-	ReasonLoadBalancerIPIgnored         = "LoadBalancerIPIgnored"
-	ReasonLoadBalancerIPKept            = "LoadBalancerAddressKept"
-	ReasonLocalTrafficPolicyNotHonoured = "ExternalTrafficPolicyLocalNotHonoured"
-	ReasonTargetsIncomplete             = "LoadBalancerTargetsIncomplete"
+	ReasonInvalidAnnotation     = "InvalidLoadBalancerAnnotation"
+	ReasonInvalidLoadBalancerIP = "InvalidLoadBalancerIP"
+	ReasonUnsupportedPort       = "UnsupportedLoadBalancerPort"
+	ReasonInternalPrefixMissing = "InternalLoadBalancerPrefixMissing"
+	ReasonOwnershipConflict     = "LoadBalancerOwnershipConflict"
+	ReasonNetworkChanged        = "LoadBalancerNetworkChanged"
+	ReasonTypeChanged           = "LoadBalancerTypeChanged"
+	ReasonSourceRangesOnNodes   = "LoadBalancerSourceRangesEnforcedOnNodes"
+	ReasonLoadBalancerIPIgnored = "LoadBalancerIPIgnored"
+	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
+	ReasonTargetsIncomplete     = "LoadBalancerTargetsIncomplete"
+	ReasonTargetsFailedOpen     = "LoadBalancerTargetsFailedOpen"
+	ReasonNoLocalEndpoints      = "LoadBalancerNoLocalEndpoints"
 )
 
 // EventReason documents one reason of the events the CCM records. docs/events.md is generated
@@ -95,15 +97,24 @@ func EventReasons() []EventReason {
 			"The Service requests an address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) that its existing Internal LoadBalancer "+
 				"does not have. The LoadBalancer keeps its addresses: changing them would cut its clients off. Recorded once per change of the Service.",
 			"Keep the request equal to the current address, or re-create the Service to get a LoadBalancer with the requested address."),
-		warning(ReasonLocalTrafficPolicyNotHonoured,
-			"The Service sets `externalTrafficPolicy: Local`. IronCore LoadBalancers send traffic to every target Node, and Nodes without a local "+
-				"endpoint drop it. The LoadBalancer is still made. Recorded once per change of the Service.",
-			"Use `externalTrafficPolicy: Cluster`, or run an endpoint on every Node."),
 		warning(ReasonTargetsIncomplete,
 			"Some Nodes could not be made load balancer targets: their Machine "+
 				"has no NetworkInterface on the cluster Network, or one without IPs yet or of another cluster. The other Nodes are applied and the missing ones retried; the message names each Node. "+
 				"Recorded when the list changes. Nodes of another provider or IronCore namespace, and Nodes whose Machine is gone, are left out quietly (logged once).",
 			"Usually nothing: a starting Node resolves itself. If it persists, check the named Node's Machine and NetworkInterfaces on IronCore."),
+		warning(ReasonTargetsFailedOpen,
+			"Every Node that could serve the Service is unhealthy by the Node health rule (`--load-balancer-node-health`): its Machine is not Running, "+
+				"its Ready condition has been False or Unknown past the grace period, it is tainted as shut down or for deletion by the cluster autoscaler, "+
+				"or it is being deleted. The rule fails open: all those Nodes stay targets, since leaving none would serve no one. "+
+				"The message names the Nodes and why. Recorded when that changes.",
+			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
+		{
+			Reason: ReasonNoLocalEndpoints, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
+			When: "The Service has `externalTrafficPolicy: Local` and no serving endpoint on a Node that can be a target (scaled to zero, " +
+				"or no Pod ready yet). Its load balancer then targets every healthy Node, as a Cluster Service does: kube-proxy refuses the " +
+				"connections there, so clients fail fast, and the first endpoint to serve gets traffic at once. Recorded when that changes.",
+			Action: "Nothing, if the Service is scaled to zero on purpose; otherwise check why its Pods are not ready.",
+		},
 		{
 			Reason: lbrepair.ReasonRecreated, Type: corev1.EventTypeWarning, Object: "Service", Controller: lbrepair.Name,
 			When: "The Service's IronCore LoadBalancer was deleted by someone other than the CCM while the Service still had addresses. " +
@@ -117,6 +128,19 @@ func EventReasons() []EventReason {
 				"(IronCore usually takes seconds). The CCM writes them into the Service's status as soon as IronCore allocates them; recorded once.",
 			Action: "Check the LoadBalancer on IronCore (`kubectl get loadbalancers` on the IronCore API) and the component that allocates its " +
 				"addresses (apinetlet): a Public LoadBalancer needs a free public address, an Internal one a free address in its Prefix.",
+		},
+		{
+			Reason: lbtargets.ReasonTargetExcluded, Type: corev1.EventTypeWarning, Object: "Node", Controller: lbtargets.Name,
+			When: "The Node health rule (`--load-balancer-node-health`) found the Node unhealthy: its Machine is shut down or terminating, its Ready " +
+				"condition has been False or Unknown longer than `--load-balancer-unready-grace-period`, it is tainted as shut down or for deletion " +
+				"by the cluster autoscaler, or it is being deleted; the message says which. Its NetworkInterfaces stop being load balancer targets, " +
+				"unless no Node that could serve a Service is healthy (then the Service gets `" + ReasonTargetsFailedOpen + "`). Recorded when the reason changes.",
+			Action: "Nothing, if the Node is being drained or removed. Otherwise find out why it is unhealthy; it gets traffic again when it is healthy.",
+		},
+		{
+			Reason: lbtargets.ReasonTargetRestored, Type: corev1.EventTypeNormal, Object: "Node", Controller: lbtargets.Name,
+			When:   "A Node the health rule had found unhealthy is healthy again; its NetworkInterfaces are load balancer targets again.",
+			Action: "Nothing.",
 		},
 		{
 			Reason: clusterlabel.ReasonLabelConflict, Type: corev1.EventTypeWarning, Object: "Node", Controller: clusterlabel.Name,

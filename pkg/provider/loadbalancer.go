@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,10 +22,12 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // While IronCore works on a LoadBalancer, the service controller is asked to come back after
@@ -211,11 +215,13 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			if lb, err = l.apply(ctx, service, desired); err != nil {
 				return nil, err
 			}
-			if !l.settings.useNICSelector && existing.Spec.NetworkInterfaceSelector != nil {
-				// IronCore may have rewritten the routing until the selector was gone.
+			if desired.Spec.NetworkInterfaceSelector == nil && existing.Spec.NetworkInterfaceSelector != nil {
+				// IronCore may have rewritten the routing until the selector was gone, and a
+				// rewrite it began before may still land: the targets are checked again soon.
 				if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
 					return nil, err
 				}
+				l.targets.recheckSoon(service)
 			}
 		}
 	}
@@ -271,24 +277,24 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 	return lb, nil
 }
 
-// syncTargets points lb at the Nodes: by the target label in selector mode, by its
-// LoadBalancerRouting otherwise. Target labels are shared by all LoadBalancers and written in
-// the background unless the caller waits for them.
+// syncTargets points lb at the Nodes: by the target label if it selects its targets, by its
+// LoadBalancerRouting otherwise. Target labels are shared by all LoadBalancers that select
+// and written in the background unless the caller waits for them.
 func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node, waitForLabels bool) error {
-	var skipped skippedNodes
+	var report targetReport
 	var err error
 	switch {
-	case l.settings.useNICSelector && waitForLabels:
-		skipped, err = l.targets.syncLabels(ctx, nodes)
-	case l.settings.useNICSelector:
-		skipped = l.targets.requestLabels(ctx, nodes)
+	case usesSelector(service, l.settings) && waitForLabels:
+		report, err = l.targets.syncLabels(ctx, nodes)
+	case usesSelector(service, l.settings):
+		report = l.targets.requestLabels(ctx, nodes)
 	default:
-		skipped, err = l.applyRouting(ctx, lb, nodes)
+		report, err = l.applyRouting(ctx, service, lb, nodes)
 	}
 	if err != nil {
 		return err
 	}
-	l.warnAboutSkipped(service, skipped)
+	l.reportTargets(service, lb, report)
 	return nil
 }
 
@@ -364,17 +370,28 @@ func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Servi
 // targets. Nodes that cannot be targets are left out and named in the returned error, after
 // all others have been applied, so that the framework retries them.
 func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	if l.settings.useNICSelector {
-		skipped, err := l.targets.syncLabels(ctx, nodes)
-		return errors.Join(err, skipped.err())
+	if usesSelector(service, l.settings) {
+		report, err := l.targets.syncLabels(ctx, nodes)
+		if err == nil {
+			l.reportTargets(service, nil, report)
+		}
+		return errors.Join(err, report.skipped.err())
 	}
 	lb, err := l.find(ctx, clusterName, service, true)
 	if err != nil || lb == nil {
 		// Without a LoadBalancer there is nothing to route to; EnsureLoadBalancer creates it.
 		return l.report(service, err)
 	}
-	skipped, err := l.applyRouting(ctx, lb, nodes)
-	return errors.Join(err, skipped.err())
+	if lb.Spec.NetworkInterfaceSelector != nil {
+		// IronCore writes the routing of a LoadBalancer that still selects (a Service turning
+		// Local, before EnsureLoadBalancer removes the selector).
+		return nil
+	}
+	report, err := l.applyRouting(ctx, service, lb, nodes)
+	if err == nil {
+		l.reportTargets(service, lb, report)
+	}
+	return errors.Join(err, report.skipped.err())
 }
 
 // AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
@@ -411,6 +428,7 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.forget(service.UID)
+	metrics.LoadBalancerTargets.DeletePartialMatch(map[string]string{"namespace": service.Namespace, "service": service.Name})
 	lb, err := l.find(ctx, clusterName, service, true)
 	var conflict *serviceError
 	switch {
@@ -554,14 +572,14 @@ func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []str
 
 // applyRouting writes the LoadBalancerRouting of lb from the Nodes' NetworkInterfaces, if it
 // differs from what is there.
-func (l *loadBalancers) applyRouting(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (skippedNodes, error) {
-	destinations, skipped, err := l.targets.destinations(ctx, nodes)
+func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (targetReport, error) {
+	destinations, report, err := l.targets.destinations(ctx, service, nodes)
 	if err != nil {
-		return nil, err
+		return targetReport{}, err
 	}
 	network, err := l.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
 	if err != nil {
-		return nil, err
+		return targetReport{}, err
 	}
 	routing := &networkingv1alpha1.LoadBalancerRouting{
 		ObjectMeta: metav1.ObjectMeta{
@@ -578,24 +596,27 @@ func (l *loadBalancers) applyRouting(ctx context.Context, lb *networkingv1alpha1
 	}
 	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
-		return nil, err
+		return targetReport{}, err
 	}
 	if err == nil && ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef &&
 		equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
-		return skipped, nil
+		return report, nil
 	}
 	if err := l.ironcore.ApplyLoadBalancerRouting(ctx, routing); err != nil {
-		return nil, err
+		return targetReport{}, err
 	}
-	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "destinations", len(destinations))
-	return skipped, nil
+	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
+	return report, nil
 }
 
-// loadBalancerStatus turns the LoadBalancer's addresses into ingress points.
+// loadBalancerStatus turns the LoadBalancer's addresses into ingress points. Their ipMode is
+// VIP: IronCore LoadBalancers forward packets with the load balancer address as destination,
+// so kube-proxy on the Node must handle that address, and in-cluster clients may be sent
+// straight to the Service (KEP-1860).
 func loadBalancerStatus(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
 	status := &corev1.LoadBalancerStatus{}
 	for _, ip := range lb.Status.IPs {
-		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
 	}
 	return status
 }
@@ -635,14 +656,60 @@ func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
 	l.recorder.Event(service, corev1.EventTypeWarning, err.reason, err.message)
 }
 
-func (l *loadBalancers) warnAboutSkipped(service *corev1.Service, skipped skippedNodes) {
+// reportTargets records what a target sync found: a Warning naming the Nodes that could not
+// be made targets, a Warning when the health rule failed open, an event when a Local Service
+// has no serving endpoint, each when it changes; and the number of target Nodes.
+func (l *loadBalancers) reportTargets(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, report targetReport) {
 	var message string
-	if len(skipped) > 0 {
-		message = skipped.err().Error()
+	if len(report.skipped) > 0 {
+		message = report.skipped.err().Error()
 	}
 	if l.notices.changed(service.UID, ReasonTargetsIncomplete, message) && message != "" {
 		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
 	}
+	choice := report.choice
+	message = ""
+	if choice.FailedOpen {
+		message = fmt.Sprintf("Every Node that could serve the Service is unhealthy, so all %d stay load balancer targets: %s",
+			len(choice.Targets), describeUnhealthy(choice.Unhealthy))
+	}
+	if l.notices.changed(service.UID, ReasonTargetsFailedOpen, message) && message != "" {
+		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsFailedOpen, message)
+	}
+	message = ""
+	if choice.NoLocalEndpoints && targetrules.Local(service) {
+		message = fmt.Sprintf("The Service has externalTrafficPolicy Local and no serving endpoint on a target Node; its load balancer sends "+
+			"traffic to all %d healthy Nodes, where kube-proxy refuses it, until an endpoint serves", len(choice.Targets))
+	}
+	if l.notices.changed(service.UID, ReasonNoLocalEndpoints, message) && message != "" {
+		l.recorder.Event(service, corev1.EventTypeNormal, ReasonNoLocalEndpoints, message)
+	}
+	name := LoadBalancerName(service)
+	if lb != nil {
+		name = lb.Name
+	}
+	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name, name).Set(float64(len(choice.Targets)))
+}
+
+// describeUnhealthy names the unhealthy Nodes and why, the first few of them.
+func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
+	names := slices.Sorted(maps.Keys(unhealthy))
+	const shown = 5
+	var parts []string
+	for i, name := range names {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(names)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("Node %s: %s", name, unhealthy[name].Reason))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// usesSelector reports whether the Service's LoadBalancer selects its targets by label. A Local
+// Service's targets are its own, so it always has a routing written by the CCM.
+func usesSelector(service *corev1.Service, settings loadBalancerSettings) bool {
+	return settings.useNICSelector && !targetrules.Local(service)
 }
 
 // warnOnce records the events about what the Service asks for and does not get, each time

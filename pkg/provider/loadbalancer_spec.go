@@ -88,7 +88,7 @@ func desiredLoadBalancer(service *corev1.Service, settings loadBalancerSettings)
 			"a Public IronCore LoadBalancer cannot have a requested address (%s); remove it, or make the load balancer Internal with %s: \"true\"",
 			keys.AnnotationLoadBalancerIPs, keys.AnnotationInternalLoadBalancer)}
 	}
-	if settings.useNICSelector {
+	if usesSelector(service, settings) {
 		lb.Spec.NetworkInterfaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{
 			keys.LabelCluster:            settings.cluster,
 			keys.LabelLoadBalancerTarget: settings.cluster,
@@ -188,10 +188,6 @@ func ignoredFields(service *corev1.Service) []serviceError {
 			"clients themselves; they forward packets unchanged, with the client's address and the load balancer address, to the Nodes, "+
 			"where kube-proxy admits only spec.loadBalancerSourceRanges (%s). A replacement for kube-proxy must enforce them itself.",
 			strings.Join(service.Spec.LoadBalancerSourceRanges, ", "))})
-	}
-	if service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-		notes = append(notes, serviceError{reason: ReasonLocalTrafficPolicyNotHonoured, message: "IronCore LoadBalancers send traffic " +
-			"to every Node, not only to Nodes with a local endpoint; Nodes without one drop it"})
 	}
 	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
 		if internal, err := isInternal(service); err == nil && !internal {

@@ -15,14 +15,17 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // targets finds the NetworkInterfaces that load balancers send traffic to: those on the
@@ -35,6 +38,14 @@ type targets struct {
 	// Node list, but a list may be older than another's, so the lister, which is at least as
 	// new as any list, decides which Nodes are eligible.
 	nodes corelisters.NodeLister
+	// endpointSlices is the CCM's EndpointSlice lister, set once informers exist: Local
+	// Services go only to Nodes with a serving endpoint.
+	endpointSlices discoverylisters.EndpointSliceLister
+	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon).
+	recheck func(*corev1.Service)
+	// health is the Node health rule; clock, if set, replaces time.Now for it.
+	health targetrules.Health
+	clock  func() time.Time
 	// background is the context of label syncs that outlive the call that asked for them.
 	background context.Context
 
@@ -46,10 +57,10 @@ type targets struct {
 	labelSyncRunning bool
 	pendingNodes     map[string]*corev1.Node
 	pendingPass      *labelPassOutcome
-	// lastSkipped are the Nodes the last pass could not make targets, for the callers that do
-	// not wait for a pass: every Service's sync passes the same Nodes, and finding each one's
-	// Machine and NetworkInterfaces again per Service costs O(Nodes) per sync.
-	lastSkipped skippedNodes
+	// lastReport is what the last pass found, for the callers that do not wait for a pass:
+	// every Service's sync passes the same Nodes, and finding each one's Machine and
+	// NetworkInterfaces again per Service costs O(Nodes) per sync.
+	lastReport targetReport
 	// retryNodes are the Nodes of passes whose writes failed, for the retry that waits if
 	// retryScheduled; retryDelay is its backoff.
 	retryNodes     map[string]*corev1.Node
@@ -67,12 +78,19 @@ const (
 	maxLabelRetryDelay   = time.Minute
 )
 
-// labelPassOutcome is closed once a pass of the label sync has written what it had to; skipped
+// labelPassOutcome is closed once a pass of the label sync has written what it had to; report
 // and err are its outcome, set before done is closed.
 type labelPassOutcome struct {
-	done    chan struct{}
+	done   chan struct{}
+	report targetReport
+	err    error
+}
+
+// targetReport is what a target sync found: the Nodes that could not be made targets, and
+// what the target rules chose among the others.
+type targetReport struct {
 	skipped skippedNodes
-	err     error
+	choice  targetrules.Choice
 }
 
 // skippedNodes lists Nodes that could not be made targets, and why.
@@ -85,26 +103,35 @@ func (s skippedNodes) err() error {
 	return errors.New("not load balancer targets: " + strings.Join(s, "; "))
 }
 
-// networkInterfaces returns the Nodes' NetworkInterfaces on the cluster Network, from the
-// cache, sorted by name. A Node that is not initialized yet (no provider ID) is found as its
-// initialization will find it, by its name, as Machine name or guest hostname: the service
-// controller passes it as a target, and its labels are then due with its route, in one write.
-// If the cache knows no such Machine, it is passed over quietly and becomes a target when the
-// framework passes it again with its provider ID. So is a Node that is not an IronCore
-// Machine of this namespace, or whose Machine is gone (the node lifecycle controller deletes
-// it): they can never be targets, and failing every Service's sync over them would help no one.
-func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]networkingv1alpha1.NetworkInterface, skippedNodes, error) {
-	var nics []networkingv1alpha1.NetworkInterface
+// resolvedNode is a Node with its Machine and its NetworkInterfaces on the cluster Network.
+type resolvedNode struct {
+	node    *corev1.Node
+	machine *computev1alpha1.Machine
+	nics    []networkingv1alpha1.NetworkInterface
+}
+
+// resolve finds the Nodes' Machines and NetworkInterfaces on the cluster Network, from the
+// cache. A Node that is not initialized yet (no provider ID) is found as its initialization
+// will find it, by its name, as Machine name or guest hostname: the service controller passes
+// it as a target, and its labels are then due with its route, in one write. If the cache knows
+// no such Machine, it is passed over quietly and becomes a target when the framework passes it
+// again with its provider ID. So is a Node that is not an IronCore Machine of this namespace,
+// or whose Machine is gone (the node lifecycle controller deletes it): they can never be
+// targets, and failing every Service's sync over them would help no one.
+func (t *targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]resolvedNode, skippedNodes, error) {
+	var resolved []resolvedNode
 	var skipped skippedNodes
 	for _, node := range nodes {
 		var (
+			machine  *computev1alpha1.Machine
 			nodeNICs []networkingv1alpha1.NetworkInterface
 			reason   string
 			quiet    bool
 			err      error
 		)
 		if node.Spec.ProviderID == "" {
-			machine, lookupErr := machines{ironcore: t.ironcore}.cachedForUninitializedNode(ctx, node)
+			var lookupErr error
+			machine, lookupErr = machines{ironcore: t.ironcore}.cachedForUninitializedNode(ctx, node)
 			if errors.Is(lookupErr, ironcore.ErrNotFound) || errors.Is(lookupErr, ironcore.ErrAmbiguousHostname) {
 				klog.V(4).InfoS("Node has no provider ID yet and no Machine of its name, not a load balancer target yet", "node", klog.KObj(node))
 				continue
@@ -114,7 +141,7 @@ func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, n
 			}
 			nodeNICs, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
 		} else {
-			nodeNICs, reason, quiet, err = t.nodeNetworkInterfaces(ctx, node, needIPs)
+			machine, nodeNICs, reason, quiet, err = t.nodeNetworkInterfaces(ctx, node, needIPs)
 		}
 		switch {
 		case err != nil:
@@ -124,11 +151,27 @@ func (t *targets) networkInterfaces(ctx context.Context, nodes []*corev1.Node, n
 		case reason != "":
 			skipped = append(skipped, fmt.Sprintf("Node %s: %s", node.Name, reason))
 		default:
-			nics = append(nics, nodeNICs...)
+			resolved = append(resolved, resolvedNode{node: node, machine: machine, nics: nodeNICs})
 		}
 	}
+	return resolved, skipped, nil
+}
+
+// networkInterfacesOf lists the resolved Nodes' NetworkInterfaces, sorted by name.
+func networkInterfacesOf(resolved []resolvedNode) []networkingv1alpha1.NetworkInterface {
+	var nics []networkingv1alpha1.NetworkInterface
+	for _, r := range resolved {
+		nics = append(nics, r.nics...)
+	}
 	slices.SortFunc(nics, func(a, b networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
-	return nics, skipped, nil
+	return nics
+}
+
+// recheckSoon has the Service's targets synced again shortly, if a controller offers to.
+func (t *targets) recheckSoon(service *corev1.Service) {
+	if t.recheck != nil {
+		t.recheck(service)
+	}
 }
 
 // logLeftOut logs once per Node and reason that the Node is not a load balancer target.
@@ -142,29 +185,29 @@ func (t *targets) logLeftOut(node *corev1.Node, reason string) {
 // nodeNetworkInterfaces returns one Node's NetworkInterfaces on the cluster Network, or the
 // reason it has none that can be used; quiet reasons are facts about the Node that no retry
 // changes. Errors are failures to read, not facts about the Node.
-func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (nics []networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
+func (t *targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (machine *computev1alpha1.Machine, nics []networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
 	id, parseErr := providerid.Parse(node.Spec.ProviderID)
 	if parseErr != nil {
 		// A provider ID of another cloud is a fact about the Node, not a failure to report.
-		return nil, parseErr.Error(), true, nil //nolint:nilerr
+		return nil, nil, parseErr.Error(), true, nil //nolint:nilerr
 	}
 	if id.Namespace != t.ironcore.Namespace() {
-		return nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
+		return nil, nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
 	}
-	machine, err := t.ironcore.Machine(ctx, id.Machine)
+	machine, err = t.ironcore.Machine(ctx, id.Machine)
 	if errors.Is(err, ironcore.ErrNotFound) {
 		// The cache may lag a Machine the Node was just initialized from: only the API server
 		// says it is gone, the one case that no retry changes.
 		machine, err = t.ironcore.LiveMachine(ctx, id.Machine)
 		if errors.Is(err, ironcore.ErrNotFound) {
-			return nil, "its Machine does not exist", true, nil
+			return nil, nil, "its Machine does not exist", true, nil
 		}
 	}
 	if err != nil {
-		return nil, "", false, err
+		return nil, nil, "", false, err
 	}
 	nics, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
-	return nics, reason, false, err
+	return machine, nics, reason, false, err
 }
 
 // machineNetworkInterfaces returns the Machine's NetworkInterfaces on the cluster Network, or
@@ -204,32 +247,32 @@ func (t *targets) machineNetworkInterfaces(ctx context.Context, machine *compute
 // If another sync is running, it applies these Nodes in its next pass, which this call waits
 // for. A pass whose writes fail is retried with a backoff, whether or not its caller is still
 // waiting.
-func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
-	skipped, _, err := t.runLabelSync(ctx, nodes)
-	return skipped, err
+func (t *targets) syncLabels(ctx context.Context, nodes []*corev1.Node) (targetReport, error) {
+	report, _, err := t.runLabelSync(ctx, nodes)
+	return report, err
 }
 
 // runLabelSync is syncLabels that also reports whether this call ran the sync, rather than
 // leaving its Nodes to one that was running.
-func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (skippedNodes, bool, error) {
+func (t *targets) runLabelSync(ctx context.Context, nodes []*corev1.Node) (targetReport, bool, error) {
 	if pass := t.claimLabelSync(nodes); pass != nil {
 		select {
 		case <-pass.done:
-			return pass.skipped, false, pass.err
+			return pass.report, false, pass.err
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return targetReport{}, false, ctx.Err()
 		}
 	}
-	skipped, err := t.labelPass(ctx, nodes)
+	report, err := t.labelPass(ctx, nodes)
 	t.handOffLabelSync(ctx)
-	return skipped, true, err
+	return report, true, err
 }
 
 // requestLabels is syncLabels for a caller that does not wait for the writes: a new
 // LoadBalancer's address does not depend on them, and while Nodes join they queue with the
-// Nodes' other writes. It reports the Nodes the last pass could not make targets; failed
-// writes are retried as any sync's are.
-func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) skippedNodes {
+// Nodes' other writes. It reports what the last pass found; failed writes are retried as any
+// sync's are.
+func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) targetReport {
 	if t.claimLabelSync(nodes) == nil {
 		background := t.backgroundContext(context.WithoutCancel(ctx))
 		go func() {
@@ -241,7 +284,7 @@ func (t *targets) requestLabels(ctx context.Context, nodes []*corev1.Node) skipp
 	}
 	t.labelsMu.Lock()
 	defer t.labelsMu.Unlock()
-	return t.lastSkipped
+	return t.lastReport
 }
 
 // claimLabelSync makes the caller the one running sync and returns nil, or hands the Nodes to
@@ -263,16 +306,16 @@ func (t *targets) claimLabelSync(nodes []*corev1.Node) *labelPassOutcome {
 // labelPass writes the labels of one Node list and schedules a retry if a write fails. The
 // service controller retries the caller's Service too, but with its own backoff and only for
 // that Service; the labels are every Service's targets.
-func (t *targets) labelPass(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
-	skipped, err := t.writeLabels(ctx, nodes)
+func (t *targets) labelPass(ctx context.Context, nodes []*corev1.Node) (targetReport, error) {
+	report, err := t.writeLabels(ctx, nodes)
 	if err != nil {
 		t.retryLabels(nodes)
-		return skipped, err
+		return report, err
 	}
 	t.labelsMu.Lock()
-	t.lastSkipped = skipped
+	t.lastReport = report
 	t.labelsMu.Unlock()
-	return skipped, nil
+	return report, nil
 }
 
 // handOffLabelSync ends the running sync, or, if Nodes were handed to it meanwhile, applies
@@ -301,11 +344,11 @@ func (t *targets) drainPendingLabels(ctx context.Context) {
 		pending, pass := slices.Collect(maps.Values(t.pendingNodes)), t.pendingPass
 		t.pendingNodes, t.pendingPass = nil, nil
 		t.labelsMu.Unlock()
-		skipped, err := t.labelPass(ctx, pending)
+		report, err := t.labelPass(ctx, pending)
 		if err != nil {
 			klog.ErrorS(err, "Could not update load balancer targets for a later Node list; retrying")
 		}
-		pass.skipped, pass.err = skipped, err
+		pass.report, pass.err = report, err
 		close(pass.done)
 	}
 }
@@ -367,19 +410,25 @@ func mergeNodes(set map[string]*corev1.Node, nodes []*corev1.Node) map[string]*c
 	return set
 }
 
-// writeLabels makes the labels of the NetworkInterfaces match the eligible Nodes. The writes
-// are asked for all at once: each joins whatever else is due for its NetworkInterface (a new
-// Node's route, say) in one patch, and the client's rate limiter, not a round trip per
-// NetworkInterface, sets the pace.
-func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippedNodes, error) {
-	nodes, eligible, err := t.eligibleNodes(nodes)
+// writeLabels makes the labels of the NetworkInterfaces match the Nodes the target rules
+// choose (see candidates and choose). The writes are asked for all at once: each joins
+// whatever else is due for its NetworkInterface (a new Node's route, say) in one patch, and
+// the client's rate limiter, not a round trip per NetworkInterface, sets the pace.
+func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (targetReport, error) {
+	nodes, err := t.candidates(nodes)
 	if err != nil {
-		return nil, err
+		return targetReport{}, err
 	}
-	nics, skipped, err := t.networkInterfaces(ctx, nodes, false)
+	resolved, skipped, err := t.resolve(ctx, nodes, false)
 	if err != nil {
-		return nil, err
+		return targetReport{}, err
 	}
+	chosen, choice, err := t.choose(nil, resolved)
+	if err != nil {
+		return targetReport{}, err
+	}
+	nics := networkInterfacesOf(chosen)
+	keep := t.keptMachines(nodes, resolved, chosen)
 	var (
 		writes sync.WaitGroup
 		mu     sync.Mutex
@@ -419,14 +468,14 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 	labelled, err := t.ironcore.NetworkInterfacesLabelled(ctx, keys.LabelLoadBalancerTarget, t.cluster)
 	if err != nil {
 		writes.Wait()
-		return nil, err
+		return targetReport{}, err
 	}
 	for i := range labelled {
 		nic := &labelled[i]
 		if wanted[nic.Name] {
 			continue
 		}
-		if nic.Spec.MachineRef != nil && eligible[nic.Spec.MachineRef.Name] {
+		if nic.Spec.MachineRef != nil && keep[nic.Spec.MachineRef.Name] {
 			// Its Node is eligible but could not be resolved this time (a cache behind by a
 			// moment): keeping the target is safe, dropping it would cut traffic.
 			klog.V(4).InfoS("Keeping a load balancer target whose Node is still eligible", "networkInterface", klog.KObj(nic))
@@ -435,7 +484,7 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (skippe
 		write(nic, false)
 	}
 	writes.Wait()
-	return skipped, errors.Join(errs...)
+	return targetReport{skipped: skipped, choice: choice}, errors.Join(errs...)
 }
 
 // label makes the named NetworkInterface a target. A NetworkInterface not yet labelled as the
@@ -470,46 +519,125 @@ func claimForCluster(nic *networkingv1alpha1.NetworkInterface, cluster string) e
 	return nil
 }
 
-// eligibleNodes returns the Nodes whose NetworkInterfaces should be targets, and the Machines
-// of those Nodes. A list given may be older than the CCM's Node lister, which the service
-// controller's lists come from, so once the lister is set it alone decides: a Node of an old
-// list that was deleted or excluded since is not brought back. Without a lister the list
-// decides.
-func (t *targets) eligibleNodes(nodes []*corev1.Node) ([]*corev1.Node, map[string]bool, error) {
-	eligibleMachines := map[string]bool{}
+// candidates returns the Nodes the target rules choose from. A list given may be older than
+// the CCM's Node lister, which the service controller's lists come from, so once the lister is
+// set it alone decides: a Node of an old list that was deleted or excluded since is not
+// brought back. Without a lister the list decides. With the health rule on, a Node being
+// deleted or tainted for deletion by the cluster autoscaler is a candidate that the rule
+// finds unhealthy, so that it is never the reason a load balancer has no targets; without it,
+// such Nodes are left out here, as the service controller leaves them out.
+func (t *targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	if t.nodes == nil {
-		return nodes, eligibleMachines, nil
+		return nodes, nil
 	}
 	known, err := t.nodes.List(labels.Everything())
 	if err != nil {
-		return nil, nil, fmt.Errorf("list Nodes: %w", err)
+		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	result := make([]*corev1.Node, 0, len(known))
 	for _, node := range known {
-		if !EligibleForLoadBalancers(node) {
+		if excludedFromLoadBalancers(node) || (!t.health.Enabled && !EligibleForLoadBalancers(node)) {
 			continue
 		}
 		result = append(result, node)
-		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
-			eligibleMachines[id.Machine] = true
-		}
 	}
-	return result, eligibleMachines, nil
+	return result, nil
 }
 
-// eligibleNetworkInterfaces names the NetworkInterfaces of the eligible Nodes (see
-// eligibleNodes).
+// choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
+// the shared targets of the selector). It returns the chosen Nodes, in the order given.
+func (t *targets) choose(service *corev1.Service, resolved []resolvedNode) ([]resolvedNode, targetrules.Choice, error) {
+	local := service != nil && targetrules.Local(service)
+	var serving map[string]bool
+	if local {
+		var err error
+		if serving, err = t.servingNodes(service); err != nil {
+			return nil, targetrules.Choice{}, err
+		}
+	}
+	now := t.now()
+	candidates := make([]targetrules.Candidate, 0, len(resolved))
+	for _, r := range resolved {
+		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: t.health.Check(r.node, r.machine, now)})
+	}
+	choice := targetrules.Choose(candidates, local, serving)
+	targets := make(map[string]bool, len(choice.Targets))
+	for _, name := range choice.Targets {
+		targets[name] = true
+	}
+	chosen := make([]resolvedNode, 0, len(choice.Targets))
+	for _, r := range resolved {
+		if targets[r.node.Name] {
+			chosen = append(chosen, r)
+		}
+	}
+	return chosen, choice, nil
+}
+
+// servingNodes names the Nodes with an endpoint serving the Service. Without an EndpointSlice
+// lister (before the informers are set) no endpoints are known, which the rules treat as a
+// Local Service without endpoints.
+func (t *targets) servingNodes(service *corev1.Service) (map[string]bool, error) {
+	if t.endpointSlices == nil {
+		return nil, nil
+	}
+	slices, err := t.endpointSlices.EndpointSlices(service.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service.Name}))
+	if err != nil {
+		return nil, fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", service.Namespace, service.Name, err)
+	}
+	return targetrules.ServingNodes(slices), nil
+}
+
+func (t *targets) now() time.Time {
+	if t.clock != nil {
+		return t.clock()
+	}
+	return time.Now()
+}
+
+// keptMachines names the Machines whose labelled NetworkInterfaces stay targets even if their
+// Node did not resolve this time: those of chosen Nodes, and those of candidates that did not
+// resolve and that the health rule, from the Node alone, finds healthy.
+func (t *targets) keptMachines(candidates []*corev1.Node, resolved, chosen []resolvedNode) map[string]bool {
+	keep := map[string]bool{}
+	seen := make(map[string]bool, len(resolved))
+	for _, r := range resolved {
+		seen[r.node.Name] = true
+	}
+	now := t.now()
+	for _, node := range candidates {
+		if seen[node.Name] || !t.health.Check(node, nil, now).Healthy() {
+			continue
+		}
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
+			keep[id.Machine] = true
+		}
+	}
+	for _, r := range chosen {
+		if r.machine != nil {
+			keep[r.machine.Name] = true
+		}
+	}
+	return keep
+}
+
+// eligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
+// (see candidates and choose).
 func (t *targets) eligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node) (map[string]bool, error) {
-	nodes, _, err := t.eligibleNodes(nodes)
+	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, err
 	}
-	nics, _, err := t.networkInterfaces(ctx, nodes, false)
+	resolved, _, err := t.resolve(ctx, nodes, false)
 	if err != nil {
 		return nil, err
 	}
-	names := make(map[string]bool, len(nics))
-	for _, nic := range nics {
+	chosen, _, err := t.choose(nil, resolved)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, nic := range networkInterfacesOf(chosen) {
 		names[nic.Name] = true
 	}
 	return names, nil
@@ -536,15 +664,23 @@ func excludedFromLoadBalancers(node *corev1.Node) bool {
 	return err != nil || excluded
 }
 
-// destinations lists a LoadBalancerRouting destination for every IP of the Nodes'
-// NetworkInterfaces, in a stable order.
-func (t *targets) destinations(ctx context.Context, nodes []*corev1.Node) ([]networkingv1alpha1.LoadBalancerDestination, skippedNodes, error) {
-	nics, skipped, err := t.networkInterfaces(ctx, nodes, true)
+// destinations lists a LoadBalancerRouting destination for every IP of the NetworkInterfaces
+// of the Nodes the target rules choose for the Service, in a stable order.
+func (t *targets) destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) ([]networkingv1alpha1.LoadBalancerDestination, targetReport, error) {
+	nodes, err := t.candidates(nodes)
 	if err != nil {
-		return nil, nil, err
+		return nil, targetReport{}, err
+	}
+	resolved, skipped, err := t.resolve(ctx, nodes, true)
+	if err != nil {
+		return nil, targetReport{}, err
+	}
+	chosen, choice, err := t.choose(service, resolved)
+	if err != nil {
+		return nil, targetReport{}, err
 	}
 	destinations := []networkingv1alpha1.LoadBalancerDestination{}
-	for _, nic := range nics {
+	for _, nic := range networkInterfacesOf(chosen) {
 		for _, ip := range nic.Status.IPs {
 			destinations = append(destinations, networkingv1alpha1.LoadBalancerDestination{
 				IP:        ip,
@@ -552,5 +688,5 @@ func (t *targets) destinations(ctx context.Context, nodes []*corev1.Node) ([]net
 			})
 		}
 	}
-	return destinations, skipped, nil
+	return destinations, targetReport{skipped: skipped, choice: choice}, nil
 }

@@ -1,0 +1,389 @@
+// Package lbtargets keeps load balancer targets on the Nodes that can serve. IronCore
+// LoadBalancers have no health checks, and the upstream service controller syncs a Service's
+// load balancer only when the Service changes or a Node's exclusion label or provider ID does:
+// a Node that goes NotReady, is shut down or tainted for deletion stays a target of every
+// Service, and a Local Service's targets would not follow its endpoints. This controller
+// watches Node health, the Nodes' Machines and the EndpointSlices of Local Services, and runs
+// the provider's UpdateLoadBalancer for the Services concerned, which applies the target rules
+// (package targetrules) and writes only what changes.
+package lbtargets
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "ironcore-load-balancer-targets"
+
+// Reasons of the events on Nodes whose health changes their load balancer traffic.
+const (
+	ReasonTargetExcluded = "LoadBalancerTargetExcluded"
+	ReasonTargetRestored = "LoadBalancerTargetRestored"
+)
+
+// DefaultCoalesce is how long the endpoint changes of a Local Service gather before its
+// targets are synced: a rollout changes its EndpointSlices many times a second, and one sync
+// after the burst writes the routing once.
+const DefaultCoalesce = 250 * time.Millisecond
+
+// recheckDelay is how long after a LoadBalancer stopped selecting its targets they are synced
+// again, for a routing IronCore may have rewritten meanwhile.
+const recheckDelay = 2 * time.Second
+
+// Config wires the controller.
+type Config struct {
+	IronCore *ironcore.Client
+	// LoadBalancers is the provider's implementation, called as the service controller calls it.
+	LoadBalancers cloudprovider.LoadBalancer
+	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
+	ClusterName string
+	// Health is the Node health rule the provider applies.
+	Health         targetrules.Health
+	Services       coreinformers.ServiceInformer
+	Nodes          coreinformers.NodeInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
+	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
+	Eligible func(*corev1.Node) bool
+	// Coalesce is how long a Local Service's endpoint changes gather; zero means DefaultCoalesce.
+	Coalesce time.Duration
+	Recorder record.EventRecorder
+}
+
+// Controller is the load balancer targets controller.
+type Controller struct {
+	Config
+	services corelisters.ServiceLister
+	nodes    corelisters.NodeLister
+	synced   []toolscache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[key]
+	// mu guards known and machineNodes.
+	mu sync.Mutex
+	// known is what the last sync of each Node found.
+	known map[string]nodeState
+	// machineNodes maps a Machine's name to its Node's, for Machine changes.
+	machineNodes map[string]string
+}
+
+// key is a queue item: a Node whose health to evaluate, or a Service whose targets to sync.
+type key struct {
+	kind      string
+	namespace string
+	name      string
+}
+
+const (
+	kindNode    = "node"
+	kindService = "service"
+)
+
+// nodeState is what a Node's sync found: the health verdict's kind and whether the service
+// controller passes the Node to load balancers.
+type nodeState struct {
+	unhealthy string
+	eligible  bool
+}
+
+// New registers the controller's event handlers. Call it before the informers start.
+func New(config Config) (*Controller, error) {
+	if config.Coalesce <= 0 {
+		config.Coalesce = DefaultCoalesce
+	}
+	c := &Controller{
+		Config:   config,
+		services: config.Services.Lister(),
+		nodes:    config.Nodes.Lister(),
+		synced: []toolscache.InformerSynced{config.Services.Informer().HasSynced, config.Nodes.Informer().HasSynced,
+			config.EndpointSlices.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: Name}),
+		known:        map[string]nodeState{},
+		machineNodes: map[string]string{},
+	}
+	if _, err := config.Nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if node, ok := obj.(*corev1.Node); ok {
+				c.queue.Add(key{kind: kindNode, name: node.Name})
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Node)
+			node, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && healthInputsChanged(old, node) {
+				c.queue.Add(key{kind: kindNode, name: node.Name})
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if node, ok := obj.(*corev1.Node); ok {
+				c.queue.Add(key{kind: kindNode, name: node.Name})
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	endpointsChanged := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			c.endpointSliceChanged(slice)
+		}
+	}
+	if _, err := config.EndpointSlices.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    endpointsChanged,
+		UpdateFunc: func(_, newObj any) { endpointsChanged(newObj) },
+		DeleteFunc: endpointsChanged,
+	}); err != nil {
+		return nil, err
+	}
+	if config.Health.Enabled {
+		if err := config.IronCore.OnMachineChange(c.machineChanged); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Name implements the controller-manager's controller.Interface.
+func (c *Controller) Name() string { return Name }
+
+// RecheckSoon has the Service's targets synced again after a short delay.
+func (c *Controller) RecheckSoon(service *corev1.Service) {
+	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, recheckDelay)
+}
+
+// healthInputsChanged reports whether anything the target rules read from a Node changed.
+func healthInputsChanged(old, node *corev1.Node) bool {
+	if !old.DeletionTimestamp.Equal(node.DeletionTimestamp) || old.Spec.ProviderID != node.Spec.ProviderID ||
+		old.Labels[corev1.LabelNodeExcludeBalancers] != node.Labels[corev1.LabelNodeExcludeBalancers] ||
+		len(old.Spec.Taints) != len(node.Spec.Taints) {
+		return true
+	}
+	for i := range node.Spec.Taints {
+		if old.Spec.Taints[i].Key != node.Spec.Taints[i].Key {
+			return true
+		}
+	}
+	oldReady, ready := readyCondition(old), readyCondition(node)
+	return oldReady.Status != ready.Status || !oldReady.LastTransitionTime.Equal(&ready.LastTransitionTime)
+}
+
+func readyCondition(node *corev1.Node) corev1.NodeCondition {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+// endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
+// to, after the coalescing delay; the queue holds a key once however many changes come.
+func (c *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return
+	}
+	service, err := c.services.Services(slice.Namespace).Get(name)
+	if err != nil || !wantsLoadBalancer(service) || !targetrules.Local(service) {
+		return
+	}
+	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, c.Coalesce)
+}
+
+// machineChanged queues the Node of a Machine, whose state the health rule reads.
+func (c *Controller) machineChanged(machine *computev1alpha1.Machine) {
+	c.mu.Lock()
+	node, ok := c.machineNodes[machine.Name]
+	c.mu.Unlock()
+	if ok {
+		c.queue.Add(key{kind: kindNode, name: node})
+	}
+}
+
+// Run processes the queue with the given number of workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) || !c.IronCore.WaitForCacheSync(ctx) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.work, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) work(ctx context.Context) {
+	for {
+		item, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		var err error
+		switch item.kind {
+		case kindNode:
+			err = c.syncNode(ctx, item.name)
+		case kindService:
+			err = c.syncService(ctx, item.namespace, item.name)
+		}
+		if err != nil {
+			klog.ErrorS(err, "Cannot sync load balancer targets", item.kind, klog.KRef(item.namespace, item.name))
+			c.queue.AddRateLimited(item)
+		} else {
+			c.queue.Forget(item)
+		}
+		c.queue.Done(item)
+	}
+}
+
+// syncNode applies the health rule to a Node. When the Node's verdict, or whether the service
+// controller passes it, changes, it records that on the Node and queues every Service of type
+// LoadBalancer; while its Ready condition is within the grace period, it comes back when the
+// period ends.
+func (c *Controller) syncNode(ctx context.Context, name string) error {
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.forgetNode(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	machine := c.machineOf(ctx, node)
+	verdict := c.Health.Check(node, machine, time.Now())
+	state := nodeState{unhealthy: verdict.Kind, eligible: c.Eligible(node)}
+
+	c.mu.Lock()
+	previous, seen := c.known[name]
+	c.known[name] = state
+	if machine != nil {
+		c.machineNodes[machine.Name] = name
+	}
+	unhealthy := 0
+	for _, known := range c.known {
+		if known.unhealthy != "" {
+			unhealthy++
+		}
+	}
+	c.mu.Unlock()
+	metrics.UnhealthyNodes.Set(float64(unhealthy))
+
+	if verdict.RecheckIn > 0 {
+		// A moment past the end, so that the verdict has turned.
+		c.queue.AddAfter(key{kind: kindNode, name: name}, verdict.RecheckIn+100*time.Millisecond)
+	}
+	if seen && previous == state {
+		return nil
+	}
+	switch {
+	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind):
+		metrics.NodeHealthExclusions.WithLabelValues(verdict.Kind).Inc()
+		c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonTargetExcluded,
+			"The Node no longer receives load balancer traffic, unless no Node that could serve a Service is healthy: %s", verdict.Reason)
+		klog.InfoS("Node is unhealthy; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
+	case verdict.Kind == "" && seen && previous.unhealthy != "":
+		c.Recorder.Event(node, corev1.EventTypeNormal, ReasonTargetRestored, "The Node is healthy again and receives load balancer traffic")
+		klog.InfoS("Node is healthy again; it is a load balancer target", "node", klog.KObj(node))
+	}
+	if !seen && verdict.Kind == "" {
+		// A Node seen for the first time, healthy: the service controller syncs the load
+		// balancers for a new Node itself.
+		return nil
+	}
+	return c.queueAllServices()
+}
+
+// machineOf returns the Node's Machine from the IronCore cache, or nil if it is not known.
+func (c *Controller) machineOf(ctx context.Context, node *corev1.Node) *computev1alpha1.Machine {
+	id, err := providerid.Parse(node.Spec.ProviderID)
+	if err != nil || id.Namespace != c.IronCore.Namespace() {
+		return nil
+	}
+	machine, err := c.IronCore.Machine(ctx, id.Machine)
+	if err != nil {
+		return nil
+	}
+	return machine
+}
+
+func (c *Controller) forgetNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.known, name)
+	for machine, node := range c.machineNodes {
+		if node == name {
+			delete(c.machineNodes, machine)
+		}
+	}
+}
+
+func (c *Controller) queueAllServices() error {
+	services, err := c.services.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, service := range services {
+		if wantsLoadBalancer(service) {
+			c.queue.Add(key{kind: kindService, namespace: service.Namespace, name: service.Name})
+		}
+	}
+	return nil
+}
+
+// syncService syncs one Service's targets through the provider, which writes only what
+// changes.
+func (c *Controller) syncService(ctx context.Context, namespace, name string) error {
+	service, err := c.services.Services(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !wantsLoadBalancer(service) {
+		return nil
+	}
+	all, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, node := range all {
+		if c.Eligible(node) {
+			nodes = append(nodes, node)
+		}
+	}
+	return c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
+}
+
+// wantsLoadBalancer is the service controller's rule: type LoadBalancer, served by the cloud
+// provider (no load balancer class), not being deleted.
+func wantsLoadBalancer(service *corev1.Service) bool {
+	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
+}
