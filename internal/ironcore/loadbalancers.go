@@ -119,6 +119,19 @@ func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.L
 	return applied, nil
 }
 
+// AnnotateLoadBalancer sets one annotation of lb with a merge patch of that key, for keys only
+// this CCM writes.
+func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	if err := c.api.Patch(ctx, lb.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("annotate LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	}
+	return nil
+}
+
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
 // namesake created since lb was read. A LoadBalancer that is already gone is not an error.
 func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {

@@ -15,6 +15,9 @@ const (
 	LabelLoadBalancerTarget = Prefix + "load-balancer-target"
 	// AnnotationRoutes lists the pod CIDRs of a NetworkInterface that this CCM manages.
 	AnnotationRoutes = Prefix + "routes"
+	// AnnotationTargets is a digest of the NetworkInterfaces that carry the target label, on
+	// the LoadBalancers that select them.
+	AnnotationTargets = Prefix + "load-balancer-targets"
 )
 
 // Labels on Nodes (see All).

@@ -135,6 +135,15 @@ func ironCoreKeys() []Key {
 				"so a removed, excluded or uninitialized Node receives no traffic.",
 		},
 		{
+			Name: AnnotationTargets, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, with `--use-nic-selector=true`, while a LoadBalancer on the cluster Network does not select (a Local Service's)",
+			ReadBy:    "nobody; writing it makes IronCore recompute the LoadBalancer's routing",
+			Meaning: "A digest of the NetworkInterfaces that carry `" + LabelLoadBalancerTarget + "`. IronCore v0.5.0 stops looking for the " +
+				"LoadBalancers a NetworkInterface change concerns at the first LoadBalancer on its Network without a selector, so while one exists, " +
+				"selecting LoadBalancers may miss target changes; the CCM writes the new digest on each of them when the targets change, and IronCore " +
+				"then recomputes their routing.",
+		},
+		{
 			Name: AnnotationRoutes, Kind: Annotation, Origin: OriginOurs, On: []string{OnNetworkInterface},
 			WrittenBy: "node-route-controller, in the same request as `spec.prefixes`", ReadBy: "node-route-controller",
 			Meaning: "The pod CIDRs in the NetworkInterface's `spec.prefixes` that this CCM manages as routes, comma-separated. " +

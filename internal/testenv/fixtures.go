@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/ptr"
 )
 
 // PrimaryNIC is the name of the NetworkInterface entry of fixture Machines.
@@ -133,9 +137,14 @@ func (s *Stack) CreateNode(ctx context.Context, name string, opts NodeOptions) (
 // reporting, the node lifecycle controller) would. It patches only that condition, so it does
 // not race with the CCM's writes to the Node.
 func (s *Stack) SetNodeReady(ctx context.Context, name string, status corev1.ConditionStatus) (*corev1.Node, error) {
-	now := metav1.Now()
+	return s.SetNodeReadySince(ctx, name, status, time.Now())
+}
+
+// SetNodeReadySince is SetNodeReady with the condition's last transition at since, as for a
+// Node whose condition changed that long ago.
+func (s *Stack) SetNodeReadySince(ctx context.Context, name string, status corev1.ConditionStatus, since time.Time) (*corev1.Node, error) {
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: status, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "Simulated",
+		Type: corev1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since), Reason: "Simulated",
 	}}}})
 	if err != nil {
 		return nil, err
@@ -159,6 +168,10 @@ type ServiceOptions struct {
 	LoadBalancerIP string
 	// Ports default to TCP 80.
 	Ports []corev1.ServicePort
+	// ExternalTrafficPolicy defaults to Cluster.
+	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy
+	// AllocateLoadBalancerNodePorts is spec.allocateLoadBalancerNodePorts; nil means true.
+	AllocateLoadBalancerNodePorts *bool
 }
 
 // CreateLoadBalancerService creates a Service of type LoadBalancer in the target cluster.
@@ -176,6 +189,9 @@ func (s *Stack) CreateLoadBalancerService(ctx context.Context, name string, opts
 			Selector:       map[string]string{"app": name},
 			Ports:          opts.Ports,
 			LoadBalancerIP: opts.LoadBalancerIP,
+
+			ExternalTrafficPolicy:         opts.ExternalTrafficPolicy,
+			AllocateLoadBalancerNodePorts: opts.AllocateLoadBalancerNodePorts,
 		},
 	}
 	if opts.DualStack {
@@ -199,6 +215,57 @@ func (s *Stack) SetNodeAddresses(ctx context.Context, name string, addresses []c
 	}
 	if _, err := s.TargetClientset.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("set addresses of Node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Endpoint is one endpoint of a Service on a Node, with its EndpointSlice conditions.
+type Endpoint struct {
+	IP          string
+	Node        string
+	Ready       bool
+	Serving     bool
+	Terminating bool
+}
+
+// SetEndpoints makes the Service's one EndpointSlice hold exactly the endpoints, as the
+// EndpointSlice controller writes them (there are no kubelets or Pods in the stack).
+func (s *Stack) SetEndpoints(ctx context.Context, service *corev1.Service, endpoints []Endpoint) error {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: service.Namespace,
+			Name:      service.Name + "-sim",
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: service.Name,
+				discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
+			},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{},
+	}
+	for _, port := range service.Spec.Ports {
+		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To(port.Name), Protocol: ptr.To(port.Protocol), Port: ptr.To(port.TargetPort.IntVal)})
+	}
+	for _, endpoint := range endpoints {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{endpoint.IP},
+			NodeName:  ptr.To(endpoint.Node),
+			Conditions: discoveryv1.EndpointConditions{
+				Ready: ptr.To(endpoint.Ready), Serving: ptr.To(endpoint.Serving), Terminating: ptr.To(endpoint.Terminating),
+			},
+		})
+	}
+	slices := s.TargetClientset.DiscoveryV1().EndpointSlices(service.Namespace)
+	existing, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = existing.ResourceVersion
+		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("set the endpoints of Service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	return nil
 }

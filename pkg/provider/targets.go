@@ -3,6 +3,8 @@ package provider
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -66,6 +68,10 @@ type targets struct {
 	retryNodes     map[string]*corev1.Node
 	retryScheduled bool
 	retryDelay     time.Duration
+	// nudgeDigest is the digest of the targets the last pass labelled, for the nudge that
+	// is scheduled if nudgeScheduled.
+	nudgeDigest    string
+	nudgeScheduled bool
 
 	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
 	// that each is logged once, not on every sync of every Service.
@@ -484,7 +490,70 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (target
 		write(nic, false)
 	}
 	writes.Wait()
+	if len(errs) == 0 {
+		t.nudgeSoon(wanted)
+	}
 	return targetReport{skipped: skipped, choice: choice}, errors.Join(errs...)
+}
+
+// nudgeDelay is how long after a label pass the selecting LoadBalancers are nudged: by then
+// IronCore has seen the new labels on its watch.
+const nudgeDelay = 500 * time.Millisecond
+
+// nudgeSoon schedules a nudge of the selecting LoadBalancers for the targets a pass labelled.
+// IronCore v0.5.0, looking for the LoadBalancers a NetworkInterface change concerns, stops at
+// the first LoadBalancer on the Network without a selector (a Local Service's, or one of the
+// CCM in explicit mode): while one exists, selecting LoadBalancers may miss target changes.
+// Writing a digest of the targets on each of them makes IronCore recompute their routings.
+func (t *targets) nudgeSoon(wanted map[string]bool) {
+	hash := sha256.Sum256([]byte(strings.Join(slices.Sorted(maps.Keys(wanted)), ",")))
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	t.nudgeDigest = hex.EncodeToString(hash[:8])
+	if t.nudgeScheduled {
+		return
+	}
+	t.nudgeScheduled = true
+	time.AfterFunc(nudgeDelay, t.nudge)
+}
+
+func (t *targets) nudge() {
+	ctx := t.backgroundContext(context.Background())
+	t.labelsMu.Lock()
+	digest := t.nudgeDigest
+	t.nudgeScheduled = false
+	t.labelsMu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	lbs, err := t.ironcore.LoadBalancers(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list LoadBalancers to nudge IronCore about target changes")
+		return
+	}
+	mixed := false
+	var selecting []*networkingv1alpha1.LoadBalancer
+	for i := range lbs {
+		lb := &lbs[i]
+		switch {
+		case lb.Spec.NetworkRef.Name != t.network || lb.DeletionTimestamp != nil:
+		case lb.Spec.NetworkInterfaceSelector == nil:
+			mixed = true
+		case lb.Labels[keys.LabelClusterName] == t.cluster && lb.Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] == t.cluster:
+			selecting = append(selecting, lb)
+		}
+	}
+	if !mixed {
+		return
+	}
+	for _, lb := range selecting {
+		if lb.Annotations[keys.AnnotationTargets] == digest {
+			continue
+		}
+		if err := t.ironcore.AnnotateLoadBalancer(ctx, lb, keys.AnnotationTargets, digest); err != nil {
+			klog.ErrorS(err, "Cannot nudge IronCore to recompute a LoadBalancer's routing", "loadBalancer", klog.KObj(lb))
+		}
+	}
 }
 
 // label makes the named NetworkInterface a target. A NetworkInterface not yet labelled as the

@@ -1,0 +1,563 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// targetsHarness is a provider with informers and the load balancer targets controller
+// running, as in the CCM: targets follow endpoints and Node health without the test calling
+// the provider.
+type targetsHarness struct {
+	cloud   *provider.Cloud
+	lbs     cloudprovider.LoadBalancer
+	factory informers.SharedInformerFactory
+}
+
+func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		close(stop)
+	})
+	c, err := startCloud(ctx, stop, modify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	c.SetInformers(factory)
+	lbs := loadBalancerOf(t, c)
+	controller, err := lbtargets.New(lbtargets.Config{
+		IronCore:       c.IronCore(),
+		LoadBalancers:  lbs,
+		ClusterName:    "kubernetes",
+		Health:         c.NodeHealth(),
+		Services:       factory.Core().V1().Services(),
+		Nodes:          factory.Core().V1().Nodes(),
+		EndpointSlices: factory.Discovery().V1().EndpointSlices(),
+		Eligible:       provider.EligibleForLoadBalancers,
+		Recorder:       recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RecheckTargetsWith(controller.RecheckSoon)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	go controller.Run(ctx, 4)
+	return &targetsHarness{cloud: c, lbs: lbs, factory: factory}
+}
+
+// clusterNodes creates running Machines and their Nodes in the target cluster, Ready, and
+// returns the Nodes; they are deleted when the test ends.
+func clusterNodes(t *testing.T, names ...string) []*corev1.Node {
+	t.Helper()
+	nodes := workerNodes(t, names...)
+	for _, n := range nodes {
+		if _, err := stack.CreateNode(context.Background(), n.Name, testenv.NodeOptions{ProviderID: n.Spec.ProviderID}); err != nil {
+			t.Fatal(err)
+		}
+		name := n.Name
+		t.Cleanup(func() {
+			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	return nodes
+}
+
+// waitForNodesInLister waits until the harness's Node lister knows the Nodes.
+func (h *targetsHarness) waitForNodesInLister(t *testing.T, nodes []*corev1.Node) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "the Nodes in the lister", func(context.Context) error {
+		for _, n := range nodes {
+			if _, err := h.factory.Core().V1().Nodes().Lister().Get(n.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endpointsOn puts one ready endpoint of the Service on each of the Nodes.
+func endpointsOn(nodes ...string) []testenv.Endpoint {
+	var endpoints []testenv.Endpoint
+	for i, node := range nodes {
+		endpoints = append(endpoints, testenv.Endpoint{IP: fmt.Sprintf("10.244.9.%d", i+1), Node: node, Ready: true, Serving: true})
+	}
+	return endpoints
+}
+
+func setEndpoints(t *testing.T, service *corev1.Service, endpoints []testenv.Endpoint) {
+	t.Helper()
+	if err := stack.SetEndpoints(context.Background(), service, endpoints); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// destinationWatcher records, from a watch that sees every change, the fewest destinations a
+// LoadBalancerRouting held once it first had some.
+type destinationWatcher struct {
+	mu     sync.Mutex
+	seen   bool
+	fewest int
+}
+
+func watchDestinations(t *testing.T, name string) *destinationWatcher {
+	t.Helper()
+	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(stack.Namespace)
+	list, err := routings.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &destinationWatcher{}
+	for _, routing := range list.Items {
+		if routing.Name == name {
+			w.observe(len(routing.Destinations), false)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return routings.Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for event := range watcher.ResultChan() {
+			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok && routing.Name == name {
+				w.observe(len(routing.Destinations), event.Type == watch.Deleted)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		watcher.Stop()
+		cancel()
+		<-done
+	})
+	return w
+}
+
+func (w *destinationWatcher) observe(count int, deleted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if deleted {
+		count = 0
+	}
+	if !w.seen {
+		if count > 0 {
+			w.seen, w.fewest = true, count
+		}
+		return
+	}
+	w.fewest = min(w.fewest, count)
+}
+
+// requireNeverEmpty fails the test if the routing held no destination at any moment since it
+// first had some.
+func (w *destinationWatcher) requireNeverEmpty(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.seen {
+		t.Fatal("the routing never had destinations")
+	}
+	if w.fewest == 0 {
+		t.Fatal("the routing fell to 0 destinations")
+	}
+	t.Logf("the fewest destinations the routing held: %d", w.fewest)
+}
+
+// routingWrites counts the writes to LoadBalancerRoutings since the proxy's last reset.
+func routingWrites() int {
+	n := 0
+	for request, count := range writes() {
+		if _, resource, _ := strings.Cut(request, " "); strings.HasPrefix(resource, "loadbalancerroutings") {
+			n += count
+		}
+	}
+	return n
+}
+
+// TestLocalServiceTargetsFollowItsEndpoints: a Local Service's LoadBalancer targets exactly the
+// Nodes with a serving endpoint, following pods that move, a rolling update (a terminating
+// endpoint that still serves keeps its Node), a scale to zero (every Node, with an event) and
+// back, without any call from the service controller, never with an empty routing, and with
+// no IronCore write when the Nodes do not change. In both target modes: with the selector, a
+// Local Service still gets a routing of its own.
+func TestLocalServiceTargetsFollowItsEndpoints(t *testing.T) {
+	for _, mode := range []struct {
+		name        string
+		useSelector bool
+	}{{"explicit", false}, {"selector", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
+			prefix := "local-" + mode.name + "-"
+			var names []string
+			for i := 1; i <= 5; i++ {
+				names = append(names, fmt.Sprintf("%s%d", prefix, i))
+			}
+			nodes := clusterNodes(t, names...)
+			h.waitForNodesInLister(t, nodes)
+			service := createService(t, prefix+"svc", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+			setEndpoints(t, service, endpointsOn(names[0], names[1]))
+			lbName := provider.LoadBalancerName(service)
+			watcher := watchDestinations(t, lbName)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			if lb := ironcoreLoadBalancer(t, lbName); lb.Spec.NetworkInterfaceSelector != nil {
+				t.Fatalf("a Local Service's LoadBalancer selects %v; it needs a routing of its own", lb.Spec.NetworkInterfaceSelector)
+			}
+			waitForRouting(t, lbName, nicIPs(t, names[0], names[1]))
+
+			// A pod moves from the first Node to the third.
+			setEndpoints(t, service, endpointsOn(names[1], names[2]))
+			waitForRouting(t, lbName, nicIPs(t, names[1], names[2]))
+
+			// A rolling update: the pod on the third Node terminates but still serves while a new
+			// one on the fourth is ready; once it stops serving, its Node is dropped.
+			rolling := []testenv.Endpoint{
+				{IP: "10.244.9.1", Node: names[1], Ready: true, Serving: true},
+				{IP: "10.244.9.2", Node: names[2], Ready: false, Serving: true, Terminating: true},
+				{IP: "10.244.9.3", Node: names[3], Ready: true, Serving: true},
+			}
+			setEndpoints(t, service, rolling)
+			waitForRouting(t, lbName, nicIPs(t, names[1], names[2], names[3]))
+			rolling[1].Serving = false
+			setEndpoints(t, service, rolling)
+			waitForRouting(t, lbName, nicIPs(t, names[1], names[3]))
+
+			// Endpoints that change without changing the Nodes write nothing: the next change that
+			// does is the only write.
+			stack.IronCoreProxy.Reset()
+			setEndpoints(t, service, []testenv.Endpoint{
+				{IP: "10.244.9.7", Node: names[1], Ready: true, Serving: true},
+				{IP: "10.244.9.8", Node: names[3], Ready: true, Serving: true},
+				{IP: "10.244.9.9", Node: names[3], Ready: true, Serving: true},
+			})
+			setEndpoints(t, service, endpointsOn(names[3]))
+			waitForRouting(t, lbName, nicIPs(t, names[3]))
+			if n := routingWrites(); n != 1 {
+				t.Errorf("%d routing writes for one change of the target Nodes, want 1", n)
+			}
+
+			// Scaled to zero: every Node, with an event; back to one: that Node.
+			setEndpoints(t, service, nil)
+			waitForRouting(t, lbName, nicIPs(t, names...))
+			waitForEvent(t, service, provider.ReasonNoLocalEndpoints)
+			setEndpoints(t, service, endpointsOn(names[4]))
+			waitForRouting(t, lbName, nicIPs(t, names[4]))
+			watcher.requireNeverEmpty(t)
+		})
+	}
+}
+
+// TestSwitchingBetweenClusterAndLocalKeepsTargets: a Service switching from Cluster to Local
+// and back, as the service controller syncs it, narrows its targets to the endpoint Nodes and
+// widens them again, and its routing never goes empty; with the selector, the LoadBalancer
+// stops selecting while Local and selects again after.
+func TestSwitchingBetweenClusterAndLocalKeepsTargets(t *testing.T) {
+	for _, mode := range []struct {
+		name        string
+		useSelector bool
+	}{{"explicit", false}, {"selector", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
+			prefix := "switch-" + mode.name + "-"
+			names := []string{prefix + "1", prefix + "2", prefix + "3"}
+			nodes := clusterNodes(t, names...)
+			h.waitForNodesInLister(t, nodes)
+			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+			setEndpoints(t, service, endpointsOn(names[0]))
+			lbName := provider.LoadBalancerName(service)
+			watcher := watchDestinations(t, lbName)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			all := nicIPs(t, names...)
+			// Other tests' Nodes may be targets of a Cluster Service too; these must be.
+			waitForRoutingToInclude(t, lbName, all)
+
+			service = setTrafficPolicy(t, service, corev1.ServiceExternalTrafficPolicyLocal)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			waitForRouting(t, lbName, nicIPs(t, names[0]))
+			if lb := ironcoreLoadBalancer(t, lbName); lb.Spec.NetworkInterfaceSelector != nil {
+				t.Fatalf("the LoadBalancer of a Local Service still selects %v", lb.Spec.NetworkInterfaceSelector)
+			}
+
+			service = setTrafficPolicy(t, service, corev1.ServiceExternalTrafficPolicyCluster)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			waitForRoutingToInclude(t, lbName, all)
+			if lb := ironcoreLoadBalancer(t, lbName); (lb.Spec.NetworkInterfaceSelector != nil) != mode.useSelector {
+				t.Fatalf("selector %v after switching back, want one: %v", lb.Spec.NetworkInterfaceSelector, mode.useSelector)
+			}
+			watcher.requireNeverEmpty(t)
+		})
+	}
+}
+
+func setTrafficPolicy(t *testing.T, service *corev1.Service, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"externalTrafficPolicy":%q}}`, policy)
+	updated, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Patch(context.Background(), service.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return updated
+}
+
+// waitForRoutingToInclude waits until the routing holds at least the IPs.
+func waitForRoutingToInclude(t *testing.T, lbName string, want []string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to include %v", lbName, want), func(ctx context.Context) error {
+		got, err := routingIPs(ctx, lbName)
+		if err != nil {
+			return err
+		}
+		for _, ip := range want {
+			if !slices.Contains(got, ip) {
+				return fmt.Errorf("destinations %v", got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func routingIPs(ctx context.Context, lbName string) ([]string, error) {
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, destination := range routing.Destinations {
+		ips = append(ips, destination.IP.String())
+	}
+	slices.Sort(ips)
+	return ips, nil
+}
+
+// waitForRoutingToExclude waits until the routing holds none of the IPs.
+func waitForRoutingToExclude(t *testing.T, lbName string, unwanted []string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to exclude %v", lbName, unwanted), func(ctx context.Context) error {
+		got, err := routingIPs(ctx, lbName)
+		if err != nil {
+			return err
+		}
+		for _, ip := range unwanted {
+			if slices.Contains(got, ip) {
+				return fmt.Errorf("destinations %v", got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnhealthyNodesStopBeingTargets: with no change to the Service and no call from the
+// service controller, a Node whose Ready condition has been False past the grace period, whose
+// Machine is shut down, or that the cluster autoscaler tainted stops being a target of a
+// Cluster Service, with an event on the Node, and comes back when healthy. A Node NotReady for
+// less than the grace period stays, and leaves when the period ends. In both target modes.
+func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
+	for _, mode := range []struct {
+		name        string
+		useSelector bool
+	}{{"explicit", false}, {"selector", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
+			prefix := "health-" + mode.name + "-"
+			names := []string{prefix + "1", prefix + "2", prefix + "3", prefix + "4"}
+			nodes := clusterNodes(t, names...)
+			h.waitForNodesInLister(t, nodes)
+			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+			lbName := provider.LoadBalancerName(service)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			waitForRoutingToInclude(t, lbName, nicIPs(t, names...))
+
+			// NotReady for 2 minutes: past the grace period of 1 minute.
+			if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-2*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			waitForRoutingToExclude(t, lbName, nicIPs(t, names[0]))
+			waitForNodeEvent(t, names[0], lbtargets.ReasonTargetExcluded, "Ready condition has been False")
+			if _, err := stack.SetNodeReady(ctx, names[0], corev1.ConditionTrue); err != nil {
+				t.Fatal(err)
+			}
+			waitForRoutingToInclude(t, lbName, nicIPs(t, names[0]))
+			waitForNodeEvent(t, names[0], lbtargets.ReasonTargetRestored, "healthy again")
+
+			// NotReady since 58 s ago: a target until the grace period ends 2 s later.
+			if _, err := stack.SetNodeReadySince(ctx, names[1], corev1.ConditionUnknown, time.Now().Add(-58*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := routingIPs(ctx, lbName); err != nil || !slices.Contains(got, nicIPs(t, names[1])[0]) {
+				t.Fatalf("a Node NotReady within the grace period left the routing: %v %v", got, err)
+			}
+			waitForRoutingToExclude(t, lbName, nicIPs(t, names[1]))
+			if _, err := stack.SetNodeReady(ctx, names[1], corev1.ConditionTrue); err != nil {
+				t.Fatal(err)
+			}
+
+			// The Machine shut down, as IronCore reports it.
+			machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: names[2]}}
+			setMachinePower(t, machine, computev1alpha1.PowerOff)
+			waitForRoutingToExclude(t, lbName, nicIPs(t, names[2]))
+			waitForNodeEvent(t, names[2], lbtargets.ReasonTargetExcluded, "is Shutdown")
+			setMachinePower(t, machine, computev1alpha1.PowerOn)
+			waitForRoutingToInclude(t, lbName, nicIPs(t, names[2]))
+
+			// The cluster autoscaler's deletion taint.
+			taintNode(t, names[3], "ToBeDeletedByClusterAutoscaler")
+			waitForRoutingToExclude(t, lbName, nicIPs(t, names[3]))
+			waitForRoutingToInclude(t, lbName, nicIPs(t, names[0], names[1], names[2]))
+		})
+	}
+}
+
+// TestAllUnhealthyFailsOpen: when every Node that could serve a Service is unhealthy, they all
+// stay targets, with a Warning on the Service; once one is healthy, only it is.
+func TestAllUnhealthyFailsOpen(t *testing.T) {
+	ctx := context.Background()
+	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
+	names := []string{"failopen-1", "failopen-2", "failopen-3"}
+	nodes := clusterNodes(t, names...)
+	h.waitForNodesInLister(t, nodes)
+	service := createService(t, "failopen", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+	setEndpoints(t, service, endpointsOn(names[0], names[1]))
+	lbName := provider.LoadBalancerName(service)
+	watcher := watchDestinations(t, lbName)
+	ensureUntilReady(t, h.lbs, service, nodes)
+	waitForRouting(t, lbName, nicIPs(t, names[0], names[1]))
+
+	for _, name := range names[:2] {
+		if _, err := stack.SetNodeReadySince(ctx, name, corev1.ConditionFalse, time.Now().Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	message := waitForEvent(t, service, provider.ReasonTargetsFailedOpen)
+	if !strings.Contains(message, names[0]) || !strings.Contains(message, names[1]) {
+		t.Errorf("the event does not name the unhealthy Nodes: %s", message)
+	}
+	waitForRouting(t, lbName, nicIPs(t, names[0], names[1]))
+
+	if _, err := stack.SetNodeReady(ctx, names[1], corev1.ConditionTrue); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, lbName, nicIPs(t, names[1]))
+	watcher.requireNeverEmpty(t)
+}
+
+// TestNodeHealthCanBeSwitchedOff: with --load-balancer-node-health=false, a Node NotReady for
+// an hour stays a target; only the service controller's rules apply.
+func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
+	ctx := context.Background()
+	h := startTargets(t, func(o *config.Options) {
+		o.UseNICSelector = false
+		o.NodeHealth = false
+	})
+	names := []string{"nohealth-1", "nohealth-2"}
+	nodes := clusterNodes(t, names...)
+	h.waitForNodesInLister(t, nodes)
+	service := createService(t, "nohealth", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+	setEndpoints(t, service, endpointsOn(names...))
+	lbName := provider.LoadBalancerName(service)
+	ensureUntilReady(t, h.lbs, service, nodes)
+	waitForRouting(t, lbName, nicIPs(t, names...))
+	if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// An endpoint change makes the controller sync the Service after the Node changed.
+	setEndpoints(t, service, append(endpointsOn(names...), testenv.Endpoint{IP: "10.244.9.99", Node: names[1], Ready: true, Serving: true}))
+	if err := h.lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, lbName, nicIPs(t, names...))
+}
+
+func setMachinePower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
+	t.Helper()
+	ctx := context.Background()
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+		t.Fatal(err)
+	}
+	base := machine.DeepCopy()
+	machine.Spec.Power = power
+	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func taintNode(t *testing.T, name, key string) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForNodeEvent waits for an event with the reason on the Node whose message contains text.
+func waitForNodeEvent(t *testing.T, node, reason, text string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
+		events, err := stack.TargetClientset.CoreV1().Events("").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
+		})
+		if err != nil {
+			return err
+		}
+		for _, event := range events.Items {
+			if strings.Contains(event.Message, text) {
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
