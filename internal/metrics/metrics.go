@@ -60,6 +60,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "service", "load_balancer"})
 
+	// LoadBalancerRoutingSyncs counts the CCM's syncs of LoadBalancerRoutings by result:
+	// "changed" (written) or "unchanged" (already as wanted, nothing written).
+	LoadBalancerRoutingSyncs = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_routing_syncs_total",
+		Help:           "Syncs of the LoadBalancerRoutings the CCM writes, by result (changed: written; unchanged: nothing to write).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
 	// NodeHealthExclusions counts Nodes that stopped receiving load balancer traffic because
 	// of the Node health rule, by why.
 	NodeHealthExclusions = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -93,6 +102,6 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
-			LoadBalancerTargets, NodeHealthExclusions, UnhealthyNodes)
+			LoadBalancerTargets, LoadBalancerRoutingSyncs, NodeHealthExclusions, UnhealthyNodes)
 	})
 }

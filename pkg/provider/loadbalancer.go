@@ -600,11 +600,13 @@ func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Servic
 	}
 	if err == nil && ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef &&
 		equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
+		metrics.LoadBalancerRoutingSyncs.WithLabelValues("unchanged").Inc()
 		return report, nil
 	}
 	if err := l.ironcore.ApplyLoadBalancerRouting(ctx, routing); err != nil {
 		return targetReport{}, err
 	}
+	metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
 	return report, nil
 }

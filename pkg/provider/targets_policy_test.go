@@ -21,10 +21,12 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -204,6 +206,16 @@ func (w *destinationWatcher) requireNeverEmpty(t *testing.T) {
 	t.Logf("the fewest destinations the routing held: %d", w.fewest)
 }
 
+// routingSyncs reads the CCM's count of routing syncs with the result.
+func routingSyncs(t *testing.T, result string) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(metrics.LoadBalancerRoutingSyncs.WithLabelValues(result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value
+}
+
 // routingWrites counts the writes to LoadBalancerRoutings since the proxy's last reset.
 func routingWrites() int {
 	n := 0
@@ -265,11 +277,24 @@ func TestLocalServiceTargetsFollowItsEndpoints(t *testing.T) {
 			// Endpoints that change without changing the Nodes write nothing: the next change that
 			// does is the only write.
 			stack.IronCoreProxy.Reset()
+			unchanged := routingSyncs(t, "unchanged")
 			setEndpoints(t, service, []testenv.Endpoint{
 				{IP: "10.244.9.7", Node: names[1], Ready: true, Serving: true},
 				{IP: "10.244.9.8", Node: names[3], Ready: true, Serving: true},
 				{IP: "10.244.9.9", Node: names[3], Ready: true, Serving: true},
 			})
+			err := testenv.WaitFor(context.Background(), waitTimeout, "a sync that finds the routing unchanged", func(context.Context) error {
+				if routingSyncs(t, "unchanged") == unchanged {
+					return errors.New("none yet")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := routingWrites(); n != 0 {
+				t.Fatalf("%d routing writes for endpoints that did not change the target Nodes", n)
+			}
 			setEndpoints(t, service, endpointsOn(names[3]))
 			waitForRouting(t, lbName, nicIPs(t, names[3]))
 			if n := routingWrites(); n != 1 {
