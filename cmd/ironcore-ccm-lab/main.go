@@ -23,6 +23,8 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|prepare]
            and exit (the default)
   lab      like demo, then keep everything running for kubectl until Ctrl-C
   bench    measure the CCM: Nodes and Services created in a burst (see the bench flags)
+  churn    measure Local Services whose endpoints move between Nodes: -nodes, -services,
+           -rounds; how fast routings follow and how many IronCore writes each move costs
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -43,7 +45,9 @@ func run() int {
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
-	out := flags.String("out", "docs/benchmarks", "bench: where to write the results")
+	out := flags.String("out", "docs/benchmarks", "bench, churn: where to write the results")
+	rounds := flags.Int("rounds", 5, "churn: rounds in which every Service's endpoint moves to another Node")
+	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
 	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), usage)
@@ -81,6 +85,10 @@ func run() int {
 			}
 		})
 		err = runBench(ctx, benchOptions, *out)
+	case "churn":
+		churn := bench.ChurnOptions{Nodes: benchOptions.Nodes, Services: benchOptions.Services, Rounds: *rounds, Latency: *latency,
+			Command: benchOptions.Command, Label: benchOptions.Label, Quiet: *quiet, Progress: os.Stdout, Alone: true}
+		err = runChurn(ctx, churn, *out)
 	default:
 		flags.Usage()
 		return 2
@@ -112,6 +120,20 @@ func prepare(ctx context.Context) error {
 func runBench(ctx context.Context, options bench.Options, out string) error {
 	started := time.Now()
 	result, err := bench.Run(ctx, options)
+	if err != nil {
+		return err
+	}
+	files, err := result.Write(out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nwrote %v (the whole run took %s)\n", result.Markdown(), files, time.Since(started).Round(time.Second))
+	return nil
+}
+
+func runChurn(ctx context.Context, options bench.ChurnOptions, out string) error {
+	started := time.Now()
+	result, err := bench.RunChurn(ctx, options)
 	if err != nil {
 		return err
 	}

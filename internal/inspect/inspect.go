@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -40,6 +42,8 @@ type inspection struct {
 	network         string
 	nodes           []corev1.Node
 	services        []corev1.Service
+	endpointSlices  []discoveryv1.EndpointSlice
+	health          targetrules.Health
 	// nodeOfMachine maps Machine names to the Nodes the CCM finds on them; filled by the
 	// Nodes section, read by the later ones.
 	nodeOfMachine map[string]string
@@ -74,6 +78,10 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list the target cluster's Services: %w", err)
 	}
+	slices, err := target.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the target cluster's EndpointSlices: %w", err)
+	}
 	if err := startIronCore(ctx, client, cloudConfig.NetworkName, opts.Timeout); err != nil {
 		return nil, err
 	}
@@ -89,6 +97,8 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		network:         cloudConfig.NetworkName,
 		nodes:           nodes.Items,
 		services:        services.Items,
+		endpointSlices:  slices.Items,
+		health:          targetrules.Health{Enabled: opts.NodeHealth, ReadyGrace: opts.UnreadyGracePeriod},
 	}
 	return in.run(ctx)
 }

@@ -195,6 +195,12 @@ func checkNodes(t *testing.T, report *inspect.Report, nicIPs map[string]string) 
 
 func checkServices(t *testing.T, report *inspect.Report, web, taken *corev1.Service, webIP string) {
 	w := findService(t, report, web.Name)
+	// insp-d's Machine is shut down: the Node health rule keeps it from being a target.
+	if !slices.ContainsFunc(w.LeftOut, func(left inspect.LeftOut) bool {
+		return left.Node == "insp-d" && strings.Contains(left.Reason, "unhealthy: its Machine insp-d is Shutdown")
+	}) {
+		t.Errorf("web's left-out Nodes %+v do not name insp-d, whose Machine is shut down", w.LeftOut)
+	}
 	if w.LoadBalancer != provider.LoadBalancerName(web) || w.Type != string(networkingv1alpha1.LoadBalancerTypePublic) {
 		t.Errorf("web's LoadBalancer: %q of type %q", w.LoadBalancer, w.Type)
 	}

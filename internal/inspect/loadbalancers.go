@@ -7,13 +7,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -57,6 +62,7 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 		ServiceIPs:      ingressIPs(service),
 		LoadBalancerIPs: []string{},
 		Targets:         []Target{},
+		LeftOut:         []LeftOut{},
 		Issues:          []Issue{},
 	}
 	issue := func(code, format string, args ...any) {
@@ -116,7 +122,68 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 	if err := in.addTargets(ctx, lb, &report); err != nil {
 		return Service{}, nil, err
 	}
+	in.addLeftOut(ctx, service, &report)
 	return report, nil, nil
+}
+
+// addLeftOut applies the CCM's target rules to the Nodes and names those they keep from
+// being targets of the Service's LoadBalancer, and why.
+func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, report *Service) {
+	now := time.Now()
+	var candidates []targetrules.Candidate
+	for i := range in.nodes {
+		node := &in.nodes[i]
+		switch {
+		case provider.ExcludedFromLoadBalancers(node):
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "excluded by the label " + corev1.LabelNodeExcludeBalancers})
+		case !in.health.Enabled && !provider.EligibleForLoadBalancers(node):
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "being deleted or tainted for deletion (the service controller's rule)"})
+		default:
+			candidates = append(candidates, targetrules.Candidate{Node: node.Name, Verdict: in.health.Check(node, in.machineOf(ctx, node), now)})
+		}
+	}
+	local := targetrules.Local(service)
+	var serving map[string]bool
+	if local {
+		var slices []*discoveryv1.EndpointSlice
+		for i := range in.endpointSlices {
+			slice := &in.endpointSlices[i]
+			if slice.Namespace == service.Namespace && slice.Labels[discoveryv1.LabelServiceName] == service.Name {
+				slices = append(slices, slice)
+			}
+		}
+		serving = targetrules.ServingNodes(slices)
+	}
+	choice := targetrules.Choose(candidates, local, serving)
+	for _, node := range choice.WithoutEndpoint {
+		report.LeftOut = append(report.LeftOut, LeftOut{Node: node, Reason: "no serving endpoint of the Service on it (externalTrafficPolicy Local)"})
+	}
+	if !choice.FailedOpen {
+		for node, verdict := range choice.Unhealthy {
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node, Reason: "unhealthy: " + verdict.Reason})
+		}
+	}
+	slices.SortFunc(report.LeftOut, func(a, b LeftOut) int { return cmp.Compare(a.Node, b.Node) })
+	if choice.FailedOpen {
+		report.Issues = append(report.Issues, Issue{Code: IssueTargetsFailedOpen, Detail: fmt.Sprintf(
+			"every Node that could serve the Service is unhealthy, so all %d stay targets", len(choice.Targets))})
+	}
+	if local && choice.NoLocalEndpoints {
+		report.Issues = append(report.Issues, Issue{Code: IssueNoLocalEndpoints, Detail: "no serving endpoint on a Node that can be a target; the LoadBalancer targets every healthy Node, which refuse its traffic"})
+	}
+}
+
+// machineOf returns the Node's Machine from the IronCore cache, or nil.
+func (in *inspection) machineOf(ctx context.Context, node *corev1.Node) *computev1alpha1.Machine {
+	id, err := providerid.Parse(node.Spec.ProviderID)
+	if err != nil || id.Namespace != in.ironcore.Namespace() {
+		return nil
+	}
+	machine, err := in.ironcore.Machine(ctx, id.Machine)
+	if err != nil {
+		return nil
+	}
+	return machine
 }
 
 // loadBalancerOf finds the Service's LoadBalancer as the CCM does: one recording the Service's

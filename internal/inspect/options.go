@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // Output formats.
@@ -36,11 +38,15 @@ type Options struct {
 	Output string
 	// Timeout bounds the whole inspection.
 	Timeout time.Duration
+	// NodeHealth and UnreadyGracePeriod are the CCM's flags of the same names, which decide
+	// which Nodes are load balancer targets.
+	NodeHealth         bool
+	UnreadyGracePeriod time.Duration
 }
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
-	return &Options{ClusterName: defaultClusterNameFlag, Output: OutputTable, Timeout: time.Minute}
+	return &Options{ClusterName: defaultClusterNameFlag, Output: OutputTable, Timeout: time.Minute, NodeHealth: true, UnreadyGracePeriod: targetrules.DefaultReadyGrace}
 }
 
 // AddFlags registers the options on fs. Call SetChanged after parsing.
@@ -52,6 +58,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The CCM's --cluster-name, if it is given one; resolved with the cloud-config's clusterName as the CCM does.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Output format: table or json.")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long the whole inspection may take.")
+	fs.BoolVar(&o.NodeHealth, "load-balancer-node-health", o.NodeHealth, "The CCM's --load-balancer-node-health: whether unhealthy Nodes are kept out of load balancer targets.")
+	fs.DurationVar(&o.UnreadyGracePeriod, "load-balancer-unready-grace-period", o.UnreadyGracePeriod, "The CCM's --load-balancer-unready-grace-period.")
 }
 
 // SetChanged records which flags were given on the command line.

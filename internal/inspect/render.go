@@ -127,6 +127,13 @@ func (r *Report) writeServices(w io.Writer) error {
 	}
 	for _, service := range r.Services {
 		writeIssues(w, service.Namespace+"/"+service.Name, service.Issues)
+		for i, left := range service.LeftOut {
+			if i == maxTargetsShown {
+				fmt.Fprintf(w, "  %s/%s: %d more Nodes are not targets (-o json lists them)\n", service.Namespace, service.Name, len(service.LeftOut)-maxTargetsShown)
+				break
+			}
+			fmt.Fprintf(w, "  %s/%s: Node %s is not a target: %s\n", service.Namespace, service.Name, left.Node, left.Reason)
+		}
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ const (
 	IssueServiceAddressesDiffer = "ServiceAddressesDiffer"
 	IssueNoTargets              = "NoTargets"
 	IssueRoutingStale           = "RoutingStale"
+	IssueTargetsFailedOpen      = "TargetsFailedOpen"
+	IssueNoLocalEndpoints       = "NoLocalEndpoints"
 )
 
 // Node is a Node and the Machine the CCM finds for it.
@@ -92,6 +94,9 @@ type Service struct {
 	// LoadBalancerRouting the CCM wrote).
 	TargetsFrom string   `json:"targetsFrom,omitempty"`
 	Targets     []Target `json:"targets"`
+	// LeftOut are the Nodes the CCM's target rules keep from being the LoadBalancer's targets,
+	// and why.
+	LeftOut []LeftOut `json:"leftOut"`
 	// Owner is what the LoadBalancer records as its owner.
 	Owner  *Owner  `json:"owner,omitempty"`
 	Issues []Issue `json:"issues"`
@@ -105,6 +110,12 @@ type Target struct {
 	// Routed is whether the LoadBalancerRouting has a destination on it, which is what
 	// IronCore actually programs.
 	Routed bool `json:"routed"`
+}
+
+// LeftOut is a Node that is not a target of a Service's LoadBalancer, and why.
+type LeftOut struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
 }
 
 // Owner is the cluster and Service an IronCore LoadBalancer records.

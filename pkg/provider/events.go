@@ -86,7 +86,7 @@ func EventReasons() []EventReason {
 		warning(ReasonSourceRangesOnNodes,
 			"The Service sets `spec.loadBalancerSourceRanges`. IronCore LoadBalancers do not filter clients, but they are L3: "+
 				"packets reach the Nodes with the client's address and the load balancer address, and kube-proxy drops those from "+
-				"outside the ranges (the Service's ingress has no `ipMode: Proxy`, so kube-proxy handles the address). "+
+				"outside the ranges (the Service's ingress has `ipMode: VIP`, so kube-proxy handles the address). "+
 				"Recorded once per change of the Service.",
 			"Nothing with kube-proxy. With a kube-proxy replacement, check that it enforces `loadBalancerSourceRanges`."),
 		warning(ReasonLoadBalancerIPIgnored,

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -627,5 +628,43 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	invalid.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "maybe"}
 	if status, pending, err := c.AllocatedLoadBalancerStatus(ctx, "kubernetes", invalid); status != nil || pending || err != nil {
 		t.Errorf("AllocatedLoadBalancerStatus of an invalid Service = %v, %v, %v; want nothing to report and nothing pending", status, pending, err)
+	}
+}
+
+// TestLoadBalancersNeedNoNodePorts: IronCore LoadBalancers forward a packet to the Node with the
+// load balancer address and the Service port as its destination, so a Service that allocates no
+// NodePorts is served like any other, on its own ports; its ingress has ipMode VIP, which tells
+// kube-proxy to handle the address on the Node.
+func TestLoadBalancersNeedNoNodePorts(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-no-nodeports")
+	allocate := false
+	service := createService(t, "no-nodeports", testenv.ServiceOptions{
+		AllocateLoadBalancerNodePorts: &allocate,
+		Ports: []corev1.ServicePort{
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)},
+			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
+		},
+	})
+	for _, port := range service.Spec.Ports {
+		if port.NodePort != 0 {
+			t.Fatalf("port %s has NodePort %d; the Service allocates none", port.Name, port.NodePort)
+		}
+	}
+	status := ensureUntilReady(t, lbs, service, nodes)
+	if len(status.Ingress) == 0 {
+		t.Fatal("no ingress")
+	}
+	for _, ingress := range status.Ingress {
+		if ingress.IPMode == nil || *ingress.IPMode != corev1.LoadBalancerIPModeVIP {
+			t.Errorf("ingress %s has ipMode %v, want VIP", ingress.IP, ingress.IPMode)
+		}
+	}
+	var ports []string
+	for _, port := range ironcoreLoadBalancer(t, provider.LoadBalancerName(service)).Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s/%d", *port.Protocol, port.Port))
+	}
+	if want := []string{"TCP/80", "UDP/53"}; !slices.Equal(ports, want) {
+		t.Fatalf("LoadBalancer ports %v, want the Service's ports %v", ports, want)
 	}
 }

@@ -605,7 +605,7 @@ func (t *targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	}
 	result := make([]*corev1.Node, 0, len(known))
 	for _, node := range known {
-		if excludedFromLoadBalancers(node) || (!t.health.Enabled && !EligibleForLoadBalancers(node)) {
+		if ExcludedFromLoadBalancers(node) || (!t.health.Enabled && !EligibleForLoadBalancers(node)) {
 			continue
 		}
 		result = append(result, node)
@@ -716,15 +716,15 @@ func (t *targets) eligibleNetworkInterfaces(ctx context.Context, nodes []*corev1
 // balancers: not being deleted, not excluded by label, not tainted for deletion by the cluster
 // autoscaler (its stable node set predicates, k8s.io/cloud-provider v0.35).
 func EligibleForLoadBalancers(node *corev1.Node) bool {
-	if !node.DeletionTimestamp.IsZero() || excludedFromLoadBalancers(node) {
+	if !node.DeletionTimestamp.IsZero() || ExcludedFromLoadBalancers(node) {
 		return false
 	}
 	return !slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
 }
 
-// excludedFromLoadBalancers reads the exclusion label as the service controller does: any
+// ExcludedFromLoadBalancers reads the exclusion label as the service controller does: any
 // value but a false boolean excludes.
-func excludedFromLoadBalancers(node *corev1.Node) bool {
+func ExcludedFromLoadBalancers(node *corev1.Node) bool {
 	value, ok := node.Labels[corev1.LabelNodeExcludeBalancers]
 	if !ok {
 		return false
