@@ -47,3 +47,30 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestChurnSmoke runs the endpoint churn at a tiny size, so that it keeps working between real
+// runs.
+func TestChurnSmoke(t *testing.T) {
+	result, err := RunChurn(context.Background(), ChurnOptions{
+		Nodes: 5, Services: 2, Rounds: 1, Latency: 50 * time.Millisecond, Quiet: time.Second,
+		Command: DefaultCommand, Label: "smoke", Progress: os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result.Changes != 2 || result.Convergence.Count != 2 || result.RoutingWrites < 2 {
+		t.Fatalf("%d changes, %d converged, %d routing writes; want 2, 2, at least 2", result.Changes, result.Convergence.Count, result.RoutingWrites)
+	}
+	files, err := result.Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+	if md := result.Markdown(); !strings.Contains(md, "| endpoint moves | 2 |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -66,11 +68,13 @@ type ChurnResult struct {
 	WritesPerChange float64 `json:"writesPerChange"`
 	// QuietChanges are EndpointSlice updates that moved no endpoint between Nodes, and
 	// QuietWrites the CCM's IronCore writes in the QuietSeconds after them.
-	QuietChanges int            `json:"quietChanges"`
-	QuietWrites  int            `json:"quietWrites"`
-	QuietSeconds Seconds        `json:"quietSeconds"`
-	Requests     []RequestCount `json:"requests"`
-	CCM          Usage          `json:"ccm"`
+	QuietChanges       int            `json:"quietChanges"`
+	QuietWrites        int            `json:"quietWrites"`
+	QuietRoutingWrites int            `json:"quietRoutingWrites"`
+	QuietSeconds       Seconds        `json:"quietSeconds"`
+	Requests           []RequestCount `json:"requests"`
+	QuietRequests      []RequestCount `json:"quietRequests"`
+	CCM                Usage          `json:"ccm"`
 }
 
 // RunChurn runs the endpoint churn scenario once.
@@ -104,6 +108,11 @@ func RunChurn(ctx context.Context, opts ChurnOptions) (*ChurnResult, error) {
 		return nil, err
 	}
 	if err := waitForInitializedNodes(ctx, stack, opts.Nodes); err != nil {
+		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	// The cluster labels the CCM puts on the Machines and NetworkInterfaces of new Nodes are
+	// writes of their own, not the churn's.
+	if err := waitForClusterLabels(ctx, stack, opts.Nodes); err != nil {
 		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
 	nicIPs, err := networkInterfaceIPs(ctx, stack)
@@ -185,7 +194,9 @@ func RunChurn(ctx context.Context, opts ChurnOptions) (*ChurnResult, error) {
 		return nil, ctx.Err()
 	case <-time.After(opts.Quiet):
 	}
-	result.QuietWrites = total(counts(stack.IronCoreProxy.Counts()), true)
+	result.QuietRequests = counts(stack.IronCoreProxy.Counts())
+	result.QuietWrites = total(result.QuietRequests, true)
+	result.QuietRoutingWrites = totalOn(result.QuietRequests, []string{"loadbalancerroutings"}, true)
 	if result.CCM, err = processUsage(ccm.Pid()); err != nil {
 		return nil, err
 	}
@@ -351,6 +362,22 @@ func waitForInitializedNodes(ctx context.Context, stack *testenv.Stack, n int) e
 	})
 }
 
+func waitForClusterLabels(ctx context.Context, stack *testenv.Stack, n int) error {
+	return testenv.WaitFor(ctx, 10*time.Minute, fmt.Sprintf("the cluster label on %d Machines and NetworkInterfaces", n), func(ctx context.Context) error {
+		machines := &computev1alpha1.MachineList{}
+		nics := &networkingv1alpha1.NetworkInterfaceList{}
+		for _, list := range []client.ObjectList{machines, nics} {
+			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelCluster}); err != nil {
+				return err
+			}
+		}
+		if min(len(machines.Items), len(nics.Items)) < n {
+			return fmt.Errorf("%d Machines and %d NetworkInterfaces labelled", len(machines.Items), len(nics.Items))
+		}
+		return nil
+	})
+}
+
 func networkInterfaceIPs(ctx context.Context, stack *testenv.Stack) (map[string][]string, error) {
 	nics := &networkingv1alpha1.NetworkInterfaceList{}
 	if err := stack.IronCore.Client.List(ctx, nics, client.InNamespace(stack.Namespace)); err != nil {
@@ -420,10 +447,14 @@ func (r *ChurnResult) Markdown() string {
 	fmt.Fprintf(&b, "| IronCore writes during the rounds | %d (%d to LoadBalancerRoutings) |\n", r.Writes, r.RoutingWrites)
 	fmt.Fprintf(&b, "| IronCore writes per endpoint move | %.2f |\n", r.WritesPerChange)
 	fmt.Fprintf(&b, "| EndpointSlice updates that moved no Node | %d |\n", r.QuietChanges)
-	fmt.Fprintf(&b, "| IronCore writes in the %gs after them | %d |\n", r.QuietSeconds, r.QuietWrites)
+	fmt.Fprintf(&b, "| IronCore writes in the %gs after them | %d (%d to LoadBalancerRoutings) |\n", r.QuietSeconds, r.QuietWrites, r.QuietRoutingWrites)
 	fmt.Fprintf(&b, "| CCM peak memory | %.0f MiB |\n| CCM CPU time | %.1fs |\n\n", r.CCM.PeakRSSMiB, r.CCM.CPUSeconds)
 	fmt.Fprintf(&b, "IronCore requests during the rounds:\n\n| verb | resource | count |\n|---|---|---:|\n")
 	for _, count := range r.Requests {
+		fmt.Fprintf(&b, "| %s | %s | %d |\n", count.Verb, count.Resource, count.Count)
+	}
+	fmt.Fprintf(&b, "\nIronCore requests in the %gs after the updates that moved no Node:\n\n| verb | resource | count |\n|---|---|---:|\n", r.QuietSeconds)
+	for _, count := range r.QuietRequests {
 		fmt.Fprintf(&b, "| %s | %s | %d |\n", count.Verb, count.Resource, count.Count)
 	}
 	return b.String()

@@ -285,14 +285,8 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	if machine != nil {
 		c.machineNodes[machine.Name] = name
 	}
-	unhealthy := 0
-	for _, known := range c.known {
-		if known.unhealthy != "" {
-			unhealthy++
-		}
-	}
+	c.countUnhealthy()
 	c.mu.Unlock()
-	metrics.UnhealthyNodes.Set(float64(unhealthy))
 
 	if verdict.RecheckIn > 0 {
 		// A moment past the end, so that the verdict has turned.
@@ -341,6 +335,18 @@ func (c *Controller) forgetNode(name string) {
 			delete(c.machineNodes, machine)
 		}
 	}
+	c.countUnhealthy()
+}
+
+// countUnhealthy sets the gauge of unhealthy Nodes; c.mu must be held.
+func (c *Controller) countUnhealthy() {
+	unhealthy := 0
+	for _, known := range c.known {
+		if known.unhealthy != "" {
+			unhealthy++
+		}
+	}
+	metrics.UnhealthyNodes.Set(float64(unhealthy))
 }
 
 func (c *Controller) queueAllServices() error {

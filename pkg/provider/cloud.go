@@ -234,7 +234,7 @@ func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets
 
 // RecheckTargetsWith has the provider ask recheck to sync a Service's targets again shortly,
 // after a change that IronCore may briefly undo (a LoadBalancer that stops selecting its
-// targets). Call it before the controllers start.
+// targets).
 func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
-	c.loadBalancers.targets.recheck = recheck
+	c.loadBalancers.targets.recheck.Store(&recheck)
 }

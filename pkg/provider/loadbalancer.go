@@ -57,6 +57,9 @@ type loadBalancers struct {
 	recorder record.EventRecorder
 	retries  retryDelays
 	notices  notices
+	// routings records, by LoadBalancer UID, the digest of the routing this process last wrote
+	// or found (see routingWritten).
+	routings sync.Map
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
@@ -218,9 +221,11 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			if desired.Spec.NetworkInterfaceSelector == nil && existing.Spec.NetworkInterfaceSelector != nil {
 				// IronCore may have rewritten the routing until the selector was gone, and a
 				// rewrite it began before may still land: the targets are checked again soon.
+				l.forgetRouting(lb)
 				if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
 					return nil, err
 				}
+				l.forgetRouting(lb)
 				l.targets.recheckSoon(service)
 			}
 		}
@@ -446,6 +451,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
+	l.forgetRouting(lb)
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ownedBy(routing, lb):
@@ -594,21 +600,71 @@ func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Servic
 		NetworkRef:   networkRefOf(network),
 		Destinations: destinations,
 	}
-	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
-	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
+	written, err := l.routingWritten(ctx, lb, routing)
+	if err != nil {
 		return targetReport{}, err
 	}
-	if err == nil && ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef &&
-		equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
+	if written {
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("unchanged").Inc()
 		return report, nil
 	}
 	if err := l.ironcore.ApplyLoadBalancerRouting(ctx, routing); err != nil {
+		l.routings.Delete(lb.UID)
 		return targetReport{}, err
 	}
+	l.rememberRouting(lb, routing)
 	metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
 	return report, nil
+}
+
+// routingWritten reports whether lb's routing already is the desired one. Routings are cached
+// in explicit mode. In selector mode they are read live, and a Local Service's routing, which
+// only this CCM writes once its LoadBalancer no longer selects, is compared with what this
+// process last wrote instead: endpoint churn then costs a request per change of the Nodes,
+// not one per sync. A LoadBalancer that stopped selecting forgets that record (see
+// forgetRouting), since IronCore may have written its routing since.
+func (l *loadBalancers) routingWritten(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
+	if l.ironcore.RoutingsLive() {
+		if last, ok := l.routings.Load(lb.UID); ok {
+			return last == routingDigest(routing), nil
+		}
+	}
+	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	if errors.Is(err, ironcore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef && equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
+		l.rememberRouting(lb, routing)
+		return true, nil
+	}
+	return false, nil
+}
+
+// rememberRouting records lb's routing as written, where routings are read live.
+func (l *loadBalancers) rememberRouting(lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) {
+	if l.ironcore.RoutingsLive() {
+		l.routings.Store(lb.UID, routingDigest(routing))
+	}
+}
+
+// forgetRouting drops the record of lb's routing, which someone else may have written since.
+func (l *loadBalancers) forgetRouting(lb *networkingv1alpha1.LoadBalancer) { l.routings.Delete(lb.UID) }
+
+// routingDigest identifies a routing's network and destinations.
+func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
+	var b strings.Builder
+	b.WriteString(routing.NetworkRef.Name + "/" + string(routing.NetworkRef.UID))
+	for _, destination := range routing.Destinations {
+		b.WriteString(";" + destination.IP.String())
+		if ref := destination.TargetRef; ref != nil {
+			b.WriteString("," + string(ref.UID) + "," + ref.Name + "," + ref.ProviderID)
+		}
+	}
+	return b.String()
 }
 
 // loadBalancerStatus turns the LoadBalancer's addresses into ingress points. Their ipMode is

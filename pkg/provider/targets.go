@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -43,8 +44,9 @@ type targets struct {
 	// endpointSlices is the CCM's EndpointSlice lister, set once informers exist: Local
 	// Services go only to Nodes with a serving endpoint.
 	endpointSlices discoverylisters.EndpointSliceLister
-	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon).
-	recheck func(*corev1.Service)
+	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
+	// set when the controller that does it starts, while syncs may already run.
+	recheck atomic.Pointer[func(*corev1.Service)]
 	// health is the Node health rule; clock, if set, replaces time.Now for it.
 	health targetrules.Health
 	clock  func() time.Time
@@ -175,8 +177,8 @@ func networkInterfacesOf(resolved []resolvedNode) []networkingv1alpha1.NetworkIn
 
 // recheckSoon has the Service's targets synced again shortly, if a controller offers to.
 func (t *targets) recheckSoon(service *corev1.Service) {
-	if t.recheck != nil {
-		t.recheck(service)
+	if recheck := t.recheck.Load(); recheck != nil {
+		(*recheck)(service)
 	}
 }
 
