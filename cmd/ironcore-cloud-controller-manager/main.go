@@ -198,6 +198,10 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			return nil, false, nil
 		}
 		loadBalancers, _ := ironcoreCloud.LoadBalancer()
+		var nudge func()
+		if ironcoreCloud.Options().UseNICSelector {
+			nudge = ironcoreCloud.NudgeSelectingLoadBalancers
+		}
 		c, err := lbtargets.New(lbtargets.Config{
 			IronCore:       ironcoreCloud.IronCore(),
 			LoadBalancers:  loadBalancers,
@@ -207,6 +211,8 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			Nodes:          completed.SharedInformers.Core().V1().Nodes(),
 			EndpointSlices: completed.SharedInformers.Discovery().V1().EndpointSlices(),
 			Eligible:       provider.EligibleForLoadBalancers,
+			ForgetRouting:  ironcoreCloud.ForgetRouting,
+			Nudge:          nudge,
 			Recorder:       completed.EventRecorder,
 		})
 		if err != nil {

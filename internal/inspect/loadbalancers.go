@@ -10,14 +10,12 @@ import (
 	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -130,16 +128,24 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 // being targets of the Service's LoadBalancer, and why.
 func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, report *Service) {
 	now := time.Now()
+	machineOf := make(map[string]string, len(in.nodeOfMachine))
+	for machine, node := range in.nodeOfMachine {
+		machineOf[node] = machine
+	}
 	var candidates []targetrules.Candidate
 	for i := range in.nodes {
 		node := &in.nodes[i]
+		machine, err := in.ironcore.Machine(ctx, machineOf[node.Name])
 		switch {
 		case provider.ExcludedFromLoadBalancers(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "excluded by the label " + corev1.LabelNodeExcludeBalancers})
 		case !in.health.Enabled && !provider.EligibleForLoadBalancers(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "being deleted or tainted for deletion (the service controller's rule)"})
+		case machineOf[node.Name] == "" || err != nil:
+			// The CCM chooses only among Nodes whose Machine it finds.
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "no IronCore Machine of this cluster is found for it"})
 		default:
-			candidates = append(candidates, targetrules.Candidate{Node: node.Name, Verdict: in.health.Check(node, in.machineOf(ctx, node), now)})
+			candidates = append(candidates, targetrules.Candidate{Node: node.Name, Verdict: in.health.Check(node, machine, now)})
 		}
 	}
 	local := targetrules.Local(service)
@@ -171,19 +177,6 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 	if local && choice.NoLocalEndpoints {
 		report.Issues = append(report.Issues, Issue{Code: IssueNoLocalEndpoints, Detail: "no serving endpoint on a Node that can be a target; the LoadBalancer targets every healthy Node, which refuse its traffic"})
 	}
-}
-
-// machineOf returns the Node's Machine from the IronCore cache, or nil.
-func (in *inspection) machineOf(ctx context.Context, node *corev1.Node) *computev1alpha1.Machine {
-	id, err := providerid.Parse(node.Spec.ProviderID)
-	if err != nil || id.Namespace != in.ironcore.Namespace() {
-		return nil
-	}
-	machine, err := in.ironcore.Machine(ctx, id.Machine)
-	if err != nil {
-		return nil
-	}
-	return machine
 }
 
 // loadBalancerOf finds the Service's LoadBalancer as the CCM does: one recording the Service's

@@ -10,10 +10,12 @@ package lbtargets
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,9 +51,10 @@ const (
 // after the burst writes the routing once.
 const DefaultCoalesce = 250 * time.Millisecond
 
-// recheckDelay is how long after a LoadBalancer stopped selecting its targets they are synced
-// again, for a routing IronCore may have rewritten meanwhile.
-const recheckDelay = 2 * time.Second
+// recheckDelays are when, after a LoadBalancer stopped selecting its targets, its routing is
+// read from IronCore and synced again: IronCore may rewrite it once more from the selector it
+// saw before, sooner or, while it is busy, later.
+var recheckDelays = [...]time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
 
 // Config wires the controller.
 type Config struct {
@@ -69,6 +72,11 @@ type Config struct {
 	Eligible func(*corev1.Node) bool
 	// Coalesce is how long a Local Service's endpoint changes gather; zero means DefaultCoalesce.
 	Coalesce time.Duration
+	// ForgetRouting has the next sync of a Service's routing read it from IronCore.
+	ForgetRouting func(ctx context.Context, clusterName string, service *corev1.Service)
+	// Nudge, if set, is called when a NetworkInterface's addresses change: selecting
+	// LoadBalancers may need IronCore nudged (see provider.Cloud.NudgeSelectingLoadBalancers).
+	Nudge    func()
 	Recorder record.EventRecorder
 }
 
@@ -87,16 +95,19 @@ type Controller struct {
 	machineNodes map[string]string
 }
 
-// key is a queue item: a Node whose health to evaluate, or a Service whose targets to sync.
+// key is a queue item: a Node whose health to evaluate, or a Service whose targets to sync
+// (or to verify against IronCore: the attempt tells the rechecks of one Service apart).
 type key struct {
 	kind      string
 	namespace string
 	name      string
+	attempt   int
 }
 
 const (
 	kindNode    = "node"
 	kindService = "service"
+	kindVerify  = "verify"
 )
 
 // nodeState is what a Node's sync found: the health verdict's kind and whether the service
@@ -166,15 +177,23 @@ func New(config Config) (*Controller, error) {
 			return nil, err
 		}
 	}
+	if config.Nudge != nil {
+		if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(*networkingv1alpha1.NetworkInterface) { config.Nudge() }); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
 // Name implements the controller-manager's controller.Interface.
 func (c *Controller) Name() string { return Name }
 
-// RecheckSoon has the Service's targets synced again after a short delay.
+// RecheckSoon has the Service's routing read from IronCore and synced again, a few times over
+// the next half minute.
 func (c *Controller) RecheckSoon(service *corev1.Service) {
-	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, recheckDelay)
+	for attempt, delay := range recheckDelays {
+		c.queue.AddAfter(key{kind: kindVerify, namespace: service.Namespace, name: service.Name, attempt: attempt}, delay)
+	}
 }
 
 // healthInputsChanged reports whether anything the target rules read from a Node changed.
@@ -233,6 +252,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) || !c.IronCore.WaitForCacheSync(ctx) {
 		return
 	}
+	// EndpointSlice changes that came before the Services were known were dropped.
+	if err := c.queueServices(targetrules.Local); err != nil {
+		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
+	}
 	for range workers {
 		go wait.UntilWithContext(ctx, c.work, time.Second)
 	}
@@ -251,6 +274,13 @@ func (c *Controller) work(ctx context.Context) {
 			err = c.syncNode(ctx, item.name)
 		case kindService:
 			err = c.syncService(ctx, item.namespace, item.name)
+		case kindVerify:
+			err = c.verifyService(ctx, item.namespace, item.name)
+		}
+		if onlySkipped(err) {
+			// The Nodes' own changes bring them in; the other Nodes were applied.
+			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", item.kind, klog.KRef(item.namespace, item.name), "reason", err)
+			err = nil
 		}
 		if err != nil {
 			klog.ErrorS(err, "Cannot sync load balancer targets", item.kind, klog.KRef(item.namespace, item.name))
@@ -310,7 +340,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		// balancers for a new Node itself.
 		return nil
 	}
-	return c.queueAllServices()
+	return c.queueServices(func(*corev1.Service) bool { return true })
 }
 
 // machineOf returns the Node's Machine from the IronCore cache, or nil if it is not known.
@@ -349,17 +379,44 @@ func (c *Controller) countUnhealthy() {
 	metrics.UnhealthyNodes.Set(float64(unhealthy))
 }
 
-func (c *Controller) queueAllServices() error {
+// queueServices queues the Services of type LoadBalancer that match.
+func (c *Controller) queueServices(match func(*corev1.Service) bool) error {
 	services, err := c.services.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, service := range services {
-		if wantsLoadBalancer(service) {
+		if wantsLoadBalancer(service) && match(service) {
 			c.queue.Add(key{kind: kindService, namespace: service.Namespace, name: service.Name})
 		}
 	}
 	return nil
+}
+
+// verifyService syncs the Service's targets from the routing IronCore has, not from what this
+// process last wrote.
+func (c *Controller) verifyService(ctx context.Context, namespace, name string) error {
+	if service, err := c.services.Services(namespace).Get(name); err == nil && c.ForgetRouting != nil {
+		c.ForgetRouting(ctx, c.ClusterName, service)
+	}
+	return c.syncService(ctx, namespace, name)
+}
+
+// onlySkipped reports whether err only names Nodes that could not be made targets.
+func onlySkipped(err error) bool {
+	if err == nil {
+		return false
+	}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			if e != nil && !errors.Is(e, targetrules.ErrNodesSkipped) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, targetrules.ErrNodesSkipped)
 }
 
 // syncService syncs one Service's targets through the provider, which writes only what

@@ -56,9 +56,9 @@ var (
 	LoadBalancerTargets = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      namespace,
 		Name:           "load_balancer_targets",
-		Help:           "Nodes a Service's IronCore LoadBalancer sends traffic to, as last synced, by Service namespace, Service and LoadBalancer.",
+		Help:           "Nodes a Service's IronCore LoadBalancer sends traffic to, as last synced, by Service namespace and name.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"namespace", "service", "load_balancer"})
+	}, []string{"namespace", "service"})
 
 	// LoadBalancerRoutingSyncs counts the CCM's syncs of LoadBalancerRoutings by result:
 	// "changed" (written) or "unchanged" (already as wanted, nothing written).

@@ -7,6 +7,7 @@
 package targetrules
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -17,6 +18,11 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 )
+
+// ErrNodesSkipped marks the error naming Nodes that could not be made targets (a
+// NetworkInterface without addresses yet, or of another cluster). The other Nodes were
+// applied; the Nodes' own changes bring them in, so a caller need not retry for them.
+var ErrNodesSkipped = errors.New("not load balancer targets")
 
 // DefaultReadyGrace is how long a Node's Ready condition may be False or Unknown before the
 // Node stops receiving load balancer traffic. It rides out a kubelet restart and the node

@@ -226,8 +226,22 @@ func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName str
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.routes.nodes = factory.Core().V1().Nodes().Lister()
 	c.loadBalancers.targets.nodes = c.routes.nodes
-	c.loadBalancers.targets.endpointSlices = factory.Discovery().V1().EndpointSlices().Lister()
+	endpointSlices := factory.Discovery().V1().EndpointSlices()
+	c.loadBalancers.targets.endpointSlices = endpointSlices.Lister()
+	c.loadBalancers.targets.endpointSlicesSynced = endpointSlices.Informer().HasSynced
 }
+
+// ForgetRouting has the next sync of the Service's routing read it from IronCore rather than
+// trust what this process last wrote; see RecheckTargetsWith.
+func (c *Cloud) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
+	c.loadBalancers.ForgetRouting(ctx, clusterName, service)
+}
+
+// NudgeSelectingLoadBalancers has IronCore recompute the routings of the cluster's selecting
+// LoadBalancers soon, if a LoadBalancer that does not select shares their Network (IronCore
+// v0.5.0 then misses target changes for some of them). Call it when a target's addresses
+// change; target label changes nudge by themselves.
+func (c *Cloud) NudgeSelectingLoadBalancers() { c.loadBalancers.targets.nudgeSoon() }
 
 // NodeHealth is the Node health rule the load balancers' targets follow.
 func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets.health }

@@ -58,8 +58,10 @@ type loadBalancers struct {
 	retries  retryDelays
 	notices  notices
 	// routings records, by LoadBalancer UID, the digest of the routing this process last wrote
-	// or found (see routingWritten).
-	routings sync.Map
+	// or found (see routingWritten); routingLocks holds a *sync.Mutex per LoadBalancer UID, so
+	// that the syncs of one routing (the service controller's and this CCM's controllers')
+	// take turns, and the last one computes from the newest state.
+	routings, routingLocks sync.Map
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
@@ -293,13 +295,17 @@ func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service
 		report, err = l.targets.syncLabels(ctx, nodes)
 	case usesSelector(service, l.settings):
 		report = l.targets.requestLabels(ctx, nodes)
+	case l.settings.useNICSelector && lb.Spec.NetworkInterfaceSelector != nil:
+		// A Service turning Local: IronCore writes the routing until the selector is gone, and a
+		// routing written now would only prompt it to rewrite it.
+		return nil
 	default:
 		report, err = l.applyRouting(ctx, service, lb, nodes)
 	}
 	if err != nil {
 		return err
 	}
-	l.reportTargets(service, lb, report)
+	l.reportTargets(service, report)
 	return nil
 }
 
@@ -378,7 +384,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	if usesSelector(service, l.settings) {
 		report, err := l.targets.syncLabels(ctx, nodes)
 		if err == nil {
-			l.reportTargets(service, nil, report)
+			l.reportTargets(service, report)
 		}
 		return errors.Join(err, report.skipped.err())
 	}
@@ -394,7 +400,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	}
 	report, err := l.applyRouting(ctx, service, lb, nodes)
 	if err == nil {
-		l.reportTargets(service, lb, report)
+		l.reportTargets(service, report)
 	}
 	return errors.Join(err, report.skipped.err())
 }
@@ -433,7 +439,7 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.forget(service.UID)
-	metrics.LoadBalancerTargets.DeletePartialMatch(map[string]string{"namespace": service.Namespace, "service": service.Name})
+	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
 	lb, err := l.find(ctx, clusterName, service, true)
 	var conflict *serviceError
 	switch {
@@ -452,6 +458,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	l.forgetRouting(lb)
+	l.routingLocks.Delete(lb.UID)
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ownedBy(routing, lb):
@@ -579,6 +586,9 @@ func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []str
 // applyRouting writes the LoadBalancerRouting of lb from the Nodes' NetworkInterfaces, if it
 // differs from what is there.
 func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (targetReport, error) {
+	lock, _ := l.routingLocks.LoadOrStore(lb.UID, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
 	destinations, report, err := l.targets.destinations(ctx, service, nodes)
 	if err != nil {
 		return targetReport{}, err
@@ -654,6 +664,14 @@ func (l *loadBalancers) rememberRouting(lb *networkingv1alpha1.LoadBalancer, rou
 // forgetRouting drops the record of lb's routing, which someone else may have written since.
 func (l *loadBalancers) forgetRouting(lb *networkingv1alpha1.LoadBalancer) { l.routings.Delete(lb.UID) }
 
+// ForgetRouting drops the record of the routing of the Service's LoadBalancer, so that its
+// next sync reads the routing from IronCore.
+func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
+	if lb, err := l.find(ctx, clusterName, service, false); err == nil && lb != nil {
+		l.forgetRouting(lb)
+	}
+}
+
 // routingDigest identifies a routing's network and destinations.
 func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
 	var b strings.Builder
@@ -717,7 +735,7 @@ func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
 // reportTargets records what a target sync found: a Warning naming the Nodes that could not
 // be made targets, a Warning when the health rule failed open, an event when a Local Service
 // has no serving endpoint, each when it changes; and the number of target Nodes.
-func (l *loadBalancers) reportTargets(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, report targetReport) {
+func (l *loadBalancers) reportTargets(service *corev1.Service, report targetReport) {
 	var message string
 	if len(report.skipped) > 0 {
 		message = report.skipped.err().Error()
@@ -742,11 +760,7 @@ func (l *loadBalancers) reportTargets(service *corev1.Service, lb *networkingv1a
 	if l.notices.changed(service.UID, ReasonNoLocalEndpoints, message) && message != "" {
 		l.recorder.Event(service, corev1.EventTypeNormal, ReasonNoLocalEndpoints, message)
 	}
-	name := LoadBalancerName(service)
-	if lb != nil {
-		name = lb.Name
-	}
-	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name, name).Set(float64(len(choice.Targets)))
+	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name).Set(float64(len(choice.Targets)))
 }
 
 // describeUnhealthy names the unhealthy Nodes and why, the first few of them.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/klog/v2"
 
@@ -43,7 +44,8 @@ type targets struct {
 	nodes corelisters.NodeLister
 	// endpointSlices is the CCM's EndpointSlice lister, set once informers exist: Local
 	// Services go only to Nodes with a serving endpoint.
-	endpointSlices discoverylisters.EndpointSliceLister
+	endpointSlices       discoverylisters.EndpointSliceLister
+	endpointSlicesSynced func() bool
 	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
 	// set when the controller that does it starts, while syncs may already run.
 	recheck atomic.Pointer[func(*corev1.Service)]
@@ -70,10 +72,9 @@ type targets struct {
 	retryNodes     map[string]*corev1.Node
 	retryScheduled bool
 	retryDelay     time.Duration
-	// nudgeDigest is the digest of the targets the last pass labelled, for the nudge that
-	// is scheduled if nudgeScheduled.
-	nudgeDigest    string
-	nudgeScheduled bool
+	// nudgeScheduled is set while a nudge of the selecting LoadBalancers is scheduled or
+	// running, and nudgeDue when the targets changed since it began.
+	nudgeScheduled, nudgeDue bool
 
 	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
 	// that each is logged once, not on every sync of every Service.
@@ -108,7 +109,7 @@ func (s skippedNodes) err() error {
 	if len(s) == 0 {
 		return nil
 	}
-	return errors.New("not load balancer targets: " + strings.Join(s, "; "))
+	return fmt.Errorf("%w: %s", targetrules.ErrNodesSkipped, strings.Join(s, "; "))
 }
 
 // resolvedNode is a Node with its Machine and its NetworkInterfaces on the cluster Network.
@@ -431,7 +432,7 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (target
 	if err != nil {
 		return targetReport{}, err
 	}
-	chosen, choice, err := t.choose(nil, resolved)
+	chosen, choice, err := t.choose(ctx, nil, resolved)
 	if err != nil {
 		return targetReport{}, err
 	}
@@ -493,25 +494,29 @@ func (t *targets) writeLabels(ctx context.Context, nodes []*corev1.Node) (target
 	}
 	writes.Wait()
 	if len(errs) == 0 {
-		t.nudgeSoon(wanted)
+		t.nudgeSoon()
 	}
 	return targetReport{skipped: skipped, choice: choice}, errors.Join(errs...)
 }
 
-// nudgeDelay is how long after a label pass the selecting LoadBalancers are nudged: by then
-// IronCore has seen the new labels on its watch.
-const nudgeDelay = 500 * time.Millisecond
+// nudgeDelay is how long after a change of the targets the selecting LoadBalancers are
+// nudged: by then IronCore has seen the change on its watch. A nudge that fails is tried again
+// after nudgeRetry.
+const (
+	nudgeDelay = 500 * time.Millisecond
+	nudgeRetry = 5 * time.Second
+)
 
-// nudgeSoon schedules a nudge of the selecting LoadBalancers for the targets a pass labelled.
-// IronCore v0.5.0, looking for the LoadBalancers a NetworkInterface change concerns, stops at
-// the first LoadBalancer on the Network without a selector (a Local Service's, or one of the
-// CCM in explicit mode): while one exists, selecting LoadBalancers may miss target changes.
-// Writing a digest of the targets on each of them makes IronCore recompute their routings.
-func (t *targets) nudgeSoon(wanted map[string]bool) {
-	hash := sha256.Sum256([]byte(strings.Join(slices.Sorted(maps.Keys(wanted)), ",")))
+// nudgeSoon schedules a nudge of the selecting LoadBalancers. IronCore v0.5.0, looking for the
+// LoadBalancers a NetworkInterface change concerns, stops at the first LoadBalancer on the
+// Network without a selector (a Local Service's, or one of the CCM in explicit mode): while one
+// exists, selecting LoadBalancers may miss a target that is labelled, unlabelled, or gains or
+// loses its addresses. Writing a digest of the targets on each of them makes IronCore recompute
+// their routings. One nudge runs at a time; changes meanwhile schedule another.
+func (t *targets) nudgeSoon() {
 	t.labelsMu.Lock()
 	defer t.labelsMu.Unlock()
-	t.nudgeDigest = hex.EncodeToString(hash[:8])
+	t.nudgeDue = true
 	if t.nudgeScheduled {
 		return
 	}
@@ -522,16 +527,35 @@ func (t *targets) nudgeSoon(wanted map[string]bool) {
 func (t *targets) nudge() {
 	ctx := t.backgroundContext(context.Background())
 	t.labelsMu.Lock()
-	digest := t.nudgeDigest
-	t.nudgeScheduled = false
+	t.nudgeDue = false
 	t.labelsMu.Unlock()
+	err := t.nudgeOnce(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Cannot nudge IronCore to recompute the routings of selecting LoadBalancers; retrying")
+	}
+	t.labelsMu.Lock()
+	defer t.labelsMu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		t.nudgeScheduled = false
+	case err != nil:
+		time.AfterFunc(nudgeRetry, t.nudge)
+	case t.nudgeDue:
+		time.AfterFunc(nudgeDelay, t.nudge)
+	default:
+		t.nudgeScheduled = false
+	}
+}
+
+// nudgeOnce writes the digest of the current targets on every selecting LoadBalancer of the
+// cluster that does not carry it yet, if a LoadBalancer on the Network does not select.
+func (t *targets) nudgeOnce(ctx context.Context) error {
 	if ctx.Err() != nil {
-		return
+		return nil //nolint:nilerr // no longer leading, or stopped: nothing to nudge
 	}
 	lbs, err := t.ironcore.LoadBalancers(ctx)
 	if err != nil {
-		klog.ErrorS(err, "Cannot list LoadBalancers to nudge IronCore about target changes")
-		return
+		return err
 	}
 	mixed := false
 	var selecting []*networkingv1alpha1.LoadBalancer
@@ -545,17 +569,42 @@ func (t *targets) nudge() {
 			selecting = append(selecting, lb)
 		}
 	}
-	if !mixed {
-		return
+	if !mixed || len(selecting) == 0 {
+		return nil
 	}
+	digest, err := t.targetsDigest(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
 	for _, lb := range selecting {
 		if lb.Annotations[keys.AnnotationTargets] == digest {
 			continue
 		}
 		if err := t.ironcore.AnnotateLoadBalancer(ctx, lb, keys.AnnotationTargets, digest); err != nil {
-			klog.ErrorS(err, "Cannot nudge IronCore to recompute a LoadBalancer's routing", "loadBalancer", klog.KObj(lb))
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// targetsDigest identifies the labelled targets as IronCore routes them: by name and addresses.
+func (t *targets) targetsDigest(ctx context.Context) (string, error) {
+	labelled, err := t.ironcore.NetworkInterfacesLabelled(ctx, keys.LabelLoadBalancerTarget, t.cluster)
+	if err != nil {
+		return "", err
+	}
+	entries := make([]string, 0, len(labelled))
+	for _, nic := range labelled {
+		entry := nic.Name + "=" + string(nic.Status.State)
+		for _, ip := range nic.Status.IPs {
+			entry += "," + ip.String()
+		}
+		entries = append(entries, entry)
+	}
+	slices.Sort(entries)
+	hash := sha256.Sum256([]byte(strings.Join(entries, ";")))
+	return hex.EncodeToString(hash[:8]), nil
 }
 
 // label makes the named NetworkInterface a target. A NetworkInterface not yet labelled as the
@@ -617,12 +666,12 @@ func (t *targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 
 // choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
 // the shared targets of the selector). It returns the chosen Nodes, in the order given.
-func (t *targets) choose(service *corev1.Service, resolved []resolvedNode) ([]resolvedNode, targetrules.Choice, error) {
+func (t *targets) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode) ([]resolvedNode, targetrules.Choice, error) {
 	local := service != nil && targetrules.Local(service)
 	var serving map[string]bool
 	if local {
 		var err error
-		if serving, err = t.servingNodes(service); err != nil {
+		if serving, err = t.servingNodes(ctx, service); err != nil {
 			return nil, targetrules.Choice{}, err
 		}
 	}
@@ -645,12 +694,23 @@ func (t *targets) choose(service *corev1.Service, resolved []resolvedNode) ([]re
 	return chosen, choice, nil
 }
 
+// endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
+const endpointSlicesSyncWait = 10 * time.Second
+
 // servingNodes names the Nodes with an endpoint serving the Service. Without an EndpointSlice
-// lister (before the informers are set) no endpoints are known, which the rules treat as a
-// Local Service without endpoints.
-func (t *targets) servingNodes(service *corev1.Service) (map[string]bool, error) {
+// lister (no informers) no endpoints are known, which the rules treat as a Local Service
+// without endpoints. Until the cache has synced it knows none either, so a sync waits for it
+// rather than send a Local Service's traffic to every Node.
+func (t *targets) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
 	if t.endpointSlices == nil {
 		return nil, nil
+	}
+	if t.endpointSlicesSynced != nil && !t.endpointSlicesSynced() {
+		waitCtx, cancel := context.WithTimeout(ctx, endpointSlicesSyncWait)
+		defer cancel()
+		if !toolscache.WaitForCacheSync(waitCtx.Done(), t.endpointSlicesSynced) {
+			return nil, fmt.Errorf("the EndpointSlices of Service %s/%s are not known yet: the cache has not synced", service.Namespace, service.Name)
+		}
 	}
 	slices, err := t.endpointSlices.EndpointSlices(service.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service.Name}))
 	if err != nil {
@@ -703,7 +763,7 @@ func (t *targets) eligibleNetworkInterfaces(ctx context.Context, nodes []*corev1
 	if err != nil {
 		return nil, err
 	}
-	chosen, _, err := t.choose(nil, resolved)
+	chosen, _, err := t.choose(ctx, nil, resolved)
 	if err != nil {
 		return nil, err
 	}
@@ -746,7 +806,7 @@ func (t *targets) destinations(ctx context.Context, service *corev1.Service, nod
 	if err != nil {
 		return nil, targetReport{}, err
 	}
-	chosen, choice, err := t.choose(service, resolved)
+	chosen, choice, err := t.choose(ctx, service, resolved)
 	if err != nil {
 		return nil, targetReport{}, err
 	}

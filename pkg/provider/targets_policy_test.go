@@ -64,6 +64,8 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 		Nodes:          factory.Core().V1().Nodes(),
 		EndpointSlices: factory.Discovery().V1().EndpointSlices(),
 		Eligible:       provider.EligibleForLoadBalancers,
+		ForgetRouting:  c.ForgetRouting,
+		Nudge:          c.NudgeSelectingLoadBalancers,
 		Recorder:       recorder,
 	})
 	if err != nil {
@@ -592,5 +594,31 @@ func waitForNodeEvent(t *testing.T, node, reason, text string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLocalTargetsWaitForTheEndpointCache: right after a start, before the EndpointSlice cache
+// has synced, a Local Service's endpoints are unknown; the sync fails and is retried rather
+// than send the Service's traffic to every Node as if it had none.
+func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The informers are set but never started: the caches never sync.
+	c.SetInformers(informers.NewSharedInformerFactory(stack.TargetClientset, 0))
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "unsynced-1", "unsynced-2")
+	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+	setEndpoints(t, service, endpointsOn("unsynced-1"))
+	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	if err == nil || !strings.Contains(err.Error(), "cache has not synced") {
+		t.Fatalf("EnsureLoadBalancer = %v, want an error saying the EndpointSlices are not known yet", err)
+	}
+	if ips, err := routingIPs(ctx, provider.LoadBalancerName(service)); err == nil && len(ips) > 0 {
+		t.Fatalf("the routing was written without the endpoints: %v", ips)
 	}
 }
