@@ -1,12 +1,15 @@
 package testenv
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startSleeper starts a process carrying owner's mark, as a stack's server would, with args on
@@ -26,6 +29,19 @@ func startSleeper(t *testing.T, owner *proc, args ...string) proc {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	stat, err := readProc(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel lets the parent go on when the child's new memory is in place, a moment before
+	// it records where the environment is: until then /proc/<pid>/environ reads empty, and a
+	// loaded machine can get there first.
+	err = WaitFor(context.Background(), 10*time.Second, "the sleeper's environment", func(context.Context) error {
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		if err != nil || len(environ) == 0 {
+			return fmt.Errorf("environment not readable yet: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
