@@ -20,30 +20,46 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
-// demoService is a Service of the demo and how it is created.
+// demoService is a Service of the demo and how it is created; endpointsOn are the Nodes of its
+// endpoints, for a Local Service.
 type demoService struct {
-	name    string
-	options testenv.ServiceOptions
+	name        string
+	options     testenv.ServiceOptions
+	endpointsOn []string
 }
 
 func demoServices() []demoService {
 	return []demoService{
 		{name: "web", options: testenv.ServiceOptions{DualStack: true}},
 		{name: "internal-api", options: testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}}},
+		{name: "checkout", options: testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal}, endpointsOn: []string{"worker-a"}},
 	}
 }
 
 // loadBalancers creates Services of type LoadBalancer and shows the IronCore LoadBalancers
 // the CCM made for them.
 func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
-	fmt.Println("\nCreating Services of type LoadBalancer: web (Public, dual-stack) and internal-api (Internal)...")
+	fmt.Println("\nCreating Services of type LoadBalancer: web (Public, dual-stack), internal-api (Internal) and checkout " +
+		"(externalTrafficPolicy Local, its one Pod on worker-a)...")
 	var services []*corev1.Service
 	took := map[string]time.Duration{}
+	targets := map[string]int{}
 	for _, s := range demoServices() {
 		created := time.Now()
 		service, err := stack.CreateLoadBalancerService(ctx, s.name, s.options)
 		if err != nil {
 			return err
+		}
+		targets[s.name] = len(demoWorkers())
+		if len(s.endpointsOn) > 0 {
+			var endpoints []testenv.Endpoint
+			for i, node := range s.endpointsOn {
+				endpoints = append(endpoints, testenv.Endpoint{IP: fmt.Sprintf("10.244.1.%d", 10+i), Node: node, Ready: true, Serving: true})
+			}
+			if err := stack.SetEndpoints(ctx, service, endpoints); err != nil {
+				return err
+			}
+			targets[s.name] = len(s.endpointsOn)
 		}
 		err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service "+s.name, func(ctx context.Context) error {
 			current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
@@ -74,18 +90,18 @@ func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
 			return err
 		}
-		targets, err := routedTo(ctx, stack, lbName)
+		routed, err := routedTo(ctx, stack, lbName, func(names []string) bool { return len(names) == targets[service.Name] })
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", service.Name, strings.Join(ips, ","), lbName, lb.Spec.Type, targets, took[service.Name].Round(time.Millisecond))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", service.Name, strings.Join(ips, ","), lbName, lb.Spec.Type, routed, took[service.Name].Round(time.Millisecond))
 	}
 	return w.Flush()
 }
 
 // routedTo lists the NetworkInterfaces IronCore routes the LoadBalancer's traffic to, once
-// IronCore's routing includes every target NetworkInterface.
-func routedTo(ctx context.Context, stack *testenv.Stack, lbName string) (string, error) {
+// they are what done accepts.
+func routedTo(ctx context.Context, stack *testenv.Stack, lbName string, done func([]string) bool) (string, error) {
 	var targets []string
 	err := testenv.WaitFor(ctx, convergeTimeout, "routing of "+lbName, func(ctx context.Context) error {
 		routing := &networkingv1alpha1.LoadBalancerRouting{}
@@ -98,11 +114,20 @@ func routedTo(ctx context.Context, stack *testenv.Stack, lbName string) (string,
 				targets = append(targets, destination.TargetRef.Name)
 			}
 		}
-		if len(targets) < len(demoWorkers()) {
+		if !done(targets) {
 			return fmt.Errorf("routed to %v", targets)
 		}
 		slices.Sort(targets)
 		return nil
 	})
 	return strings.Join(targets, ","), err
+}
+
+// loadBalancerOfService names the IronCore LoadBalancer of the demo's Service.
+func loadBalancerOfService(ctx context.Context, stack *testenv.Stack, name string) (string, error) {
+	service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return provider.LoadBalancerName(service), nil
 }

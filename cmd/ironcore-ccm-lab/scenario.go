@@ -203,6 +203,16 @@ func shutdownAndDeletion(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	fmt.Printf("  Node worker-b tainted node.cloudprovider.kubernetes.io/shutdown after %s\n", time.Since(shutdownStarted).Round(time.Millisecond))
+	webLB, err := loadBalancerOfService(ctx, stack, "web")
+	if err != nil {
+		return err
+	}
+	routed, err := routedTo(ctx, stack, webLB, func(names []string) bool { return !slices.Contains(names, testenv.NetworkInterfaceName("worker-b")) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  Service web no longer sends traffic to worker-b after %s (Node health: its Machine is shut down); routed to %s\n",
+		time.Since(shutdownStarted).Round(time.Millisecond), routed)
 
 	fmt.Println("Deleting Machine worker-c (the Node goes NotReady)...")
 	deleteStarted := time.Now()
