@@ -84,11 +84,11 @@ func run() int {
 				benchOptions.Latency = *latency
 			}
 		})
-		err = runBench(ctx, benchOptions, *out)
+		err = runAndWrite(ctx, func(ctx context.Context) (*bench.Result, error) { return bench.Run(ctx, benchOptions) }, *out)
 	case "churn":
 		churn := bench.ChurnOptions{Nodes: benchOptions.Nodes, Services: benchOptions.Services, Rounds: *rounds, Latency: *latency,
 			Command: benchOptions.Command, Label: benchOptions.Label, Quiet: *quiet, Progress: os.Stdout, Alone: true}
-		err = runChurn(ctx, churn, *out)
+		err = runAndWrite(ctx, func(ctx context.Context) (*bench.ChurnResult, error) { return bench.RunChurn(ctx, churn) }, *out)
 	default:
 		flags.Usage()
 		return 2
@@ -117,23 +117,16 @@ func prepare(ctx context.Context) error {
 	return nil
 }
 
-func runBench(ctx context.Context, options bench.Options, out string) error {
-	started := time.Now()
-	result, err := bench.Run(ctx, options)
-	if err != nil {
-		return err
-	}
-	files, err := result.Write(out)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\n%s\nwrote %v (the whole run took %s)\n", result.Markdown(), files, time.Since(started).Round(time.Second))
-	return nil
+// benchResult is what the bench and churn runs produce.
+type benchResult interface {
+	Write(dir string) ([]string, error)
+	Markdown() string
 }
 
-func runChurn(ctx context.Context, options bench.ChurnOptions, out string) error {
+// runAndWrite runs a benchmark, writes its result into out and prints it.
+func runAndWrite[R benchResult](ctx context.Context, run func(context.Context) (R, error), out string) error {
 	started := time.Now()
-	result, err := bench.RunChurn(ctx, options)
+	result, err := run(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,8 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -414,18 +411,8 @@ func (r *ChurnResult) Name() string {
 
 // Write stores the result in dir as <name>.json and <name>.md.
 func (r *ChurnResult) Write(dir string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base := filepath.Join(dir, r.Name())
-	data, err := json.MarshalIndent(r, "", "  ")
+	base, err := writeResult(dir, r.Name(), r, r.Markdown())
 	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".json", append(data, '\n'), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(base+".md", []byte(r.Markdown()), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{base + ".json", base + ".md"}, nil

@@ -49,9 +49,8 @@ type targets struct {
 	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
 	// set when the controller that does it starts, while syncs may already run.
 	recheck atomic.Pointer[func(*corev1.Service)]
-	// health is the Node health rule; clock, if set, replaces time.Now for it.
+	// health is the Node health rule.
 	health targetrules.Health
-	clock  func() time.Time
 	// background is the context of label syncs that outlive the call that asked for them.
 	background context.Context
 
@@ -675,7 +674,7 @@ func (t *targets) choose(ctx context.Context, service *corev1.Service, resolved 
 			return nil, targetrules.Choice{}, err
 		}
 	}
-	now := t.now()
+	now := time.Now()
 	candidates := make([]targetrules.Candidate, 0, len(resolved))
 	for _, r := range resolved {
 		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: t.health.Check(r.node, r.machine, now)})
@@ -719,13 +718,6 @@ func (t *targets) servingNodes(ctx context.Context, service *corev1.Service) (ma
 	return targetrules.ServingNodes(slices), nil
 }
 
-func (t *targets) now() time.Time {
-	if t.clock != nil {
-		return t.clock()
-	}
-	return time.Now()
-}
-
 // keptMachines names the Machines whose labelled NetworkInterfaces stay targets even if their
 // Node did not resolve this time: those of chosen Nodes, and those of candidates that did not
 // resolve and that the health rule, from the Node alone, finds healthy.
@@ -735,7 +727,7 @@ func (t *targets) keptMachines(candidates []*corev1.Node, resolved, chosen []res
 	for _, r := range resolved {
 		seen[r.node.Name] = true
 	}
-	now := t.now()
+	now := time.Now()
 	for _, node := range candidates {
 		if seen[node.Name] || !t.health.Check(node, nil, now).Healthy() {
 			continue

@@ -369,13 +369,25 @@ func setTrafficPolicy(t *testing.T, service *corev1.Service, policy corev1.Servi
 // waitForRoutingToInclude waits until the routing holds at least the IPs.
 func waitForRoutingToInclude(t *testing.T, lbName string, want []string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to include %v", lbName, want), func(ctx context.Context) error {
+	waitForRoutingIPs(t, lbName, "include", want, true)
+}
+
+// waitForRoutingToExclude waits until the routing holds none of the IPs.
+func waitForRoutingToExclude(t *testing.T, lbName string, unwanted []string) {
+	t.Helper()
+	waitForRoutingIPs(t, lbName, "exclude", unwanted, false)
+}
+
+// waitForRoutingIPs waits until the routing holds each of the IPs (or none of them).
+func waitForRoutingIPs(t *testing.T, lbName, what string, ips []string, held bool) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %s %v", lbName, what, ips), func(ctx context.Context) error {
 		got, err := routingIPs(ctx, lbName)
 		if err != nil {
 			return err
 		}
-		for _, ip := range want {
-			if !slices.Contains(got, ip) {
+		for _, ip := range ips {
+			if slices.Contains(got, ip) != held {
 				return fmt.Errorf("destinations %v", got)
 			}
 		}
@@ -397,26 +409,6 @@ func routingIPs(ctx context.Context, lbName string) ([]string, error) {
 	}
 	slices.Sort(ips)
 	return ips, nil
-}
-
-// waitForRoutingToExclude waits until the routing holds none of the IPs.
-func waitForRoutingToExclude(t *testing.T, lbName string, unwanted []string) {
-	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to exclude %v", lbName, unwanted), func(ctx context.Context) error {
-		got, err := routingIPs(ctx, lbName)
-		if err != nil {
-			return err
-		}
-		for _, ip := range unwanted {
-			if slices.Contains(got, ip) {
-				return fmt.Errorf("destinations %v", got)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestUnhealthyNodesStopBeingTargets: with no change to the Service and no call from the
@@ -475,10 +467,10 @@ func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
 
 			// The Machine shut down, as IronCore reports it.
 			machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: names[2]}}
-			setMachinePower(t, machine, computev1alpha1.PowerOff)
+			setPower(t, machine, computev1alpha1.PowerOff)
 			waitForRoutingToExclude(t, lbName, nicIPs(t, names[2]))
 			waitForNodeEvent(t, names[2], lbtargets.ReasonTargetExcluded, "is Shutdown")
-			setMachinePower(t, machine, computev1alpha1.PowerOn)
+			setPower(t, machine, computev1alpha1.PowerOn)
 			waitForRoutingToInclude(t, lbName, nicIPs(t, names[2]))
 
 			// The cluster autoscaler's deletion taint.
@@ -547,19 +539,6 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForRouting(t, lbName, nicIPs(t, names...))
-}
-
-func setMachinePower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
-	t.Helper()
-	ctx := context.Background()
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-		t.Fatal(err)
-	}
-	base := machine.DeepCopy()
-	machine.Spec.Power = power
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func taintNode(t *testing.T, name, key string) {
