@@ -17,7 +17,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|prepare]
+const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|prepare]
 
   demo     start the local stack and the CCM, run a short scenario, print what the CCM did,
            and exit (the default)
