@@ -138,9 +138,6 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 // selector moves or a LoadBalancer is deleted.
 func (c *Client) ReadRoutingsLive() { c.routingsLive = true }
 
-// RoutingsLive reports whether LoadBalancerRoutings are read from the API server.
-func (c *Client) RoutingsLive() bool { return c.routingsLive }
-
 // RegisterInformers creates the informers and indexes the CCM reads through, so that they all
 // start and sync together when Start runs. It looks up the IronCore API's resources.
 func (c *Client) RegisterInformers(ctx context.Context) error {

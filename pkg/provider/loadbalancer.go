@@ -57,8 +57,8 @@ type loadBalancers struct {
 	recorder record.EventRecorder
 	retries  retryDelays
 	notices  notices
-	// routings records, by LoadBalancer UID, the digest of the routing this process last wrote
-	// or found (see routingWritten); routingLocks holds a *sync.Mutex per LoadBalancer UID, so
+	// routings records, by LoadBalancer UID, the routing this process last wrote or found
+	// (see routingWritten); routingLocks holds a *sync.Mutex per LoadBalancer UID, so
 	// that the syncs of one routing (the service controller's and this CCM's controllers')
 	// take turns, and the last one computes from the newest state.
 	routings, routingLocks sync.Map
@@ -628,17 +628,27 @@ func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Servic
 	return report, nil
 }
 
-// routingWritten reports whether lb's routing already is the desired one. Routings are cached
-// in explicit mode. In selector mode they are read live, and a Local Service's routing, which
-// only this CCM writes once its LoadBalancer no longer selects, is compared with what this
-// process last wrote instead: endpoint churn then costs a request per change of the Nodes,
-// not one per sync. A LoadBalancer that stopped selecting forgets that record (see
-// forgetRouting), since IronCore may have written its routing since.
+// routingRecordAge bounds how long a record of a written routing is trusted; after that the
+// routing is compared with IronCore's again, which corrects one changed by hand.
+const routingRecordAge = 5 * time.Minute
+
+// writtenRouting is the record of a routing this process wrote or found as desired.
+type writtenRouting struct {
+	digest string
+	at     time.Time
+}
+
+// routingWritten reports whether lb's routing already is the desired one. Only this CCM writes
+// the routing of a LoadBalancer that does not select, so what this process last wrote is
+// compared first: the cache may not show that write yet, and a sync that wants the routing as
+// it was before would otherwise find it unchanged and write nothing. In selector mode, where
+// routings are read live, it also spares a request per sync. Without a recent record, the
+// routing is read (from the cache, or live). A LoadBalancer that stopped selecting forgets its
+// record (see forgetRouting), since IronCore may have written its routing since. The CCM exits
+// when it stops leading, so a record never outlives another replica's writes.
 func (l *loadBalancers) routingWritten(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
-	if l.ironcore.RoutingsLive() {
-		if last, ok := l.routings.Load(lb.UID); ok {
-			return last == routingDigest(routing), nil
-		}
+	if last, ok := l.routings.Load(lb.UID); ok && time.Since(last.(writtenRouting).at) < routingRecordAge {
+		return last.(writtenRouting).digest == routingDigest(routing), nil
 	}
 	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	if errors.Is(err, ironcore.ErrNotFound) {
@@ -654,11 +664,9 @@ func (l *loadBalancers) routingWritten(ctx context.Context, lb *networkingv1alph
 	return false, nil
 }
 
-// rememberRouting records lb's routing as written, where routings are read live.
+// rememberRouting records lb's routing as written.
 func (l *loadBalancers) rememberRouting(lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) {
-	if l.ironcore.RoutingsLive() {
-		l.routings.Store(lb.UID, routingDigest(routing))
-	}
+	l.routings.Store(lb.UID, writtenRouting{digest: routingDigest(routing), at: time.Now()})
 }
 
 // forgetRouting drops the record of lb's routing, which someone else may have written since.

@@ -601,3 +601,44 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 		t.Fatalf("the routing was written without the endpoints: %v", ips)
 	}
 }
+
+// TestASyncRightAfterAnotherIsNotLostToTheCache: two syncs of a routing in quick succession,
+// the second wanting it as it was before the first. The cache may not show the first write yet,
+// and must not make the second look like it has nothing to write.
+func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "backtoback-1", "backtoback-2")
+	service := createService(t, "backtoback", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, nodes)
+	name := provider.LoadBalancerName(service)
+	both := nicIPs(t, "backtoback-1", "backtoback-2")
+	err = testenv.WaitFor(ctx, waitTimeout, "the cache to hold the routing to both Nodes", func(ctx context.Context) error {
+		routing, err := c.IronCore().LoadBalancerRouting(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(routing.Destinations) != len(both) {
+			return fmt.Errorf("%d destinations", len(routing.Destinations))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+			t.Fatal(err)
+		}
+		waitForRouting(t, name, both)
+	}
+}
