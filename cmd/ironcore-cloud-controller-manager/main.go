@@ -29,6 +29,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -108,6 +109,10 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	initializers[lbtargets.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: lbtargets.Name},
 		Constructor: startLoadBalancerTargets,
+	}
+	initializers[nodeipam.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: nodeipam.Name},
+		Constructor: startNodeIPAM,
 	}
 	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: orphans.Name},
@@ -220,6 +225,35 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 		}
 		ironcoreCloud.RecheckTargetsWith(c.RecheckSoon)
 		go c.Run(ctx, targetWorkers)
+		return c, true, nil
+	}
+}
+
+// ipamWorkers is the node IPAM controller's workers: a burst of joining Nodes each need a
+// NetworkInterface write and a Node write.
+const ipamWorkers = 10
+
+func startNodeIPAM(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok || !ironcoreCloud.AllocatesPodCIDRs() {
+			return nil, false, nil
+		}
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		c, err := nodeipam.New(nodeipam.Config{
+			IronCore:  ironcoreCloud.IronCore(),
+			Allocator: ironcoreCloud,
+			Nodes:     completed.SharedInformers.Core().V1().Nodes(),
+			Client:    client,
+			Recorder:  completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, ipamWorkers)
 		return c, true, nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -40,6 +41,99 @@ type CloudConfig struct {
 	// reference CCM recorded on LoadBalancers while it labelled Machines with clusterName.
 	// LoadBalancers recording one of them are this cluster's, and are taken over.
 	ClusterNameAliases []string `json:"clusterNameAliases,omitempty"`
+	// PodCIDRParentPrefix is the IronCore Prefix that Nodes' IPv4 pod CIDRs are allocated
+	// from; with it (or PodCIDRParentPrefixLabels) the CCM allocates IPv4 pod CIDRs.
+	PodCIDRParentPrefix string `json:"podCIDRParentPrefix,omitempty"`
+	// PodCIDRParentPrefixLabels select the IronCore Prefixes that IPv4 pod CIDRs are
+	// allocated from, instead of one named Prefix: adding a Prefix with them extends the range.
+	PodCIDRParentPrefixLabels map[string]string `json:"podCIDRParentPrefixLabels,omitempty"`
+	// PodCIDRMaskSize is the prefix length of each Node's IPv4 pod CIDR.
+	PodCIDRMaskSize int `json:"podCIDRMaskSize,omitempty"`
+	// IPv6PodCIDRParentPrefix, IPv6PodCIDRParentPrefixLabels and IPv6PodCIDRMaskSize are the
+	// same for IPv6.
+	IPv6PodCIDRParentPrefix       string            `json:"ipv6PodCIDRParentPrefix,omitempty"`
+	IPv6PodCIDRParentPrefixLabels map[string]string `json:"ipv6PodCIDRParentPrefixLabels,omitempty"`
+	IPv6PodCIDRMaskSize           int               `json:"ipv6PodCIDRMaskSize,omitempty"`
+}
+
+// Default pod CIDR sizes, those of kube-controller-manager's --node-cidr-mask-size-ipv4/-ipv6.
+const (
+	DefaultPodCIDRMaskSizeIPv4 = 24
+	DefaultPodCIDRMaskSizeIPv6 = 64
+)
+
+// PodCIDRFamily is where one IP family's pod CIDRs come from.
+type PodCIDRFamily struct {
+	Family corev1.IPFamily
+	// ParentPrefix names the parent Prefix; ParentLabels select parents instead.
+	ParentPrefix string
+	ParentLabels map[string]string
+	MaskSize     int
+	// Keys are the cloud-config keys of the parent and the mask size, for messages.
+	ParentKey, MaskSizeKey string
+}
+
+// PodCIDRFamilies are the IP families whose pod CIDRs the CCM allocates, IPv4 first (the order
+// of a dual-stack Node's spec.podCIDRs); none when pod CIDR allocation is off.
+func (c *CloudConfig) PodCIDRFamilies() []PodCIDRFamily {
+	var families []PodCIDRFamily
+	for _, f := range []PodCIDRFamily{
+		{Family: corev1.IPv4Protocol, ParentPrefix: c.PodCIDRParentPrefix, ParentLabels: c.PodCIDRParentPrefixLabels, MaskSize: c.PodCIDRMaskSize,
+			ParentKey: "podCIDRParentPrefix", MaskSizeKey: "podCIDRMaskSize"},
+		{Family: corev1.IPv6Protocol, ParentPrefix: c.IPv6PodCIDRParentPrefix, ParentLabels: c.IPv6PodCIDRParentPrefixLabels, MaskSize: c.IPv6PodCIDRMaskSize,
+			ParentKey: "ipv6PodCIDRParentPrefix", MaskSizeKey: "ipv6PodCIDRMaskSize"},
+	} {
+		if f.ParentPrefix == "" && len(f.ParentLabels) == 0 {
+			continue
+		}
+		if len(f.ParentLabels) > 0 && f.ParentPrefix == "" {
+			f.ParentKey += "Labels"
+		}
+		if f.MaskSize == 0 {
+			f.MaskSize = DefaultPodCIDRMaskSizeIPv4
+			if f.Family == corev1.IPv6Protocol {
+				f.MaskSize = DefaultPodCIDRMaskSizeIPv6
+			}
+		}
+		families = append(families, f)
+	}
+	return families
+}
+
+// validatePodCIDRs checks the pod CIDR keys of both families.
+func (c *CloudConfig) validatePodCIDRs() []error {
+	var errs []error
+	for _, f := range []struct {
+		prefixKey, prefix string
+		labelsKey         string
+		labels            map[string]string
+		sizeKey           string
+		size, bits        int
+	}{
+		{"podCIDRParentPrefix", c.PodCIDRParentPrefix, "podCIDRParentPrefixLabels", c.PodCIDRParentPrefixLabels, "podCIDRMaskSize", c.PodCIDRMaskSize, 32},
+		{"ipv6PodCIDRParentPrefix", c.IPv6PodCIDRParentPrefix, "ipv6PodCIDRParentPrefixLabels", c.IPv6PodCIDRParentPrefixLabels, "ipv6PodCIDRMaskSize", c.IPv6PodCIDRMaskSize, 128},
+	} {
+		switch {
+		case f.prefix != "" && len(f.labels) > 0:
+			errs = append(errs, fmt.Errorf("%s and %s are alternatives: set one", f.prefixKey, f.labelsKey))
+		case f.prefix == "" && len(f.labels) == 0 && f.size != 0:
+			errs = append(errs, fmt.Errorf("%s is set without %s or %s, which turn pod CIDR allocation on", f.sizeKey, f.prefixKey, f.labelsKey))
+		}
+		if f.prefix != "" {
+			if msgs := validation.IsDNS1123Subdomain(f.prefix); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s %q is not a valid object name: %s", f.prefixKey, f.prefix, strings.Join(msgs, "; ")))
+			}
+		}
+		for key, value := range f.labels {
+			for _, msg := range append(validation.IsQualifiedName(key), validation.IsValidLabelValue(value)...) {
+				errs = append(errs, fmt.Errorf("%s: %q: %q is not a valid label: %s", f.labelsKey, key, value, msg))
+			}
+		}
+		if f.size != 0 && (f.size < 1 || f.size > f.bits) {
+			errs = append(errs, fmt.Errorf("%s %d is not a prefix length between 1 and %d", f.sizeKey, f.size, f.bits))
+		}
+	}
+	return errs
 }
 
 // ReadCloudConfig reads and strictly decodes a cloud-config file. It does not validate values;
@@ -150,6 +244,7 @@ func (c *CloudConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("clusterNameAliases[%d] %q is clusterName itself; list only earlier names", i, alias))
 		}
 	}
+	errs = append(errs, c.validatePodCIDRs()...)
 	return errors.Join(errs...)
 }
 

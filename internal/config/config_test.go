@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestParseCloudConfigReadsTheReferenceFormat(t *testing.T) {
@@ -30,7 +32,7 @@ func TestParseCloudConfigNamesEveryUnknownKey(t *testing.T) {
 	for _, want := range []string{
 		`unknown key "networkname" (did you mean "networkName"?): correct it, or remove it`,
 		`unknown key "clustrName" (did you mean "clusterName"?)`,
-		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName, clusterNameAliases): ` +
+		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName, clusterNameAliases, podCIDRParentPrefix, podCIDRParentPrefixLabels, podCIDRMaskSize, ipv6PodCIDRParentPrefix, ipv6PodCIDRParentPrefixLabels, ipv6PodCIDRMaskSize): ` +
 			`it may be misspelt, or be meant for a newer version of this CCM or another CCM; remove it`,
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -188,5 +190,52 @@ func TestOptionsValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error = %v, want it to contain %q", err, want)
 		}
+	}
+}
+
+func TestPodCIDRFamilies(t *testing.T) {
+	cfg, err := ParseCloudConfig([]byte("networkName: net\nclusterName: cl\nipv6PodCIDRParentPrefix: pods-v6\npodCIDRParentPrefixLabels: {pool: pods}\npodCIDRMaskSize: 26\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	families := cfg.PodCIDRFamilies()
+	if len(families) != 2 {
+		t.Fatalf("families = %+v, want IPv4 and IPv6", families)
+	}
+	v4, v6 := families[0], families[1]
+	if v4.Family != corev1.IPv4Protocol || v4.ParentLabels["pool"] != "pods" || v4.MaskSize != 26 || v4.ParentKey != "podCIDRParentPrefixLabels" {
+		t.Errorf("IPv4 = %+v", v4)
+	}
+	if v6.Family != corev1.IPv6Protocol || v6.ParentPrefix != "pods-v6" || v6.MaskSize != DefaultPodCIDRMaskSizeIPv6 || v6.ParentKey != "ipv6PodCIDRParentPrefix" {
+		t.Errorf("IPv6 = %+v", v6)
+	}
+	if got := (&CloudConfig{}).PodCIDRFamilies(); len(got) != 0 {
+		t.Errorf("without the keys, families = %+v, want none", got)
+	}
+}
+
+func TestPodCIDRKeysAreValidated(t *testing.T) {
+	cfg := &CloudConfig{NetworkName: "n", ClusterName: "c",
+		PodCIDRParentPrefix: "pods", PodCIDRParentPrefixLabels: map[string]string{"a": "b"}, PodCIDRMaskSize: 33,
+		IPv6PodCIDRMaskSize: 64, IPv6PodCIDRParentPrefixLabels: nil}
+	err := cfg.Validate()
+	for _, want := range []string{
+		"podCIDRParentPrefix and podCIDRParentPrefixLabels are alternatives",
+		"podCIDRMaskSize 33 is not a prefix length between 1 and 32",
+		"ipv6PodCIDRMaskSize is set without ipv6PodCIDRParentPrefix",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+	cfg = &CloudConfig{NetworkName: "n", ClusterName: "c", IPv6PodCIDRParentPrefixLabels: map[string]string{"bad key!": "v"}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `ipv6PodCIDRParentPrefixLabels: "bad key!"`) {
+		t.Errorf("a bad label key: error %v", err)
+	}
+	if _, err := ParseCloudConfig([]byte("podCIDRMaskSize: twenty\n")); err == nil || !strings.Contains(err.Error(), `key "podCIDRMaskSize" must be a int`) {
+		t.Errorf("a mask size that is not a number: error %v", err)
 	}
 }

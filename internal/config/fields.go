@@ -19,7 +19,9 @@ type Field struct {
 	// Default is what an absent key means.
 	Default string
 	// Example is a value for the example file.
-	Example     string
+	Example string
+	// InsteadOf is the key this one is an alternative to; the example file shows it commented out.
+	InsteadOf   string
 	Description string
 }
 
@@ -61,6 +63,36 @@ func Fields() []Field {
 				"The orphan collector deletes no LoadBalancer just for recording an alias: like any, it must carry this cluster's `" +
 				keys.LabelClusterID + "` label, which this CCM writes when it adopts one.",
 		},
+		{
+			Key: "podCIDRParentPrefix", Required: "no", Default: "none: IPv4 pod CIDRs are not allocated by this CCM", Example: "my-pod-prefix",
+			Description: "Turns on pod CIDR allocation from IronCore's IPAM for IPv4, the alternative to kube-controller-manager's " +
+				"`--allocate-node-cidrs` (see the README's \"Pod CIDRs from IronCore\"): the IronCore Prefix each Node's IPv4 pod CIDR " +
+				"is allocated from, as an ephemeral prefix of the Node's NetworkInterface on the cluster Network, which routes the " +
+				"range to the Node. The CCM checks at start that it exists, is IPv4 and is larger than `podCIDRMaskSize`.",
+		},
+		{
+			Key: "podCIDRParentPrefixLabels", Required: "no", Default: "none", Example: "{pod-cidrs: my-cluster}", InsteadOf: "podCIDRParentPrefix",
+			Description: "Instead of `podCIDRParentPrefix`: labels that select the IPv4 parent Prefixes. IronCore allocates from any " +
+				"of them that has room, so a full range is extended by creating another Prefix with these labels. The CCM checks at " +
+				"start that at least one IPv4 Prefix has them.",
+		},
+		{
+			Key: "podCIDRMaskSize", Required: "no", Default: "24", Example: "24",
+			Description: "The prefix length of each Node's IPv4 pod CIDR. Used only with `podCIDRParentPrefix` or `podCIDRParentPrefixLabels`.",
+		},
+		{
+			Key: "ipv6PodCIDRParentPrefix", Required: "no", Default: "none: IPv6 pod CIDRs are not allocated by this CCM", Example: "my-v6-pod-prefix",
+			Description: "The same as `podCIDRParentPrefix`, for IPv6. With both families set, Nodes are dual-stack: `spec.podCIDRs` " +
+				"lists the IPv4 CIDR first; with only this one, IPv6-only.",
+		},
+		{
+			Key: "ipv6PodCIDRParentPrefixLabels", Required: "no", Default: "none", Example: "{v6-pod-cidrs: my-cluster}", InsteadOf: "ipv6PodCIDRParentPrefix",
+			Description: "The same as `podCIDRParentPrefixLabels`, for IPv6.",
+		},
+		{
+			Key: "ipv6PodCIDRMaskSize", Required: "no", Default: "64", Example: "64",
+			Description: "The prefix length of each Node's IPv6 pod CIDR.",
+		},
 	}
 	for i := range fields {
 		fields[i].Type = yamlType(fields[i].Key)
@@ -85,8 +117,11 @@ func yamlType(key string) string {
 	for i := range structType.NumField() {
 		field := structType.Field(i)
 		if name, _, _ := strings.Cut(field.Tag.Get("json"), ","); name == key {
-			if field.Type.Kind() == reflect.Slice {
+			switch field.Type.Kind() {
+			case reflect.Slice:
 				return "list of " + field.Type.Elem().Kind().String() + "s"
+			case reflect.Map:
+				return "mapping of " + field.Type.Key().Kind().String() + "s to " + field.Type.Elem().Kind().String() + "s"
 			}
 			return field.Type.Kind().String()
 		}

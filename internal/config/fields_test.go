@@ -30,9 +30,15 @@ func TestFieldsDocumentEveryKey(t *testing.T) {
 
 func TestFieldsTypesComeFromTheStruct(t *testing.T) {
 	for _, field := range Fields() {
-		want := "string"
-		if field.Key == "clusterNameAliases" {
-			want = "list of strings"
+		want := map[string]string{
+			"clusterNameAliases":            "list of strings",
+			"podCIDRParentPrefixLabels":     "mapping of strings to strings",
+			"ipv6PodCIDRParentPrefixLabels": "mapping of strings to strings",
+			"podCIDRMaskSize":               "int",
+			"ipv6PodCIDRMaskSize":           "int",
+		}[field.Key]
+		if want == "" {
+			want = "string"
 		}
 		if field.Type != want {
 			t.Errorf("field %s has type %q, want %s", field.Key, field.Type, want)
@@ -47,7 +53,9 @@ func TestFieldsTypesComeFromTheStruct(t *testing.T) {
 func TestFieldExamplesMakeAValidFile(t *testing.T) {
 	var doc strings.Builder
 	for _, field := range Fields() {
-		doc.WriteString(field.Key + ": " + field.Example + "\n")
+		if field.InsteadOf == "" {
+			doc.WriteString(field.Key + ": " + field.Example + "\n")
+		}
 	}
 	cfg, err := ParseCloudConfig([]byte(doc.String()))
 	if err != nil {

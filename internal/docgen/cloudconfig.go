@@ -42,6 +42,10 @@ func cloudConfigReference() []byte {
 func exampleCloudConfig(fields []config.Field) string {
 	var b strings.Builder
 	for _, field := range fields {
+		if field.InsteadOf != "" {
+			b.WriteString("# " + field.Key + ": " + field.Example + "  # instead of " + field.InsteadOf + "\n")
+			continue
+		}
 		b.WriteString(field.Key + ": " + field.Example + "\n")
 	}
 	return b.String()

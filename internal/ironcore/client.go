@@ -104,6 +104,10 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore clientset: %w", err)
 	}
+	podCIDRs, err := podCIDRPrefixes()
+	if err != nil {
+		return nil, err
+	}
 	objectCache, err := cache.New(cfg, cache.Options{
 		Scheme:     scheme,
 		Mapper:     mapper,
@@ -111,12 +115,17 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// Cluster-scoped kinds (MachinePool, MachineClass) are not restricted by this.
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
+		// Of the Prefixes (one per NetworkInterface IP, too), only pod CIDRs are cached.
+		ByObject: map[client.Object]cache.ByObject{
+			&ipamv1alpha1.Prefix{}: {Label: podCIDRs},
+		},
 		// A read of a kind that was not registered up front is a programming error, not a
 		// reason to start an informer lazily in the middle of a sync.
 		ReaderFailOnMissingInformer: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("build IronCore cache: %w", err)
+		// The cache asks the API server whether Prefixes (selected by label) are namespaced.
+		return nil, fmt.Errorf("build IronCore cache: cannot reach the IronCore API to look up its resources: %w", err)
 	}
 	// NetworkInterface patches take their tokens from the limiter before they are built.
 	unlimited := rest.CopyConfig(cfg)
@@ -160,6 +169,7 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 		&networkingv1alpha1.NetworkInterface{},
 		&networkingv1alpha1.LoadBalancer{},
 		&networkingv1alpha1.LoadBalancerRouting{},
+		&ipamv1alpha1.Prefix{},
 	} {
 		if _, routing := obj.(*networkingv1alpha1.LoadBalancerRouting); routing && c.routingsLive {
 			continue

@@ -13,6 +13,9 @@ const (
 	LabelCluster = "kubernetes.io/cluster"
 	// LabelLoadBalancerTarget marks the NetworkInterfaces load balancers send traffic to.
 	LabelLoadBalancerTarget = Prefix + "load-balancer-target"
+	// LabelPodCIDR marks the ephemeral prefix entries of NetworkInterfaces, and the Prefixes
+	// IronCore allocates for them, that hold a Node's pod CIDR; its value is the IP family.
+	LabelPodCIDR = Prefix + "pod-cidr"
 	// AnnotationRoutes lists the pod CIDRs of a NetworkInterface that this CCM manages.
 	AnnotationRoutes = Prefix + "routes"
 	// AnnotationTargets is a digest of the NetworkInterfaces that carry the target label, on

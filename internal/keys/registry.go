@@ -40,6 +40,7 @@ const (
 	OnMachinePool      = "IronCore MachinePool"
 	OnNetworkInterface = "IronCore NetworkInterface"
 	OnLoadBalancer     = "IronCore LoadBalancer"
+	OnPrefix           = "IronCore Prefix"
 )
 
 // Key documents one label or annotation the CCM reads or writes.
@@ -142,6 +143,14 @@ func ironCoreKeys() []Key {
 				"LoadBalancers a NetworkInterface change concerns at the first LoadBalancer on its Network without a selector, so while one exists, " +
 				"selecting LoadBalancers may miss target changes; the CCM writes the new digest on each of them when the targets change, and IronCore " +
 				"then recomputes their routing.",
+		},
+		{
+			Name: LabelPodCIDR, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface, OnPrefix},
+			WrittenBy: "ironcore-node-ipam, on the prefix template of each ephemeral `spec.prefixes` entry it adds (IronCore copies it onto the Prefix it allocates)",
+			ReadBy:    "ironcore-node-ipam, node-route-controller",
+			Meaning: "`IPv4` or `IPv6`: the entry holds a Node's pod CIDR of that family. Together with `" + LabelCluster + "` (the cluster name) " +
+				"on the same template, it makes the entry this cluster's: only such entries are allocated, listed as routes and released, " +
+				"and a Prefix whose labels do not match its entry is not taken for its allocation.",
 		},
 		{
 			Name: AnnotationRoutes, Kind: Annotation, Origin: OriginOurs, On: []string{OnNetworkInterface},

@@ -86,6 +86,42 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// PodCIDRAllocations counts the node IPAM controller's outcomes per Node, by result:
+	// "allocated" (spec.podCIDRs set from IronCore), "from-elsewhere" (the Node got pod CIDRs
+	// from another allocator) or "failed" (a sync that failed and is retried).
+	PodCIDRAllocations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "pod_cidr_allocations_total",
+		Help:           "Pod CIDR allocations from IronCore's IPAM, by result (allocated, from-elsewhere, failed).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// PodCIDRAllocationDuration is the time from a Node's creation to its pod CIDRs being set.
+	PodCIDRAllocationDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "pod_cidr_allocation_duration_seconds",
+		Help:           "Time from a Node's creation to spec.podCIDRs set from IronCore's IPAM.",
+		Buckets:        []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 300},
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// PodCIDRsReleased counts pod CIDR entries removed from NetworkInterfaces, by why:
+	// "node-gone" or "unused" (the Node has pod CIDRs from elsewhere).
+	PodCIDRsReleased = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "pod_cidrs_released_total",
+		Help:           "Pod CIDRs released to IronCore's IPAM, by reason (node-gone, unused).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// PodCIDRsPending is how many Nodes wait for their pod CIDRs.
+	PodCIDRsPending = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "pod_cidrs_pending_nodes",
+		Help:           "Nodes waiting for IronCore to allocate their pod CIDRs.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// RouteOperations counts route changes on NetworkInterfaces by operation (create,
 	// delete) and result (changed, unchanged, error).
 	RouteOperations = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -102,6 +138,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
-			LoadBalancerTargets, LoadBalancerRoutingSyncs, NodeHealthExclusions, UnhealthyNodes)
+			LoadBalancerTargets, LoadBalancerRoutingSyncs, NodeHealthExclusions, UnhealthyNodes,
+			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending)
 	})
 }

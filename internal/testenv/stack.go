@@ -483,9 +483,30 @@ func (s *Stack) writeCCMFiles(ctx context.Context) error {
 	if err := WriteKubeconfig(s.CCMIronCoreKubeconfig, proxy.ClientConfig(), s.Namespace); err != nil {
 		return err
 	}
-	cloudConfig := fmt.Sprintf("networkName: %s\nprefixName: %s\nipv6PrefixName: %s\nclusterName: %s\n",
-		s.Network, LoadBalancerPrefix, LoadBalancerPrefixV6, s.ClusterName)
-	return os.WriteFile(s.CloudConfig, []byte(cloudConfig), 0o600)
+	return os.WriteFile(s.CloudConfig, []byte(s.cloudConfig("")), 0o600)
+}
+
+// cloudConfig is the CCM's cloud-config for the stack, with extra lines appended.
+func (s *Stack) cloudConfig(extra string) string {
+	return fmt.Sprintf("networkName: %s\nprefixName: %s\nipv6PrefixName: %s\nclusterName: %s\n%s",
+		s.Network, LoadBalancerPrefix, LoadBalancerPrefixV6, s.ClusterName, extra)
+}
+
+// WriteCloudConfig writes a cloud-config named name into the stack's directory: the stack's,
+// with extra (YAML lines) appended, and returns its path, for --cloud-config.
+func (s *Stack) WriteCloudConfig(name, extra string) (string, error) {
+	path := filepath.Join(s.Dir, name+".cloud-config.yaml")
+	return path, os.WriteFile(path, []byte(s.cloudConfig(extra)), 0o600)
+}
+
+// CreateRootPrefix creates a root Prefix (allocated by itself) with the labels.
+func (s *Stack) CreateRootPrefix(ctx context.Context, name, cidr string, labels map[string]string) (*ipamv1alpha1.Prefix, error) {
+	prefix := rootPrefix(s.Namespace, name, cidr)
+	prefix.Labels = labels
+	if err := s.IronCore.Client.Create(ctx, prefix); err != nil {
+		return nil, fmt.Errorf("create Prefix %s: %w", name, err)
+	}
+	return prefix, nil
 }
 
 func (s *Stack) logFile(name string) (*os.File, error) {

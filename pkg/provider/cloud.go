@@ -19,6 +19,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -56,6 +57,8 @@ type Cloud struct {
 	instances     *instances
 	loadBalancers *loadBalancers
 	routes        *routes
+	// podCIDRs is nil unless the cloud-config turns pod CIDR allocation on.
+	podCIDRs *podCIDRs
 }
 
 var (
@@ -107,6 +110,14 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		}
 		internalPrefixes[prefix.family] = prefix.name
 	}
+	routes := &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName}
+	var allocator *podCIDRs
+	if families := cloudConfig.PodCIDRFamilies(); len(families) > 0 {
+		allocator = &podCIDRs{ironcore: client, routes: routes, cluster: cloudConfig.ClusterName, families: families}
+		if err := allocator.Check(checkCtx); err != nil {
+			return nil, err
+		}
+	}
 	if options.UseNICSelector {
 		// IronCore writes the routings; this CCM reads one only when a selector moves or a
 		// LoadBalancer is deleted.
@@ -117,7 +128,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	}
 	clusterID := clusterid.New()
 	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
-		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector)
+		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector, "podCIDRAllocation", allocator != nil)
 
 	return &Cloud{
 		config:    *cloudConfig,
@@ -139,7 +150,8 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 				health: targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod}},
 			recorder: settings.Recorder,
 		},
-		routes: &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName},
+		routes:   routes,
+		podCIDRs: allocator,
 	}, nil
 }
 
@@ -252,3 +264,24 @@ func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets
 func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
 	c.loadBalancers.targets.recheck.Store(&recheck)
 }
+
+// AllocatesPodCIDRs tells whether the cloud-config turns pod CIDR allocation on.
+func (c *Cloud) AllocatesPodCIDRs() bool { return c.podCIDRs != nil }
+
+// AllocatePodCIDRs moves the Node's pod CIDR allocation forward by one step; see
+// podCIDRs.Allocate. Call it only if AllocatesPodCIDRs.
+func (c *Cloud) AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
+	return c.podCIDRs.Allocate(ctx, node)
+}
+
+// ReleaseUnusedPodCIDRs releases the pod CIDRs of Machines without a Node.
+func (c *Cloud) ReleaseUnusedPodCIDRs(ctx context.Context) ([]nodeipam.Released, error) {
+	return c.podCIDRs.ReleaseUnused(ctx)
+}
+
+// DiagnosePodCIDRs tells why a pod CIDR of the family may not be allocated, or "".
+func (c *Cloud) DiagnosePodCIDRs(ctx context.Context, family corev1.IPFamily) string {
+	return c.podCIDRs.Diagnose(ctx, family)
+}
+
+var _ nodeipam.Allocator = (*Cloud)(nil)

@@ -7,6 +7,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
@@ -136,6 +137,25 @@ func EventReasons() []EventReason {
 				"by the cluster autoscaler, or it is being deleted; the message says which. Its NetworkInterfaces stop being load balancer targets, " +
 				"unless no Node that could serve a Service is healthy (then the Service gets `" + ReasonTargetsFailedOpen + "`). Recorded when the reason changes.",
 			Action: "Nothing, if the Node is being drained or removed. Otherwise find out why it is unhealthy; it gets traffic again when it is healthy.",
+		},
+		{
+			Reason: nodeipam.ReasonAllocated, Type: corev1.EventTypeNormal, Object: "Node", Controller: nodeipam.Name,
+			When:   "IronCore allocated the Node's pod CIDRs (one per configured family) as ephemeral prefixes of its NetworkInterface, and the CCM set `spec.podCIDRs`.",
+			Action: "Nothing.",
+		},
+		{
+			Reason: nodeipam.ReasonFailed, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,
+			When: "The Node has waited 10 s for its pod CIDRs and the CCM found why: a parent Prefix is full (no free range of the mask size), " +
+				"missing, or no longer of its family, or the Node's Machine or NetworkInterface cannot be found. The Node keeps no pod CIDRs; " +
+				"the allocation goes on by itself once the cause is gone. Recorded once per wait.",
+			Action: "Free space in the parent (delete unused Nodes), or add a Prefix with the parent labels (`podCIDRParentPrefixLabels`), " +
+				"or fix what the message names.",
+		},
+		{
+			Reason: nodeipam.ReasonFromElsewhere, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,
+			When: "A Node created while pod CIDR allocation from IronCore is on got `spec.podCIDRs` from another allocator. It keeps them, " +
+				"and entries already added to its NetworkInterface for it are released.",
+			Action: "Run one allocator: set kube-controller-manager's `--allocate-node-cidrs=false` (see the README's \"Pod CIDRs from IronCore\").",
 		},
 		{
 			Reason: lbtargets.ReasonTargetRestored, Type: corev1.EventTypeNormal, Object: "Node", Controller: lbtargets.Name,

@@ -69,6 +69,20 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 			}
 			list = append(list, route)
 		}
+		// Pod CIDRs allocated by IronCore route by themselves, and are released by the node
+		// IPAM controller when their Node is gone; listed only while the Node has them, they
+		// are never asked to be deleted.
+		if node == nil {
+			continue
+		}
+		for _, cidr := range allocatedPodCIDRs(ctx, r.ironcore, r.cluster, nic) {
+			// Not before the Node has it: the route controller would ask to delete it.
+			if !slices.Contains(node.Spec.PodCIDRs, cidr.String()) {
+				continue
+			}
+			list = append(list, &cloudprovider.Route{Name: routeName(nic.Name, cidr), DestinationCIDR: cidr.String(),
+				TargetNode: types.NodeName(node.Name), TargetNodeAddresses: node.Status.Addresses})
+		}
 	}
 	return list, nil
 }
@@ -87,6 +101,10 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	if err != nil {
 		countRouteOperation("create", false, err)
 		return fmt.Errorf("route %s to Node %s: %w", cidr, route.TargetNode, err)
+	}
+	if allocated, err := r.allocatedByIronCore(ctx, nicName, cidr); err != nil || allocated {
+		countRouteOperation("create", false, err)
+		return err
 	}
 	added := false
 	err = r.ironcore.UpdateNetworkInterface(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
@@ -112,8 +130,19 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	return nil
 }
 
+// allocatedByIronCore tells whether cidr is a pod CIDR IronCore allocated as an ephemeral
+// prefix of the NetworkInterface: it routes already, and a literal copy would be a second one.
+func (r *routes) allocatedByIronCore(ctx context.Context, nicName string, cidr netip.Prefix) (bool, error) {
+	nic, err := r.ironcore.NetworkInterface(ctx, nicName)
+	if err != nil {
+		return false, fmt.Errorf("route %s: %w", cidr, err)
+	}
+	return slices.Contains(allocatedPodCIDRs(ctx, r.ironcore, r.cluster, nic), cidr), nil
+}
+
 // DeleteRoute removes exactly the route's CIDR from the NetworkInterface, if this CCM manages
-// it there; every other prefix, literal or ephemeral, stays.
+// it there as a route; every other prefix, literal or ephemeral (a pod CIDR allocated by
+// IronCore among them), stays.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
 	cidr, err := parseCIDR(route.DestinationCIDR)
 	if err != nil {
@@ -169,8 +198,13 @@ func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Ro
 	if err != nil {
 		return "", fmt.Errorf("read Node: %w", err)
 	}
+	return r.networkInterfaceOfNode(ctx, node, route.TargetNodeAddresses)
+}
+
+// networkInterfaceOfNode is networkInterfaceOf for a Node, with more addresses of it.
+func (r *routes) networkInterfaceOfNode(ctx context.Context, node *corev1.Node, addresses []corev1.NodeAddress) (string, error) {
 	internalIPs := map[netip.Addr]bool{}
-	for _, address := range append(slices.Clone(node.Status.Addresses), route.TargetNodeAddresses...) {
+	for _, address := range append(slices.Clone(node.Status.Addresses), addresses...) {
 		if addr, err := netip.ParseAddr(address.Address); err == nil && address.Type == corev1.NodeInternalIP {
 			internalIPs[addr] = true
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
 
@@ -51,6 +52,20 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 		name: "missing Network",
 		args: []string{"--cloud-config=" + write("missing-network.yaml", "networkName: no-such-network\nclusterName: lab\n")},
 		want: []string{"IronCore Network " + stack.Namespace + "/no-such-network", "not found"},
+	}, {
+		name: "missing pod CIDR parent",
+		args: []string{"--cloud-config=" + write("missing-pod-parent.yaml", "networkName: cluster-network\nclusterName: lab\npodCIDRParentPrefix: no-such-prefix\n")},
+		want: []string{"podCIDRParentPrefix: IronCore Prefix " + stack.Namespace + "/no-such-prefix", "not found"},
+	}, {
+		name: "pod CIDRs that do not fit their parent",
+		args: []string{"--cloud-config=" + write("pod-cidrs-too-large.yaml", "networkName: cluster-network\nclusterName: lab\npodCIDRParentPrefix: "+
+			testenv.NodePrefixV4+"\npodCIDRMaskSize: 16\nipv6PodCIDRParentPrefix: "+testenv.NodePrefixV4+"\n")},
+		want: []string{"podCIDRParentPrefix: IronCore Prefix " + testenv.NodePrefixV4 + " (10.0.0.0/16) is not larger than the pod CIDRs (/16, podCIDRMaskSize)",
+			"ipv6PodCIDRParentPrefix: IronCore Prefix " + testenv.NodePrefixV4 + " is IPv4, not IPv6"},
+	}, {
+		name: "no pod CIDR parent with the labels",
+		args: []string{"--cloud-config=" + write("no-labelled-parent.yaml", "networkName: cluster-network\nclusterName: lab\nipv6PodCIDRParentPrefixLabels: {no-such: label}\n")},
+		want: []string{"ipv6PodCIDRParentPrefixLabels: no IPv6 Prefix labelled map[no-such:label] larger than /64 exists"},
 	}, {
 		name: "IronCore kubeconfig without a namespace",
 		args: []string{"--ironcore-kubeconfig=" + noNamespaceKubeconfig},

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,7 +61,7 @@ func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 	}
 	waitForDestination(t, clusterLB, nicIPs(t, names[0])[0], false)
 	waitForRouting(t, localLB, nicIPs(t, names[2]))
-	waitForNodeEvent(t, names[0], lbtargets.ReasonTargetExcluded)
+	waitForNodeEvent(t, names[0], lbtargets.ReasonTargetExcluded, "load balancer traffic")
 	if _, err := stack.SetNodeReady(ctx, names[0], corev1.ConditionTrue); err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +91,9 @@ func setEndpoints(t *testing.T, service *corev1.Service, nodes ...string) {
 	}
 }
 
-// waitForNodeEvent waits for an event with the reason on the Node.
-func waitForNodeEvent(t *testing.T, node, reason string) {
+// waitForNodeEvent waits for an event with the reason on the Node whose message contains the
+// text.
+func waitForNodeEvent(t *testing.T, node, reason, containing string) {
 	t.Helper()
 	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events("").List(ctx, metav1.ListOptions{
@@ -102,8 +102,8 @@ func waitForNodeEvent(t *testing.T, node, reason string) {
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(events.Items, func(event corev1.Event) bool { return strings.Contains(event.Message, "load balancer traffic") }) {
-			return errors.New("none yet")
+		if !slices.ContainsFunc(events.Items, func(event corev1.Event) bool { return strings.Contains(event.Message, containing) }) {
+			return fmt.Errorf("%d with the reason, none containing %q", len(events.Items), containing)
 		}
 		return nil
 	})

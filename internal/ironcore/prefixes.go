@@ -1,0 +1,101 @@
+package ironcore
+
+import (
+	"context"
+	"fmt"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	"go4.org/netipx"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// podCIDRPrefixes selects the Prefixes the cache holds: those IronCore allocated for pod CIDR
+// entries, which carry keys.LabelPodCIDR from the entry's template.
+func podCIDRPrefixes() (labels.Selector, error) {
+	requirement, err := labels.NewRequirement(keys.LabelPodCIDR, selection.Exists, nil)
+	if err != nil {
+		return nil, fmt.Errorf("select pod CIDR Prefixes: %w", err)
+	}
+	return labels.NewSelector().Add(*requirement), nil
+}
+
+// PodCIDRPrefix returns the named pod CIDR Prefix from the cache. Prefixes without
+// keys.LabelPodCIDR are not cached, and are reported as not found.
+func (c *Client) PodCIDRPrefix(ctx context.Context, name string) (*ipamv1alpha1.Prefix, error) {
+	prefix := &ipamv1alpha1.Prefix{}
+	if err := c.getCached(ctx, "Prefix", c.namespace, name, prefix); err != nil {
+		return nil, err
+	}
+	return prefix, nil
+}
+
+// OnPodCIDRPrefixChange calls handler with each pod CIDR Prefix the cache sees added or
+// changed.
+func (c *Client) OnPodCIDRPrefixChange(handler func(*ipamv1alpha1.Prefix)) error {
+	return onAddOrChange(c, &ipamv1alpha1.Prefix{}, "Prefixes", func(old, current *ipamv1alpha1.Prefix) bool {
+		return old.ResourceVersion != current.ResourceVersion
+	}, handler)
+}
+
+// ParentPrefixes reads, live, the parent Prefixes a pod CIDR is allocated from: the named one,
+// or those with the labels.
+func (c *Client) ParentPrefixes(ctx context.Context, name string, selector map[string]string) ([]ipamv1alpha1.Prefix, error) {
+	if name != "" {
+		prefix := &ipamv1alpha1.Prefix{}
+		if err := c.checkExists(ctx, "Prefix", name, prefix); err != nil {
+			return nil, err
+		}
+		return []ipamv1alpha1.Prefix{*prefix}, nil
+	}
+	list := &ipamv1alpha1.PrefixList{}
+	if err := c.api.List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabels(selector)); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return nil, fmt.Errorf("list IronCore Prefixes labelled %v: the IronCore credentials are not allowed to: %w", selector, err)
+		}
+		return nil, fmt.Errorf("list IronCore Prefixes labelled %v: %w", selector, err)
+	}
+	return list.Items, nil
+}
+
+// PrefixFamily is the IP family of a Prefix: its spec's, else its range's.
+func PrefixFamily(prefix *ipamv1alpha1.Prefix) corev1.IPFamily {
+	switch {
+	case prefix.Spec.IPFamily != "":
+		return prefix.Spec.IPFamily
+	case prefix.Spec.Prefix == nil || !prefix.Spec.Prefix.IsValid():
+		return ""
+	case prefix.Spec.Prefix.Addr().Is4():
+		return corev1.IPv4Protocol
+	default:
+		return corev1.IPv6Protocol
+	}
+}
+
+// HasRoomFor tells whether the allocated Prefix has a free range of the given length, after
+// the ranges IronCore reports used in its status.
+func HasRoomFor(prefix *ipamv1alpha1.Prefix, length int) bool {
+	if prefix.Spec.Prefix == nil || !prefix.Spec.Prefix.IsValid() || prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated {
+		return false
+	}
+	var builder netipx.IPSetBuilder
+	builder.AddPrefix(prefix.Spec.Prefix.Prefix)
+	for _, used := range prefix.Status.Used {
+		builder.RemovePrefix(used.Prefix)
+	}
+	free, err := builder.IPSet()
+	if err != nil {
+		return false
+	}
+	for _, p := range free.Prefixes() {
+		if p.Bits() <= length {
+			return true
+		}
+	}
+	return false
+}

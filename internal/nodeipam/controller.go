@@ -1,0 +1,414 @@
+// Package nodeipam sets Nodes' pod CIDRs from IronCore's IPAM, as the alternative to
+// kube-controller-manager's range allocator (--allocate-node-cidrs). For each Node without pod
+// CIDRs, the allocator adds ephemeral prefix entries to the Node's NetworkInterface, one per
+// configured family; IronCore allocates their Prefixes from the configured parents, without
+// overlap with anything else in the Network. Once every family is allocated, the controller
+// sets spec.podCIDRs (IPv4 first) in one write: it is immutable, so never before. It never
+// waits in a worker: a Node waiting for IronCore is synced again when a pod CIDR Prefix
+// changes, and with a backoff. When a Node is gone, the entries of its Machine's
+// NetworkInterface are released, and IronCore deletes their Prefixes.
+package nodeipam
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "ironcore-node-ipam"
+
+// Reasons of the events on Nodes.
+const (
+	ReasonAllocated     = "PodCIDRsAllocated"
+	ReasonFailed        = "PodCIDRAllocationFailed"
+	ReasonFromElsewhere = "PodCIDRsFromAnotherAllocator"
+)
+
+// Allocation is the state of a Node's pod CIDRs, as the allocator found or moved it.
+type Allocation struct {
+	// NetworkInterface holds the Node's entries.
+	NetworkInterface string
+	// CIDRs are the pod CIDRs, IPv4 first: the allocated ones once every configured family
+	// has one, or those the Node has.
+	CIDRs []string
+	// Pending says, per family not allocated yet, what is awaited; PendingFamilies are those
+	// families.
+	Pending         []string
+	PendingFamilies []corev1.IPFamily
+	// Added is true when entries were added.
+	Added bool
+	// FromElsewhere is true when the Node has pod CIDRs that IronCore did not allocate for it.
+	FromElsewhere bool
+	// Released are the entries released because the Node has pod CIDRs from elsewhere.
+	Released []string
+}
+
+// Released are the pod CIDR entries a release removed from one NetworkInterface.
+type Released struct {
+	NetworkInterface, Machine string
+	CIDRs                     []string
+}
+
+// Allocator is the provider's side: see provider.Cloud.
+type Allocator interface {
+	AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (Allocation, error)
+	ReleaseUnusedPodCIDRs(ctx context.Context) ([]Released, error)
+	DiagnosePodCIDRs(ctx context.Context, family corev1.IPFamily) string
+}
+
+// Defaults of Config.
+const (
+	DefaultReleaseEvery = time.Minute
+	DefaultExplainAfter = 10 * time.Second
+)
+
+// Config wires the controller.
+type Config struct {
+	IronCore  *ironcore.Client
+	Allocator Allocator
+	Nodes     coreinformers.NodeInformer
+	// Client writes Nodes' spec.podCIDRs.
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+	// ReleaseEvery is how often unused entries are looked for besides on Node deletions;
+	// zero means DefaultReleaseEvery.
+	ReleaseEvery time.Duration
+	// ExplainAfter is how long a Node waits before the controller looks for, and reports,
+	// why; zero means DefaultExplainAfter.
+	ExplainAfter time.Duration
+}
+
+// Controller is the node IPAM controller.
+type Controller struct {
+	Config
+	nodes   corelisters.NodeLister
+	synced  toolscache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	started time.Time
+	// mu guards waiting and reported.
+	mu sync.Mutex
+	// waiting holds the Nodes that wait for their pod CIDRs, and waitingOn their names by
+	// their NetworkInterfaces' names, for the Prefix changes that concern them.
+	waiting   map[string]*waitingNode
+	waitingOn map[string]string
+	// reported holds the Nodes reported as having pod CIDRs from elsewhere.
+	reported map[string]bool
+}
+
+type waitingNode struct {
+	since            time.Time
+	explained        bool
+	networkInterface string
+}
+
+// releaseKey is the queue item of a release pass; Node names are never empty.
+const releaseKey = ""
+
+// New registers the controller's event handlers. Call it before the informers start.
+func New(config Config) (*Controller, error) {
+	if config.ReleaseEvery <= 0 {
+		config.ReleaseEvery = DefaultReleaseEvery
+	}
+	if config.ExplainAfter <= 0 {
+		config.ExplainAfter = DefaultExplainAfter
+	}
+	// A Node waiting for IronCore is retried at most every 30 s; Prefix changes bring it in
+	// sooner.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
+	c := &Controller{
+		Config:    config,
+		nodes:     config.Nodes.Lister(),
+		synced:    config.Nodes.Informer().HasSynced,
+		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+		started:   time.Now(),
+		waiting:   map[string]*waitingNode{},
+		waitingOn: map[string]string{},
+		reported:  map[string]bool{},
+	}
+	_, err := config.Nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if node, ok := obj.(*corev1.Node); ok {
+				c.queue.Add(node.Name)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Node)
+			node, ok2 := newObj.(*corev1.Node)
+			// A Node without pod CIDRs may have become resolvable (provider ID, addresses); one
+			// that just got them may have got them from elsewhere.
+			if ok1 && ok2 && (!HasPodCIDRs(node) || !HasPodCIDRs(old)) {
+				c.queue.Add(node.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if node, ok := obj.(*corev1.Node); ok {
+				c.stopWaiting(node.Name)
+				c.mu.Lock()
+				delete(c.reported, node.Name)
+				c.mu.Unlock()
+			}
+			c.queue.Add(releaseKey)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch Nodes: %w", err)
+	}
+	if err := config.IronCore.OnPodCIDRPrefixChange(c.queueWaitingFor); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name is the controller's name.
+func (c *Controller) Name() string { return Name }
+
+// HasPodCIDRs tells whether the Node has pod CIDRs.
+func HasPodCIDRs(node *corev1.Node) bool {
+	return len(node.Spec.PodCIDRs) > 0 || node.Spec.PodCIDR != ""
+}
+
+// queueWaitingFor syncs the Node waiting for the Prefix again: the one whose NetworkInterface
+// controls it.
+func (c *Controller) queueWaitingFor(prefix *ipamv1alpha1.Prefix) {
+	owner := metav1.GetControllerOf(prefix)
+	if owner == nil || owner.Kind != "NetworkInterface" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.waitingOn[owner.Name]; ok {
+		c.queue.Add(name)
+	}
+}
+
+// Run syncs Nodes with workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) || !c.IronCore.WaitForCacheSync(ctx) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.work, time.Second)
+	}
+	// Releases missed while the CCM was down happen now.
+	wait.UntilWithContext(ctx, func(context.Context) { c.queue.Add(releaseKey) }, c.ReleaseEvery)
+}
+
+func (c *Controller) work(ctx context.Context) {
+	for {
+		name, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		retry, err := c.sync(ctx, name)
+		switch {
+		case err != nil:
+			metrics.PodCIDRAllocations.WithLabelValues("failed").Inc()
+			klog.ErrorS(err, "Cannot sync pod CIDRs", "node", klog.KRef("", name))
+			c.queue.AddRateLimited(name)
+		case retry:
+			c.queue.AddRateLimited(name)
+		default:
+			c.queue.Forget(name)
+		}
+		c.queue.Done(name)
+	}
+}
+
+// sync handles one queue item; retry asks for it to be synced again later.
+func (c *Controller) sync(ctx context.Context, name string) (retry bool, err error) {
+	if name == releaseKey {
+		return false, c.release(ctx)
+	}
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.stopWaiting(name)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	allocation, err := c.Allocator.AllocatePodCIDRs(ctx, node)
+	if HasPodCIDRs(node) {
+		c.stopWaiting(name)
+		c.reportExisting(node, allocation)
+		return false, err
+	}
+	if err != nil {
+		c.explain(ctx, node, "", nil, err.Error())
+		return false, err
+	}
+	if allocation.CIDRs == nil {
+		c.explain(ctx, node, allocation.NetworkInterface, allocation.PendingFamilies, strings.Join(allocation.Pending, "; "))
+		return true, nil
+	}
+	if err := c.setPodCIDRs(ctx, node, allocation.CIDRs); err != nil {
+		if errors.Is(err, errAlreadySet) {
+			return false, nil
+		}
+		return false, err
+	}
+	c.stopWaiting(name)
+	metrics.PodCIDRAllocations.WithLabelValues("allocated").Inc()
+	metrics.PodCIDRAllocationDuration.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
+	c.Recorder.Eventf(node, corev1.EventTypeNormal, ReasonAllocated, "Pod CIDRs %s allocated by IronCore on NetworkInterface %s",
+		strings.Join(allocation.CIDRs, ", "), allocation.NetworkInterface)
+	klog.InfoS("Set pod CIDRs from IronCore", "node", klog.KObj(node), "podCIDRs", allocation.CIDRs,
+		"networkInterface", klog.KRef(c.IronCore.Namespace(), allocation.NetworkInterface))
+	return false, nil
+}
+
+// setPodCIDRs writes spec.podCIDRs and spec.podCIDR in one patch that first tests that the
+// Node has none: another allocator that got there first wins, and the next sync sees it.
+func (c *Controller) setPodCIDRs(ctx context.Context, node *corev1.Node, cidrs []string) error {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/spec/podCIDRs", "value": nil},
+		{"op": "add", "path": "/spec/podCIDR", "value": cidrs[0]},
+		{"op": "add", "path": "/spec/podCIDRs", "value": cidrs},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		return nil
+	}
+	// The test fails when the Node has pod CIDRs, which the cache did not show: set by an
+	// earlier sync of this controller (done, then), or by someone else (the next sync sees it).
+	if live, getErr := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); getErr == nil && HasPodCIDRs(live) {
+		if !slices.Equal(live.Spec.PodCIDRs, cidrs) {
+			c.queue.Add(node.Name)
+		}
+		return errAlreadySet
+	}
+	return fmt.Errorf("set the pod CIDRs %s of Node %s: %w", strings.Join(cidrs, ","), node.Name, err)
+}
+
+// errAlreadySet says that the Node had pod CIDRs when the controller went to set them.
+var errAlreadySet = errors.New("the Node has pod CIDRs already")
+
+// explain records that the Node waits (on the NetworkInterface, if known), and once it has waited ExplainAfter, reports why with
+// a Warning event: the error, or what the allocator finds wrong with the parents of the
+// families it waits for. It reports once per wait.
+func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string, families []corev1.IPFamily, waitingFor string) {
+	c.mu.Lock()
+	waiting, ok := c.waiting[node.Name]
+	if !ok {
+		waiting = &waitingNode{since: time.Now()}
+		c.waiting[node.Name] = waiting
+		metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
+	}
+	if nic != "" && waiting.networkInterface != nic {
+		delete(c.waitingOn, waiting.networkInterface)
+		waiting.networkInterface = nic
+		c.waitingOn[nic] = node.Name
+	}
+	due := !waiting.explained && time.Since(waiting.since) >= c.ExplainAfter
+	c.mu.Unlock()
+	if !due {
+		klog.V(4).InfoS("Waiting for pod CIDRs", "node", klog.KObj(node), "waitingFor", waitingFor)
+		return
+	}
+	var problems []string
+	for _, family := range families {
+		if problem := c.Allocator.DiagnosePodCIDRs(ctx, family); problem != "" {
+			problems = append(problems, problem)
+		}
+	}
+	if families != nil && len(problems) == 0 {
+		// Nothing wrong with the parents: IronCore is just slow. Look again next time.
+		klog.InfoS("Still waiting for pod CIDRs", "node", klog.KObj(node), "waitingFor", waitingFor)
+		return
+	}
+	message := waitingFor
+	if len(problems) > 0 {
+		message = strings.Join(problems, "; ")
+	}
+	c.mu.Lock()
+	waiting.explained = true
+	c.mu.Unlock()
+	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonFailed, "No pod CIDRs yet: %s", message)
+	klog.InfoS("Pod CIDRs cannot be allocated yet", "node", klog.KObj(node), "reason", message)
+}
+
+func (c *Controller) stopWaiting(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if waiting, ok := c.waiting[name]; ok {
+		delete(c.waitingOn, waiting.networkInterface)
+	}
+	delete(c.waiting, name)
+	metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
+}
+
+// reportExisting reports a Node's pod CIDRs that IronCore did not allocate: with a Warning
+// event if the Node is newer than this controller (another allocator, most likely
+// kube-controller-manager's --allocate-node-cidrs, is on too), else in the log (a cluster
+// moving from another allocator keeps its Nodes' CIDRs and their routes).
+func (c *Controller) reportExisting(node *corev1.Node, allocation Allocation) {
+	if len(allocation.Released) > 0 {
+		metrics.PodCIDRsReleased.WithLabelValues("unused").Add(float64(len(allocation.Released)))
+		klog.InfoS("Released unused pod CIDR entries: the Node has other pod CIDRs", "node", klog.KObj(node),
+			"released", allocation.Released, "podCIDRs", node.Spec.PodCIDRs)
+	}
+	if !allocation.FromElsewhere {
+		return
+	}
+	c.mu.Lock()
+	first := !c.reported[node.Name]
+	c.reported[node.Name] = true
+	c.mu.Unlock()
+	if !first {
+		return
+	}
+	if node.CreationTimestamp.Time.Before(c.started) {
+		klog.V(2).InfoS("The Node keeps pod CIDRs from another allocator", "node", klog.KObj(node), "podCIDRs", node.Spec.PodCIDRs)
+		return
+	}
+	metrics.PodCIDRAllocations.WithLabelValues("from-elsewhere").Inc()
+	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonFromElsewhere,
+		"The Node got pod CIDRs %s from another allocator while IronCore's IPAM is on: keep only one (kube-controller-manager's "+
+			"--allocate-node-cidrs=false with this CCM's pod CIDR allocation); the Node keeps them", strings.Join(node.Spec.PodCIDRs, ", "))
+	klog.InfoS("A new Node got pod CIDRs from another allocator; is kube-controller-manager's --allocate-node-cidrs on too?",
+		"node", klog.KObj(node), "podCIDRs", node.Spec.PodCIDRs)
+}
+
+// release removes the entries of Machines whose Node is gone.
+func (c *Controller) release(ctx context.Context) error {
+	released, err := c.Allocator.ReleaseUnusedPodCIDRs(ctx)
+	for _, r := range released {
+		metrics.PodCIDRsReleased.WithLabelValues("node-gone").Add(float64(len(r.CIDRs)))
+	}
+	if err != nil {
+		return fmt.Errorf("release pod CIDRs: %w", err)
+	}
+	return nil
+}

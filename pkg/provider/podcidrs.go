@@ -1,0 +1,426 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+)
+
+// Pod CIDRs from IronCore's IPAM. A Node's pod CIDR of a family is an ephemeral entry of its
+// NetworkInterface's spec.prefixes, a Prefix template with a parent; IronCore allocates the
+// Prefix <nic>-pf-<index> from the parent, without overlap, and routes the range to the
+// NetworkInterface. The entry is the record: it is added once, the Node's spec.podCIDRs is set
+// from the allocated Prefixes, and the entry is removed when the Node is gone. IronCore names
+// the Prefix by the entry's index, so an entry is never moved: only removed, and only when no
+// ephemeral entry that stays comes after it.
+
+// ephemeralManagedBy is IronCore's annotation that has it delete an ephemeral Prefix once its
+// entry is gone; without it, IronCore leaves the Prefix (and its range) until the
+// NetworkInterface is deleted.
+const (
+	ephemeralManagedByKey   = "common.ironcore.dev/ephemeral-managed-by"
+	ephemeralManagedByValue = "ephemeral-manager"
+)
+
+// podCIDRs allocates and releases Nodes' pod CIDRs.
+type podCIDRs struct {
+	ironcore *ironcore.Client
+	// routes finds a Node's NetworkInterface, and the Nodes of Machines.
+	routes   *routes
+	cluster  string
+	families []config.PodCIDRFamily
+}
+
+// podCIDREntry is one of the cluster's pod CIDR entries of a NetworkInterface's spec.prefixes.
+type podCIDREntry struct {
+	index  int
+	family corev1.IPFamily
+}
+
+// podCIDREntries are the NetworkInterface's entries that this cluster added for pod CIDRs.
+func podCIDREntries(nic *networkingv1alpha1.NetworkInterface, cluster string) []podCIDREntry {
+	var entries []podCIDREntry
+	for i, source := range nic.Spec.Prefixes {
+		if source.Ephemeral == nil || source.Ephemeral.PrefixTemplate == nil {
+			continue
+		}
+		labels := source.Ephemeral.PrefixTemplate.Labels
+		family := corev1.IPFamily(labels[keys.LabelPodCIDR])
+		if labels[keys.LabelCluster] != cluster || (family != corev1.IPv4Protocol && family != corev1.IPv6Protocol) {
+			continue
+		}
+		entries = append(entries, podCIDREntry{index: i, family: family})
+	}
+	return entries
+}
+
+// podCIDRSource is the entry that asks IronCore for a pod CIDR of the family.
+func podCIDRSource(cluster string, family config.PodCIDRFamily) networkingv1alpha1.PrefixSource {
+	spec := ipamv1alpha1.PrefixSpec{IPFamily: family.Family, PrefixLength: int32(family.MaskSize)} //nolint:gosec // validated: at most 128
+	if family.ParentPrefix != "" {
+		spec.ParentRef = &corev1.LocalObjectReference{Name: family.ParentPrefix}
+	} else {
+		spec.ParentSelector = &metav1.LabelSelector{MatchLabels: family.ParentLabels}
+	}
+	return networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{
+				Labels:      map[string]string{keys.LabelCluster: cluster, keys.LabelPodCIDR: string(family.Family)},
+				Annotations: map[string]string{ephemeralManagedByKey: ephemeralManagedByValue},
+			},
+			Spec: spec,
+		},
+	}}
+}
+
+// allocatedPodCIDR returns the CIDR IronCore allocated for the entry, or what it waits for.
+// A Prefix of the entry's name that is not this NetworkInterface's, or not of this entry, is
+// not taken: the first may be an earlier NetworkInterface's awaiting deletion, the second
+// would be an entry that moved, which IronCore does not reallocate.
+func allocatedPodCIDR(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface, entry podCIDREntry) (netip.Prefix, string, error) {
+	name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nic.Name, entry.index)
+	prefix, err := client.PodCIDRPrefix(ctx, name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return netip.Prefix{}, fmt.Sprintf("IronCore to create Prefix %s", name), nil
+	case err != nil:
+		return netip.Prefix{}, "", err
+	case !metav1.IsControlledBy(prefix, nic):
+		return netip.Prefix{}, fmt.Sprintf("Prefix %s of an earlier NetworkInterface %s to be deleted", name, nic.Name), nil
+	case prefix.Labels[keys.LabelPodCIDR] != string(entry.family) || prefix.Labels[keys.LabelCluster] != cluster:
+		return netip.Prefix{}, "", fmt.Errorf("prefix %s, named after entry %d of NetworkInterface %s, was made for another entry (labels %v); "+
+			"IronCore does not allocate it anew: delete the Prefix", name, entry.index, nic.Name, prefix.Labels)
+	case prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated || prefix.Spec.Prefix == nil || !prefix.Spec.Prefix.IsValid():
+		phase := string(prefix.Status.Phase)
+		if phase == "" {
+			phase = "new"
+		}
+		return netip.Prefix{}, fmt.Sprintf("IronCore to allocate Prefix %s (%s)", name, phase), nil
+	default:
+		return prefix.Spec.Prefix.Masked(), "", nil
+	}
+}
+
+// allocatedPodCIDRs are the CIDRs allocated for the NetworkInterface's pod CIDR entries, from
+// the cache; entries not allocated are left out.
+func allocatedPodCIDRs(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
+	var cidrs []netip.Prefix
+	for _, entry := range podCIDREntries(nic, cluster) {
+		if cidr, _, err := allocatedPodCIDR(ctx, client, cluster, nic, entry); err == nil && cidr.IsValid() {
+			cidrs = append(cidrs, cidr)
+		}
+	}
+	return cidrs
+}
+
+// Allocate moves the Node's pod CIDRs forward by one step, without waiting: it adds the
+// entries of the families its NetworkInterface lacks, or reports the CIDRs once IronCore has
+// allocated them all, or what is still awaited. A Node that has pod CIDRs keeps them; entries
+// of its NetworkInterface that do not hold them are released.
+func (p *podCIDRs) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
+	nicName, err := p.routes.networkInterfaceOfNode(ctx, node, nil)
+	if err != nil && nodeipam.HasPodCIDRs(node) {
+		// Nothing of IronCore's to keep in line with; its pod CIDRs came from elsewhere.
+		return nodeipam.Allocation{CIDRs: node.Spec.PodCIDRs, FromElsewhere: true}, nil
+	}
+	if err != nil {
+		return nodeipam.Allocation{}, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+	}
+	result := nodeipam.Allocation{NetworkInterface: nicName}
+	nic, err := p.ironcore.NetworkInterface(ctx, nicName)
+	if err != nil {
+		return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+	}
+	if nodeipam.HasPodCIDRs(node) {
+		return p.keepExisting(ctx, node, nic, result)
+	}
+	entries := podCIDREntries(nic, p.cluster)
+	if missing := p.missingFamilies(entries); len(missing) > 0 {
+		// The cache may not show entries this process just added: the write compares with
+		// what it last wrote, and adds nothing then.
+		added := false
+		err := p.ironcore.UpdateNetworkInterface(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+			missing := p.missingFamilies(podCIDREntries(nic, p.cluster))
+			added = len(missing) > 0
+			if !added {
+				return false, nil
+			}
+			for _, family := range missing {
+				nic.Spec.Prefixes = append(nic.Spec.Prefixes, podCIDRSource(p.cluster, family))
+			}
+			// The entries make the NetworkInterface this cluster's, so that they are found
+			// again (and released) by the cluster label.
+			if err := claimForCluster(nic, p.cluster); err != nil {
+				return false, err
+			}
+			return true, nil
+		})
+		if err != nil {
+			return result, fmt.Errorf("add pod CIDR entries for Node %s: %w", node.Name, err)
+		}
+		result.Added = added
+		for _, family := range missing {
+			result.Pending = append(result.Pending, fmt.Sprintf("%s: IronCore to allocate the entry just added", family.Family))
+			result.PendingFamilies = append(result.PendingFamilies, family.Family)
+		}
+		if added {
+			klog.V(2).InfoS("Added pod CIDR entries", "node", klog.KObj(node), "networkInterface", klog.KRef(p.ironcore.Namespace(), nicName), "families", len(missing))
+		}
+		return result, nil
+	}
+	var cidrs []string
+	for _, family := range p.families {
+		entry := entries[slices.IndexFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family })]
+		cidr, waiting, err := allocatedPodCIDR(ctx, p.ironcore, p.cluster, nic, entry)
+		if err != nil {
+			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+		}
+		if !cidr.IsValid() {
+			result.Pending = append(result.Pending, fmt.Sprintf("%s: %s", family.Family, waiting))
+			result.PendingFamilies = append(result.PendingFamilies, family.Family)
+			continue
+		}
+		cidrs = append(cidrs, cidr.String())
+	}
+	if len(result.Pending) == 0 {
+		result.CIDRs = cidrs
+	}
+	return result, nil
+}
+
+// missingFamilies are the configured families without an entry.
+func (p *podCIDRs) missingFamilies(entries []podCIDREntry) []config.PodCIDRFamily {
+	var missing []config.PodCIDRFamily
+	for _, family := range p.families {
+		if !slices.ContainsFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family }) {
+			missing = append(missing, family)
+		}
+	}
+	return missing
+}
+
+// keepExisting leaves a Node's pod CIDRs as they are. Entries of its NetworkInterface whose
+// allocation is not one of them (another allocator was faster, or the Node was given CIDRs)
+// are released: nothing uses them.
+func (p *podCIDRs) keepExisting(ctx context.Context, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, result nodeipam.Allocation) (nodeipam.Allocation, error) {
+	result.CIDRs = slices.Clone(node.Spec.PodCIDRs)
+	if len(result.CIDRs) == 0 {
+		result.CIDRs = []string{node.Spec.PodCIDR}
+	}
+	inUse := map[netip.Prefix]bool{}
+	for _, value := range result.CIDRs {
+		if cidr, err := netip.ParsePrefix(value); err == nil {
+			inUse[cidr.Masked()] = true
+		}
+	}
+	entries := podCIDREntries(nic, p.cluster)
+	unused := map[int]string{}
+	for _, entry := range entries {
+		cidr, _, err := allocatedPodCIDR(ctx, p.ironcore, p.cluster, nic, entry)
+		if err != nil {
+			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+		}
+		if !inUse[cidr] {
+			unused[entry.index] = describeEntry(entry, cidr)
+		}
+	}
+	result.FromElsewhere = len(unused) == len(entries)
+	if len(unused) == 0 {
+		return result, nil
+	}
+	released, err := p.removeEntries(ctx, nic.Name, unused)
+	result.Released = released
+	if err != nil {
+		return result, fmt.Errorf("release the unused pod CIDR entries of Node %s: %w", node.Name, err)
+	}
+	return result, nil
+}
+
+func describeEntry(entry podCIDREntry, cidr netip.Prefix) string {
+	if cidr.IsValid() {
+		return cidr.String()
+	}
+	return fmt.Sprintf("%s entry %d (not allocated)", entry.family, entry.index)
+}
+
+// removeEntries removes the entries at the given indices, if they are still the cluster's
+// entries there, and returns their descriptions. IronCore then deletes their Prefixes.
+func (p *podCIDRs) removeEntries(ctx context.Context, nicName string, remove map[int]string) ([]string, error) {
+	var removed []string
+	err := p.ironcore.UpdateNetworkInterface(ctx, nicName, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		removed = nil
+		ours := map[int]bool{}
+		for _, entry := range podCIDREntries(nic, p.cluster) {
+			if _, ok := remove[entry.index]; ok {
+				ours[entry.index] = true
+			}
+		}
+		if len(ours) == 0 {
+			return false, nil
+		}
+		kept, err := withoutEntries(nic.Spec.Prefixes, ours)
+		if err != nil {
+			return false, err
+		}
+		for index := range ours {
+			removed = append(removed, remove[index])
+		}
+		nic.Spec.Prefixes = kept
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(removed)
+	return removed, nil
+}
+
+// withoutEntries returns sources without the entries at the indices. It refuses to move an
+// ephemeral entry that stays: IronCore would rename its Prefix and allocate it anew.
+func withoutEntries(sources []networkingv1alpha1.PrefixSource, remove map[int]bool) ([]networkingv1alpha1.PrefixSource, error) {
+	if len(remove) == 0 {
+		return sources, nil
+	}
+	first := slices.Min(slices.Collect(maps.Keys(remove)))
+	kept := make([]networkingv1alpha1.PrefixSource, 0, len(sources))
+	for i, source := range sources {
+		if remove[i] {
+			continue
+		}
+		if i > first && source.Ephemeral != nil {
+			return nil, fmt.Errorf("entry %d of spec.prefixes, an ephemeral prefix, comes after pod CIDR entry %d: removing that entry would "+
+				"rename its Prefix and have IronCore allocate it anew, so it is kept", i, first)
+		}
+		kept = append(kept, source)
+	}
+	return kept, nil
+}
+
+// ReleaseUnused removes the pod CIDR entries of NetworkInterfaces whose Machine has no Node,
+// and returns what it removed. The NetworkInterfaces are read before the Nodes: an entry is
+// added only for a Node the cache already shows, so a Node listed after its NetworkInterface
+// is never missed. A NetworkInterface without a Machine is left alone: its Machine's Node
+// cannot be told.
+func (p *podCIDRs) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, error) {
+	nics, err := p.ironcore.NetworkInterfacesOfCluster(ctx, p.cluster, p.routes.network)
+	if err != nil {
+		return nil, err
+	}
+	nodeOfMachine, err := p.routes.nodesByMachine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var released []nodeipam.Released
+	var errs []error
+	for i := range nics {
+		nic := &nics[i]
+		entries := podCIDREntries(nic, p.cluster)
+		if len(entries) == 0 || nic.Spec.MachineRef == nil || nodeOfMachine[nic.Spec.MachineRef.Name] != nil {
+			continue
+		}
+		remove := map[int]string{}
+		for _, entry := range entries {
+			cidr, _, _ := allocatedPodCIDR(ctx, p.ironcore, p.cluster, nic, entry)
+			remove[entry.index] = describeEntry(entry, cidr)
+		}
+		cidrs, err := p.removeEntries(ctx, nic.Name, remove)
+		if errors.Is(err, ironcore.ErrNotFound) || apierrors.IsNotFound(err) {
+			continue // deleted with its Machine, and its Prefixes with it
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("release the pod CIDRs of Machine %s: %w", nic.Spec.MachineRef.Name, err))
+			continue
+		}
+		if len(cidrs) > 0 {
+			released = append(released, nodeipam.Released{NetworkInterface: nic.Name, Machine: nic.Spec.MachineRef.Name, CIDRs: cidrs})
+			klog.InfoS("Released pod CIDRs: the Machine has no Node", "machine", klog.KRef(p.ironcore.Namespace(), nic.Spec.MachineRef.Name),
+				"networkInterface", klog.KObj(nic), "cidrs", strings.Join(cidrs, ","))
+		}
+	}
+	return released, errors.Join(errs...)
+}
+
+// Diagnose tells, with live reads, why IronCore may not allocate a pod CIDR of the family: its
+// parent is missing, of the wrong family, or full. It returns "" when it finds no reason.
+func (p *podCIDRs) Diagnose(ctx context.Context, family corev1.IPFamily) string {
+	for _, f := range p.families {
+		if f.Family == family {
+			return p.parentProblem(ctx, f)
+		}
+	}
+	return ""
+}
+
+func (p *podCIDRs) parentProblem(ctx context.Context, family config.PodCIDRFamily) string {
+	parents, err := p.ironcore.ParentPrefixes(ctx, family.ParentPrefix, family.ParentLabels)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", family.ParentKey, err)
+	}
+	var names []string
+	for i := range parents {
+		parent := &parents[i]
+		if ironcore.PrefixFamily(parent) != family.Family {
+			continue
+		}
+		if ironcore.HasRoomFor(parent, family.MaskSize) {
+			return ""
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", parent.Name, parent.Spec.Prefix))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("%s: no %s Prefix labelled %v exists", family.ParentKey, family.Family, family.ParentLabels)
+	}
+	return fmt.Sprintf("%s: no free /%d is left in %s; allocation resumes when space is freed or a parent is added",
+		family.ParentKey, family.MaskSize, strings.Join(names, ", "))
+}
+
+// Check confirms at start that every family's parent exists, is of the family, and is larger
+// than the pod CIDRs cut from it.
+func (p *podCIDRs) Check(ctx context.Context) error {
+	var errs []error
+	for _, family := range p.families {
+		parents, err := p.ironcore.ParentPrefixes(ctx, family.ParentPrefix, family.ParentLabels)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", family.ParentKey, err))
+			continue
+		}
+		fits := 0
+		for i := range parents {
+			parent := &parents[i]
+			actual := ironcore.PrefixFamily(parent)
+			switch {
+			case family.ParentPrefix != "" && actual != "" && actual != family.Family:
+				errs = append(errs, fmt.Errorf("%s: IronCore Prefix %s is %s, not %s", family.ParentKey, parent.Name, actual, family.Family))
+			case actual != family.Family:
+			case parent.Spec.Prefix != nil && parent.Spec.Prefix.IsValid() && parent.Spec.Prefix.Bits() >= family.MaskSize:
+				if family.ParentPrefix != "" {
+					errs = append(errs, fmt.Errorf("%s: IronCore Prefix %s (%s) is not larger than the pod CIDRs (/%d, %s) cut from it",
+						family.ParentKey, parent.Name, parent.Spec.Prefix, family.MaskSize, family.MaskSizeKey))
+				}
+			default:
+				fits++
+			}
+		}
+		if family.ParentPrefix == "" && fits == 0 {
+			errs = append(errs, fmt.Errorf("%s: no %s Prefix labelled %v larger than /%d exists in the namespace",
+				family.ParentKey, family.Family, family.ParentLabels, family.MaskSize))
+		}
+	}
+	return errors.Join(errs...)
+}
