@@ -230,6 +230,9 @@ func (c *Controller) work(ctx context.Context) {
 		}
 		retry, err := c.sync(ctx, name)
 		switch {
+		case err != nil && name == releaseKey:
+			klog.ErrorS(err, "Cannot release pod CIDRs")
+			c.queue.AddRateLimited(name)
 		case err != nil:
 			metrics.PodCIDRAllocations.WithLabelValues("failed").Inc()
 			klog.ErrorS(err, "Cannot sync pod CIDRs", "node", klog.KRef("", name))
@@ -407,8 +410,5 @@ func (c *Controller) release(ctx context.Context) error {
 	for _, r := range released {
 		metrics.PodCIDRsReleased.WithLabelValues("node-gone").Add(float64(len(r.CIDRs)))
 	}
-	if err != nil {
-		return fmt.Errorf("release pod CIDRs: %w", err)
-	}
-	return nil
+	return err
 }

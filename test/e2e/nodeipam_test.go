@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -344,6 +345,22 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		return err
 	})
 	requireDisjoint(t, byNode)
+
+	// A Node deleted with its Machine: the NetworkInterface goes with the Machine, and its
+	// Prefixes with it (the garbage collector), whoever is first.
+	removed := names[1]
+	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, removed, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.IronCore.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: removed}}); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+removed+" left", func(ctx context.Context) error {
+		return noPodCIDRPrefixesOf(ctx, removed)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPodCIDRAllocationSurvivesExhaustionAndAKill fills the parent, so that a Node's entry is

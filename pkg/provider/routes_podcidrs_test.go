@@ -1,0 +1,109 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// TestRoutesOfPodCIDRsAllocatedByIronCore gives a NetworkInterface a pod CIDR entry as the node
+// IPAM controller writes it, lets IronCore allocate it, and checks the three route operations
+// on it: ListRoutes reports it once the Node has it (not before, or the route controller would
+// ask to delete it), CreateRoute finds it present and adds no literal copy, and DeleteRoute
+// leaves it to IronCore.
+func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
+	ctx := context.Background()
+	const name = "route-ipam"
+	parent, err := stack.CreateRootPrefix(ctx, "route-ipam-pods", "10.220.0.0/16", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), parent) })
+	createMachine(t, name, testenv.MachineOptions{DualStack: true})
+	nic := networkInterface(t, name)
+	base := nic.DeepCopy()
+	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{keys.LabelCluster: stack.ClusterName, keys.LabelPodCIDR: string(corev1.IPv4Protocol)}},
+			Spec: ipamv1alpha1.PrefixSpec{IPFamily: corev1.IPv4Protocol, PrefixLength: 24, ParentRef: &corev1.LocalObjectReference{Name: parent.Name}},
+		},
+	}})
+	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	prefix := &ipamv1alpha1.Prefix{}
+	err = testenv.WaitFor(ctx, waitTimeout, "IronCore to allocate the pod CIDR", func(ctx context.Context) error {
+		key := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nic.Name, 0)}
+		if err := stack.IronCore.Client.Get(ctx, key, prefix); err != nil {
+			return err
+		}
+		if prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated || prefix.Spec.Prefix == nil {
+			return errors.New("not allocated yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cidr := prefix.Spec.Prefix.String()
+
+	var addresses []corev1.NodeAddress
+	for _, ip := range nic.Status.IPs {
+		addresses = append(addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+	}
+	node := routeNodeWithAddresses(t, name, addresses)
+	err = testenv.WaitFor(ctx, waitTimeout, "the provider's cache to show the allocation", func(ctx context.Context) error {
+		cached, err := cloud.IronCore().PodCIDRPrefix(ctx, prefix.Name)
+		if err != nil {
+			return err
+		}
+		if cached.Spec.Prefix == nil || cached.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated {
+			return errors.New("not allocated yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Allocated, but not the Node's yet: no route listed, and none created.
+	routes := routesOf(t)
+	waitForListedRoutes(t, nic.Name)
+	if err := routes.CreateRoute(ctx, "kubernetes", "", route(node, cidr)); err != nil {
+		t.Fatal(err)
+	}
+	if literal, _ := specPrefixes(t, name); len(literal) > 0 {
+		t.Fatalf("CreateRoute added the pod CIDR IronCore allocated as a literal prefix too: %v", literal)
+	}
+
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
+	if node, err = stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForListedRoutes(t, nic.Name, name+" "+cidr)
+	if err := routes.CreateRoute(ctx, "kubernetes", "", route(node, cidr)); err != nil {
+		t.Fatal(err)
+	}
+	if literal, ephemeral := specPrefixes(t, name); len(literal) > 0 || ephemeral != 1 {
+		t.Fatalf("after CreateRoute: literal prefixes %v and %d ephemeral, want none and 1", literal, ephemeral)
+	}
+	deleted := route(node, cidr)
+	deleted.Name = nic.Name + "/" + cidr
+	if err := routes.DeleteRoute(ctx, "kubernetes", deleted); err != nil {
+		t.Fatal(err)
+	}
+	if _, ephemeral := specPrefixes(t, name); ephemeral != 1 {
+		t.Fatalf("DeleteRoute removed the entry IronCore allocated the pod CIDR for")
+	}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(prefix), prefix); err != nil || !prefix.DeletionTimestamp.IsZero() {
+		t.Fatalf("the pod CIDR's Prefix after DeleteRoute: %v, deleting %v", err, prefix.DeletionTimestamp)
+	}
+}
