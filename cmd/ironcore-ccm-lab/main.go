@@ -17,7 +17,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|prepare]
+const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepare]
 
   demo     start the local stack and the CCM, run a short scenario, print what the CCM did,
            and exit (the default)
@@ -25,6 +25,8 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|prepare]
   bench    measure the CCM: Nodes and Services created in a burst (see the bench flags)
   churn    measure Local Services whose endpoints move between Nodes: -nodes, -services,
            -rounds; how fast routings follow and how many IronCore writes each move costs
+  ipam     measure pod CIDRs from IronCore's IPAM: -nodes dual-stack Nodes join at once; the
+           time from each Node's creation to its pod CIDRs and its network, and the writes
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -45,7 +47,7 @@ func run() int {
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
-	out := flags.String("out", "docs/benchmarks", "bench, churn: where to write the results")
+	out := flags.String("out", "docs/benchmarks", "bench, churn, ipam: where to write the results")
 	rounds := flags.Int("rounds", 5, "churn: rounds in which every Service's endpoint moves to another Node")
 	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
 	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
@@ -89,6 +91,10 @@ func run() int {
 		churn := bench.ChurnOptions{Nodes: benchOptions.Nodes, Services: benchOptions.Services, Rounds: *rounds, Latency: *latency,
 			Command: benchOptions.Command, Label: benchOptions.Label, Quiet: *quiet, Progress: os.Stdout, Alone: true}
 		err = runAndWrite(ctx, func(ctx context.Context) (*bench.ChurnResult, error) { return bench.RunChurn(ctx, churn) }, *out)
+	case "ipam":
+		ipam := bench.IPAMOptions{Nodes: benchOptions.Nodes, Latency: *latency, Command: benchOptions.Command, Label: benchOptions.Label,
+			Progress: os.Stdout, Alone: true}
+		err = runAndWrite(ctx, func(ctx context.Context) (*bench.IPAMResult, error) { return bench.RunIPAM(ctx, ipam) }, *out)
 	default:
 		flags.Usage()
 		return 2

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,22 +25,28 @@ import (
 // convergeTimeout bounds every wait of the scenario.
 const convergeTimeout = 2 * time.Minute
 
-// clusterCIDR is the demo cluster's pod network; each worker gets a /24 (and a /64) of it, as
-// kube-controller-manager's node IPAM would assign.
-const clusterCIDR = "10.244.0.0/16,fd00:244::/56"
+// The demo cluster is dual-stack, its pod CIDRs from IronCore's IPAM: each worker gets a /24
+// and a /64 of these parent Prefixes, and the route controller covers them.
+const (
+	podParentV4, podParentV4CIDR = "pods-v4", "10.244.0.0/16"
+	podParentV6, podParentV6CIDR = "pods-v6", "fd00:244::/56"
+	clusterCIDR                  = podParentV4CIDR + "," + podParentV6CIDR
+)
+
+// podCIDRConfig turns pod CIDR allocation from IronCore on, dual-stack.
+const podCIDRConfig = "podCIDRParentPrefix: " + podParentV4 + "\nipv6PodCIDRParentPrefix: " + podParentV6 + "\n"
 
 // worker is one Machine and the Node that registers for it.
 type worker struct {
-	name     string
-	options  testenv.MachineOptions
-	podCIDRs []string
+	name    string
+	options testenv.MachineOptions
 }
 
 func demoWorkers() []worker {
 	return []worker{
-		{name: "worker-a", options: testenv.MachineOptions{Pool: "pool-a", VirtualIP: true}, podCIDRs: []string{"10.244.1.0/24"}},
-		{name: "worker-b", options: testenv.MachineOptions{Pool: "pool-b", DualStack: true}, podCIDRs: []string{"10.244.2.0/24", "fd00:244:0:2::/64"}},
-		{name: "worker-c", options: testenv.MachineOptions{Pool: "pool-a"}, podCIDRs: []string{"10.244.3.0/24"}},
+		{name: "worker-a", options: testenv.MachineOptions{Pool: "pool-a", VirtualIP: true}},
+		{name: "worker-b", options: testenv.MachineOptions{Pool: "pool-b", DualStack: true}},
+		{name: "worker-c", options: testenv.MachineOptions{Pool: "pool-a"}},
 	}
 }
 
@@ -64,7 +71,16 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, c
 	if err != nil {
 		return err
 	}
-	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager",
+	for name, cidr := range map[string]string{podParentV4: podParentV4CIDR, podParentV6: podParentV6CIDR} {
+		if _, err := stack.CreateRootPrefix(ctx, name, cidr, nil); err != nil {
+			return err
+		}
+	}
+	cloudConfig, err := stack.WriteCloudConfig("demo", podCIDRConfig)
+	if err != nil {
+		return err
+	}
+	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager", "--cloud-config="+cloudConfig,
 		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
 	if err != nil {
 		return err
@@ -119,7 +135,7 @@ func initializeNodes(ctx context.Context, stack *testenv.Stack) error {
 	initTimes := map[string]time.Duration{}
 	for _, w := range workers {
 		created := time.Now()
-		if _, err := stack.CreateNode(ctx, w.name, testenv.NodeOptions{PodCIDRs: w.podCIDRs}); err != nil {
+		if _, err := stack.CreateNode(ctx, w.name, testenv.NodeOptions{}); err != nil {
 			return err
 		}
 		err := waitForNode(ctx, stack, w.name, "initialized", func(node *corev1.Node) error {
@@ -144,27 +160,41 @@ func initializeNodes(ctx context.Context, stack *testenv.Stack) error {
 	return routes(ctx, stack, registered)
 }
 
-// routes waits until every worker's pod CIDRs are prefixes of its NetworkInterface and shows
-// them.
+// routes waits until every worker has pod CIDRs from IronCore, routed by the prefixes
+// IronCore allocated on its NetworkInterface, and its network available, and shows them.
 func routes(ctx context.Context, stack *testenv.Stack, since time.Time) error {
-	fmt.Println("\nRoutes: each Node's pod CIDRs become prefixes of its NetworkInterface on the cluster Network...")
-	prefixesOf := map[string][]string{}
-	err := testenv.WaitFor(ctx, convergeTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
+	fmt.Printf("\nPod CIDRs from IronCore's IPAM, dual-stack: the CCM adds an ephemeral prefix per family to each Node's NetworkInterface,\n"+
+		"IronCore allocates it from %s (%s) or %s (%s), and the CCM sets spec.podCIDRs; the prefix routes the range...\n",
+		podParentV4, podParentV4CIDR, podParentV6, podParentV6CIDR)
+	type allocation struct{ podCIDRs, prefixes, literals []string }
+	allocations := map[string]allocation{}
+	err := testenv.WaitFor(ctx, convergeTimeout, "pod CIDRs from IronCore, routed", func(ctx context.Context) error {
 		for _, w := range demoWorkers() {
+			node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, w.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(node.Spec.PodCIDRs) != 2 || !networkAvailable(node) {
+				return fmt.Errorf("node %s: pod CIDRs %v, network available %v", w.name, node.Spec.PodCIDRs, networkAvailable(node))
+			}
 			nic := &networkingv1alpha1.NetworkInterface{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(w.name)}, nic); err != nil {
 				return err
 			}
-			var prefixes []string
-			for _, source := range nic.Spec.Prefixes {
+			a := allocation{podCIDRs: node.Spec.PodCIDRs}
+			for i, source := range nic.Spec.Prefixes {
 				if source.Value != nil {
-					prefixes = append(prefixes, source.Value.String())
+					a.literals = append(a.literals, source.Value.String())
+					continue
 				}
+				name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nic.Name, i)
+				prefix := &ipamv1alpha1.Prefix{}
+				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, prefix); err != nil {
+					return err
+				}
+				a.prefixes = append(a.prefixes, fmt.Sprintf("%s=%s", name, prefix.Spec.Prefix))
 			}
-			if len(prefixes) != len(w.podCIDRs) {
-				return fmt.Errorf("NetworkInterface of %s has prefixes %v", w.name, prefixes)
-			}
-			prefixesOf[w.name] = prefixes
+			allocations[w.name] = a
 		}
 		return nil
 	})
@@ -172,15 +202,26 @@ func routes(ctx context.Context, stack *testenv.Stack, since time.Time) error {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tPOD CIDRS\tNETWORKINTERFACE\tPREFIXES")
+	fmt.Fprintln(w, "NODE\tPOD CIDRS\tIRONCORE PREFIXES (EPHEMERAL, ROUTED)\tLITERAL PREFIXES")
 	for _, worker := range demoWorkers() {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", worker.name, strings.Join(worker.podCIDRs, ","), testenv.NetworkInterfaceName(worker.name), strings.Join(prefixesOf[worker.name], ","))
+		a := allocations[worker.name]
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", worker.name, strings.Join(a.podCIDRs, ","), strings.Join(a.prefixes, " "), orNone(strings.Join(a.literals, ",")))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Printf("all routed %s after the Nodes were registered\n", time.Since(since).Round(time.Millisecond))
+	fmt.Printf("all allocated, routed without a second copy, networks available %s after the Nodes were registered\n", time.Since(since).Round(time.Millisecond))
 	return nil
+}
+
+// networkAvailable tells whether the route controller cleared the Node's NetworkUnavailable.
+func networkAvailable(node *corev1.Node) bool {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeNetworkUnavailable {
+			return condition.Status == corev1.ConditionFalse
+		}
+	}
+	return false
 }
 
 // shutdownAndDeletion shuts one Machine down and deletes another.

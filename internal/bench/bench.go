@@ -53,6 +53,8 @@ type Options struct {
 	// Alone has the run refuse to start beside a demo, lab or benchmark that still runs: its
 	// timings would mean little.
 	Alone bool
+	// ClusterCIDR is the CCM's --cluster-cidr; empty means the burst's pod network.
+	ClusterCIDR string
 }
 
 // commandValues fill the placeholders of Options.Command.
@@ -151,6 +153,9 @@ func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv
 		CloudConfig:        stack.CloudConfig,
 		ClusterCIDR:        clusterCIDR,
 		NodeSyncPeriod:     opts.NodeSyncPeriod,
+	}
+	if opts.ClusterCIDR != "" {
+		values.ClusterCIDR = opts.ClusterCIDR
 	}
 	var err error
 	if values.SecurePort, err = testenv.FreePort(); err != nil {

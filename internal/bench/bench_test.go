@@ -74,3 +74,33 @@ func TestChurnSmoke(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestIPAMSmoke runs the pod CIDR allocation at a tiny size, so that it keeps working between
+// real runs.
+func TestIPAMSmoke(t *testing.T) {
+	result, err := RunIPAM(context.Background(), IPAMOptions{
+		Nodes: 4, Latency: 50 * time.Millisecond, Command: DefaultCommand, Label: "smoke", Progress: os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result.Allocation.Count != 4 || result.NetworkAvailable.Count != 4 || result.Overlaps != 0 || result.Misplaced != 0 {
+		t.Fatalf("allocations %d, networks available %d, overlaps %d, misplaced %d; want 4, 4, 0, 0",
+			result.Allocation.Count, result.NetworkAvailable.Count, result.Overlaps, result.Misplaced)
+	}
+	if result.Writes == 0 {
+		t.Errorf("no IronCore writes counted")
+	}
+	files, err := result.Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+	if md := result.Markdown(); !strings.Contains(md, "| overlapping pod CIDRs | 0 |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+}
