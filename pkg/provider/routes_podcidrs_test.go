@@ -34,7 +34,7 @@ func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
 	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
 		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{keys.LabelCluster: stack.ClusterName, keys.LabelPodCIDR: string(corev1.IPv4Protocol)}},
-			Spec: ipamv1alpha1.PrefixSpec{IPFamily: corev1.IPv4Protocol, PrefixLength: 24, ParentRef: &corev1.LocalObjectReference{Name: parent.Name}},
+			Spec:       ipamv1alpha1.PrefixSpec{IPFamily: corev1.IPv4Protocol, PrefixLength: 24, ParentRef: &corev1.LocalObjectReference{Name: parent.Name}},
 		},
 	}})
 	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
