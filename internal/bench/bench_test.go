@@ -88,8 +88,8 @@ func TestIPAMSmoke(t *testing.T) {
 		t.Fatalf("allocations %d, networks available %d, overlaps %d, misplaced %d; want 4, 4, 0, 0",
 			result.Allocation.Count, result.NetworkAvailable.Count, result.Overlaps, result.Misplaced)
 	}
-	if result.Writes == 0 {
-		t.Errorf("no IronCore writes counted")
+	if result.Writes == 0 || result.PrefixAllocation.Count != 8 {
+		t.Errorf("%d IronCore writes, %d pod CIDR Prefixes timed; want some and 8", result.Writes, result.PrefixAllocation.Count)
 	}
 	files, err := result.Write(t.TempDir())
 	if err != nil {

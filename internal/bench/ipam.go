@@ -10,8 +10,12 @@ import (
 	"sync"
 	"time"
 
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
@@ -49,6 +53,9 @@ type IPAMResult struct {
 	// controller.
 	Allocation       Timings `json:"allocation"`
 	NetworkAvailable Timings `json:"networkAvailable"`
+	// PrefixAllocation is IronCore's share: for each pod CIDR Prefix, from its creation (by
+	// IronCore, for the entry the CCM added) to its phase Allocated, to the second.
+	PrefixAllocation Timings `json:"prefixAllocation"`
 	// Converged is the time from the first Node's creation to the last Node's pod CIDRs.
 	Converged Seconds `json:"convergedSeconds"`
 	// Overlaps counts pairs of overlapping pod CIDRs; Misplaced counts Nodes whose pod CIDRs
@@ -116,12 +123,32 @@ func RunIPAM(ctx context.Context, opts IPAMOptions) (*IPAMResult, error) {
 	result.Writes = total(result.Requests, true)
 	result.WritesPerNode = perObject(result.Writes, opts.Nodes)
 	watch.fill(result)
+	if result.PrefixAllocation, err = prefixAllocationTimes(ctx, stack); err != nil {
+		return nil, err
+	}
 	if result.CCM, err = processUsage(ccm.Pid()); err != nil {
 		return nil, err
 	}
 	log("all %d Nodes have their pod CIDRs and their networks available; converged after %.1fs, allocation p50 %.2fs, max %.2fs",
 		opts.Nodes, float64(result.Converged), float64(result.Allocation.P50), float64(result.Allocation.Max))
 	return result, nil
+}
+
+// prefixAllocationTimes are IronCore's times from creating each pod CIDR Prefix to its
+// allocation, as the Prefixes record them (to the second).
+func prefixAllocationTimes(ctx context.Context, stack *testenv.Stack) (Timings, error) {
+	prefixes := &ipamv1alpha1.PrefixList{}
+	if err := stack.IronCore.Client.List(ctx, prefixes, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelPodCIDR}); err != nil {
+		return Timings{}, fmt.Errorf("list the pod CIDR Prefixes: %w", err)
+	}
+	var durations []time.Duration
+	for _, prefix := range prefixes.Items {
+		if prefix.Status.Phase == ipamv1alpha1.PrefixPhaseAllocated && prefix.Status.LastPhaseTransitionTime != nil {
+			durations = append(durations, prefix.Status.LastPhaseTransitionTime.Sub(prefix.CreationTimestamp.Time))
+		}
+	}
+	slices.Sort(durations)
+	return newTimings(durations), nil
 }
 
 // podCIDRWatch times the Nodes' pod CIDRs and network availability from a Node watch.
@@ -264,7 +291,9 @@ func (r *IPAMResult) Markdown() string {
 		r.Command, ipamParentV4CIDR, ipamParentV6CIDR)
 	fmt.Fprintf(&b, "| | p50 | p95 | max |\n|---|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| Node creation to `spec.podCIDRs` (both families) | %.2fs | %.2fs | %.2fs |\n", r.Allocation.P50, r.Allocation.P95, r.Allocation.Max)
-	fmt.Fprintf(&b, "| Node creation to `NetworkUnavailable` cleared | %.2fs | %.2fs | %.2fs |\n\n", r.NetworkAvailable.P50, r.NetworkAvailable.P95, r.NetworkAvailable.Max)
+	fmt.Fprintf(&b, "| Node creation to `NetworkUnavailable` cleared | %.2fs | %.2fs | %.2fs |\n", r.NetworkAvailable.P50, r.NetworkAvailable.P95, r.NetworkAvailable.Max)
+	fmt.Fprintf(&b, "| IronCore's share: pod CIDR Prefix created to Allocated (%d Prefixes, to the second) | %.0fs | %.0fs | %.0fs |\n\n",
+		r.PrefixAllocation.Count, r.PrefixAllocation.P50, r.PrefixAllocation.P95, r.PrefixAllocation.Max)
 	fmt.Fprintf(&b, "| | value |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| first Node created to last Node's pod CIDRs | %.1fs |\n", r.Converged)
 	fmt.Fprintf(&b, "| overlapping pod CIDRs | %d |\n| Nodes without one IPv4 and one IPv6 CIDR from the parents | %d |\n", r.Overlaps, r.Misplaced)

@@ -117,12 +117,23 @@ type Controller struct {
 	waitingOn map[string]string
 	// reported holds the Nodes reported as having pod CIDRs from elsewhere.
 	reported map[string]bool
+	// diagnoses holds the last diagnosis of each family: in a burst, many Nodes wait on the
+	// same parents, and one live read answers for all of them.
+	diagnoses map[corev1.IPFamily]diagnosis
 }
 
 type waitingNode struct {
-	since            time.Time
+	since time.Time
+	// nextLook is when to look for why it waits; explained is true once that was reported.
+	nextLook         time.Time
 	explained        bool
 	networkInterface string
+}
+
+// diagnosis is what the allocator found wrong with a family's parents, and when.
+type diagnosis struct {
+	at      time.Time
+	problem string
 }
 
 // releaseKey is the queue item of a release pass; Node names are never empty.
@@ -148,6 +159,7 @@ func New(config Config) (*Controller, error) {
 		waiting:   map[string]*waitingNode{},
 		waitingOn: map[string]string{},
 		reported:  map[string]bool{},
+		diagnoses: map[corev1.IPFamily]diagnosis{},
 	}
 	_, err := config.Nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -318,14 +330,15 @@ func (c *Controller) setPodCIDRs(ctx context.Context, node *corev1.Node, cidrs [
 // errAlreadySet says that the Node had pod CIDRs when the controller went to set them.
 var errAlreadySet = errors.New("the Node has pod CIDRs already")
 
-// explain records that the Node waits (on the NetworkInterface, if known), and once it has waited ExplainAfter, reports why with
-// a Warning event: the error, or what the allocator finds wrong with the parents of the
-// families it waits for. It reports once per wait.
+// explain records that the Node waits (on the NetworkInterface, if known), and once it has
+// waited ExplainAfter, and every ExplainAfter after that until it finds a reason, looks for why:
+// the error, or what the allocator finds wrong with the parents of the families it waits for.
+// It reports the reason once per wait, with a Warning event.
 func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string, families []corev1.IPFamily, waitingFor string) {
 	c.mu.Lock()
 	waiting, ok := c.waiting[node.Name]
 	if !ok {
-		waiting = &waitingNode{since: time.Now()}
+		waiting = &waitingNode{since: time.Now(), nextLook: time.Now().Add(c.ExplainAfter)}
 		c.waiting[node.Name] = waiting
 		metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
 	}
@@ -334,7 +347,10 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 		waiting.networkInterface = nic
 		c.waitingOn[nic] = node.Name
 	}
-	due := !waiting.explained && time.Since(waiting.since) >= c.ExplainAfter
+	due := !waiting.explained && !time.Now().Before(waiting.nextLook)
+	if due {
+		waiting.nextLook = time.Now().Add(c.ExplainAfter)
+	}
 	c.mu.Unlock()
 	if !due {
 		klog.V(4).InfoS("Waiting for pod CIDRs", "node", klog.KObj(node), "waitingFor", waitingFor)
@@ -342,13 +358,13 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 	}
 	var problems []string
 	for _, family := range families {
-		if problem := c.Allocator.DiagnosePodCIDRs(ctx, family); problem != "" {
+		if problem := c.diagnose(ctx, family); problem != "" {
 			problems = append(problems, problem)
 		}
 	}
 	if families != nil && len(problems) == 0 {
-		// Nothing wrong with the parents: IronCore is just slow. Look again next time.
-		klog.InfoS("Still waiting for pod CIDRs", "node", klog.KObj(node), "waitingFor", waitingFor)
+		// Nothing wrong with the parents: IronCore is just slow. Look again later.
+		klog.V(2).InfoS("Still waiting for pod CIDRs", "node", klog.KObj(node), "waitingFor", waitingFor)
 		return
 	}
 	message := waitingFor
@@ -360,6 +376,22 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 	c.mu.Unlock()
 	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonFailed, "No pod CIDRs yet: %s", message)
 	klog.InfoS("Pod CIDRs cannot be allocated yet", "node", klog.KObj(node), "reason", message)
+}
+
+// diagnose asks the allocator what is wrong with the family's parents, at most once per half
+// ExplainAfter.
+func (c *Controller) diagnose(ctx context.Context, family corev1.IPFamily) string {
+	c.mu.Lock()
+	last, ok := c.diagnoses[family]
+	c.mu.Unlock()
+	if ok && time.Since(last.at) < c.ExplainAfter/2 {
+		return last.problem
+	}
+	problem := c.Allocator.DiagnosePodCIDRs(ctx, family)
+	c.mu.Lock()
+	c.diagnoses[family] = diagnosis{at: time.Now(), problem: problem}
+	c.mu.Unlock()
+	return problem
 }
 
 func (c *Controller) stopWaiting(name string) {

@@ -215,9 +215,10 @@ func (p *podCIDRs) missingFamilies(entries []podCIDREntry) []config.PodCIDRFamil
 	return missing
 }
 
-// keepExisting leaves a Node's pod CIDRs as they are. Entries of its NetworkInterface whose
-// allocation is not one of them (another allocator was faster, or the Node was given CIDRs)
-// are released: nothing uses them.
+// keepExisting leaves a Node's pod CIDRs as they are. If none of them is the allocation of an
+// entry of its NetworkInterface, they came from elsewhere (another allocator was faster, or the
+// Node was given them), and the entries are released: nothing uses them. Entries of a Node
+// whose CIDRs IronCore allocated are left alone, even one that looks odd.
 func (p *podCIDRs) keepExisting(ctx context.Context, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, result nodeipam.Allocation) (nodeipam.Allocation, error) {
 	result.CIDRs = slices.Clone(node.Spec.PodCIDRs)
 	if len(result.CIDRs) == 0 {
@@ -229,18 +230,18 @@ func (p *podCIDRs) keepExisting(ctx context.Context, node *corev1.Node, nic *net
 			inUse[cidr.Masked()] = true
 		}
 	}
-	entries := podCIDREntries(nic, p.cluster)
 	unused := map[int]string{}
-	for _, entry := range entries {
+	for _, entry := range podCIDREntries(nic, p.cluster) {
 		cidr, _, err := allocatedPodCIDR(ctx, p.ironcore, p.cluster, nic, entry)
 		if err != nil {
 			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 		}
-		if !inUse[cidr] {
-			unused[entry.index] = describeEntry(entry, cidr)
+		if inUse[cidr] {
+			return result, nil
 		}
+		unused[entry.index] = describeEntry(entry, cidr)
 	}
-	result.FromElsewhere = len(unused) == len(entries)
+	result.FromElsewhere = true
 	if len(unused) == 0 {
 		return result, nil
 	}
