@@ -46,6 +46,8 @@ type Client struct {
 	nics *nicWriter
 	// routingsLive reads LoadBalancerRoutings from the API server instead of a cache.
 	routingsLive bool
+	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
+	podCIDRPrefixesCached bool
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -115,7 +117,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// Cluster-scoped kinds (MachinePool, MachineClass) are not restricted by this.
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
-		// Of the Prefixes (one per NetworkInterface IP, too), only pod CIDRs are cached.
+		// Of the Prefixes (one per NetworkInterface IP, too), only pod CIDRs are cached, and
+		// only if CachePodCIDRPrefixes asks for them.
 		ByObject: map[client.Object]cache.ByObject{
 			&ipamv1alpha1.Prefix{}: {Label: podCIDRs},
 		},
@@ -147,6 +150,11 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 // selector moves or a LoadBalancer is deleted.
 func (c *Client) ReadRoutingsLive() { c.routingsLive = true }
 
+// CachePodCIDRPrefixes has RegisterInformers cache the Prefixes IronCore allocates for pod
+// CIDRs. Call it before RegisterInformers, when the CCM allocates pod CIDRs; otherwise they
+// are read from the API server, which needs no list or watch permission on Prefixes.
+func (c *Client) CachePodCIDRPrefixes() { c.podCIDRPrefixesCached = true }
+
 // RegisterInformers creates the informers and indexes the CCM reads through, so that they all
 // start and sync together when Start runs. It looks up the IronCore API's resources.
 func (c *Client) RegisterInformers(ctx context.Context) error {
@@ -172,6 +180,9 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 		&ipamv1alpha1.Prefix{},
 	} {
 		if _, routing := obj.(*networkingv1alpha1.LoadBalancerRouting); routing && c.routingsLive {
+			continue
+		}
+		if _, prefix := obj.(*ipamv1alpha1.Prefix); prefix && !c.podCIDRPrefixesCached {
 			continue
 		}
 		if _, err := c.cache.GetInformer(ctx, obj); err != nil {

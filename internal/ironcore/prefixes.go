@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,14 +28,69 @@ func podCIDRPrefixes() (labels.Selector, error) {
 	return labels.NewSelector().Add(*requirement), nil
 }
 
-// PodCIDRPrefix returns the named pod CIDR Prefix from the cache. Prefixes without
-// keys.LabelPodCIDR are not cached, and are reported as not found.
+// PodCIDRPrefix returns the named pod CIDR Prefix from the cache, or, if pod CIDR Prefixes are
+// not cached, from the API server. Prefixes without keys.LabelPodCIDR are not cached, and are
+// reported as not found.
 func (c *Client) PodCIDRPrefix(ctx context.Context, name string) (*ipamv1alpha1.Prefix, error) {
+	if !c.podCIDRPrefixesCached {
+		return c.PodCIDRPrefixLive(ctx, name)
+	}
 	prefix := &ipamv1alpha1.Prefix{}
 	if err := c.getCached(ctx, "Prefix", c.namespace, name, prefix); err != nil {
 		return nil, err
 	}
 	return prefix, nil
+}
+
+// PodCIDRPrefixLive reads the named Prefix from the API server, for a decision that must not
+// rest on a cache that may lag.
+func (c *Client) PodCIDRPrefixLive(ctx context.Context, name string) (*ipamv1alpha1.Prefix, error) {
+	fresh, err := c.readLive(ctx, &ipamv1alpha1.Prefix{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name}})
+	if err != nil {
+		return nil, err
+	}
+	prefix, ok := fresh.(*ipamv1alpha1.Prefix)
+	if !ok {
+		return nil, fmt.Errorf("read Prefix %s/%s: got a %T", c.namespace, name, fresh)
+	}
+	return prefix, nil
+}
+
+// NetworkInterfaceLive reads the named NetworkInterface from the API server.
+func (c *Client) NetworkInterfaceLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
+	return c.nics.readLive(ctx, name)
+}
+
+// CheckPodCIDRPrefixesReadable confirms, with one live request, that the credentials may list
+// Prefixes, which the cache of pod CIDR Prefixes needs: without it the cache would never sync.
+func (c *Client) CheckPodCIDRPrefixesReadable(ctx context.Context) error {
+	list := &ipamv1alpha1.PrefixList{}
+	err := c.api.List(ctx, list, client.InNamespace(c.namespace), client.HasLabels{keys.LabelPodCIDR}, client.Limit(1))
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the IronCore credentials may not list Prefixes in %s, which pod CIDR allocation watches: grant list and watch on "+
+			"prefixes.ipam.ironcore.dev (the chart's IronCore Role has them): %w", c.namespace, err)
+	default:
+		return fmt.Errorf("list IronCore Prefixes in %s: %w", c.namespace, err)
+	}
+}
+
+// NetworkInterfacesReferencedByMachines are the names of the NetworkInterfaces the cached
+// Machines list.
+func (c *Client) NetworkInterfacesReferencedByMachines(ctx context.Context) (map[string]bool, error) {
+	list := &computev1alpha1.MachineList{}
+	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace)); err != nil {
+		return nil, fmt.Errorf("list Machines: %w", err)
+	}
+	names := map[string]bool{}
+	for i := range list.Items {
+		for _, name := range computev1alpha1.MachineNetworkInterfaceNames(&list.Items[i]) {
+			names[name] = true
+		}
+	}
+	return names, nil
 }
 
 // OnPodCIDRPrefixChange calls handler with each pod CIDR Prefix the cache sees added or

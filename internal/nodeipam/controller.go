@@ -109,7 +109,10 @@ type Controller struct {
 	synced  toolscache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	started time.Time
-	// mu guards waiting and reported.
+	// releasing is held by a release pass, and shared by Node syncs: a release never runs
+	// between a sync's reading of a Node's entries and its write of the Node's pod CIDRs.
+	releasing sync.RWMutex
+	// mu guards waiting, waitingOn, reported and diagnoses.
 	mu sync.Mutex
 	// waiting holds the Nodes that wait for their pod CIDRs, and waitingOn their names by
 	// their NetworkInterfaces' names, for the Prefix changes that concern them.
@@ -261,8 +264,12 @@ func (c *Controller) work(ctx context.Context) {
 // sync handles one queue item; retry asks for it to be synced again later.
 func (c *Controller) sync(ctx context.Context, name string) (retry bool, err error) {
 	if name == releaseKey {
+		c.releasing.Lock()
+		defer c.releasing.Unlock()
 		return false, c.release(ctx)
 	}
+	c.releasing.RLock()
+	defer c.releasing.RUnlock()
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.stopWaiting(name)
@@ -287,6 +294,7 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 	}
 	if err := c.setPodCIDRs(ctx, node, allocation.CIDRs); err != nil {
 		if errors.Is(err, errAlreadySet) {
+			c.stopWaiting(name)
 			return false, nil
 		}
 		return false, err
@@ -301,10 +309,13 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 	return false, nil
 }
 
-// setPodCIDRs writes spec.podCIDRs and spec.podCIDR in one patch that first tests that the
-// Node has none: another allocator that got there first wins, and the next sync sees it.
+// setPodCIDRs writes spec.podCIDRs and spec.podCIDR in one patch that first tests that it is
+// the Node read and that it has none: another allocator that got there first wins, and the
+// next sync sees it.
 func (c *Controller) setPodCIDRs(ctx context.Context, node *corev1.Node, cidrs []string) error {
 	patch, err := json.Marshal([]map[string]any{
+		// The Node read, not another of the same name registered since.
+		{"op": "test", "path": "/metadata/uid", "value": node.UID},
 		{"op": "test", "path": "/spec/podCIDRs", "value": nil},
 		{"op": "add", "path": "/spec/podCIDR", "value": cidrs[0]},
 		{"op": "add", "path": "/spec/podCIDRs", "value": cidrs},

@@ -117,6 +117,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		if err := allocator.Check(checkCtx); err != nil {
 			return nil, err
 		}
+		client.CachePodCIDRPrefixes()
 	}
 	if options.UseNICSelector {
 		// IronCore writes the routings; this CCM reads one only when a selector moves or a

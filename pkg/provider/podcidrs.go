@@ -103,6 +103,9 @@ func allocatedPodCIDR(ctx context.Context, client *ironcore.Client, cluster stri
 		return netip.Prefix{}, "", err
 	case !metav1.IsControlledBy(prefix, nic):
 		return netip.Prefix{}, fmt.Sprintf("Prefix %s of an earlier NetworkInterface %s to be deleted", name, nic.Name), nil
+	case !prefix.DeletionTimestamp.IsZero():
+		// The Prefix of a removed entry at the same index: its range is being given back.
+		return netip.Prefix{}, fmt.Sprintf("Prefix %s of a removed entry to be deleted", name), nil
 	case prefix.Labels[keys.LabelPodCIDR] != string(entry.family) || prefix.Labels[keys.LabelCluster] != cluster:
 		return netip.Prefix{}, "", fmt.Errorf("prefix %s, named after entry %d of NetworkInterface %s, was made for another entry (labels %v); "+
 			"IronCore does not allocate it anew: delete the Prefix", name, entry.index, nic.Name, prefix.Labels)
@@ -135,11 +138,14 @@ func allocatedPodCIDRs(ctx context.Context, client *ironcore.Client, cluster str
 // of its NetworkInterface that do not hold them are released.
 func (p *podCIDRs) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
 	nicName, err := p.routes.networkInterfaceOfNode(ctx, node, nil)
-	if err != nil && nodeipam.HasPodCIDRs(node) {
-		// Nothing of IronCore's to keep in line with; its pod CIDRs came from elsewhere.
-		return nodeipam.Allocation{CIDRs: node.Spec.PodCIDRs, FromElsewhere: true}, nil
-	}
-	if err != nil {
+	switch {
+	case err != nil && nodeipam.HasPodCIDRs(node):
+		// Which NetworkInterface holds its entries, if any, cannot be told: leave it.
+		klog.V(2).InfoS("Cannot tell the NetworkInterface of a Node with pod CIDRs", "node", klog.KObj(node), "err", err)
+		return nodeipam.Allocation{CIDRs: node.Spec.PodCIDRs}, nil
+	case errors.Is(err, errNotReady):
+		return nodeipam.Allocation{Pending: []string{err.Error()}}, nil
+	case err != nil:
 		return nodeipam.Allocation{}, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 	}
 	result := nodeipam.Allocation{NetworkInterface: nicName}
@@ -198,10 +204,47 @@ func (p *podCIDRs) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Al
 		}
 		cidrs = append(cidrs, cidr.String())
 	}
-	if len(result.Pending) == 0 {
-		result.CIDRs = cidrs
+	if len(result.Pending) > 0 {
+		return result, nil
 	}
+	// spec.podCIDRs cannot be changed once set: confirm the allocation on the API server, not
+	// on a cache that may still show an entry just released or a Prefix being deleted.
+	if waiting, err := p.confirm(ctx, nicName, entries, cidrs); err != nil || waiting != "" {
+		if waiting != "" {
+			result.Pending = []string{waiting}
+		}
+		return result, err
+	}
+	result.CIDRs = cidrs
 	return result, nil
+}
+
+// confirm reads the NetworkInterface and the Prefixes of its entries from the API server and
+// returns what is awaited if they no longer hold the CIDRs the cache showed for them.
+func (p *podCIDRs) confirm(ctx context.Context, nicName string, entries []podCIDREntry, cidrs []string) (string, error) {
+	nic, err := p.ironcore.NetworkInterfaceLive(ctx, nicName)
+	if err != nil {
+		return "", fmt.Errorf("confirm the pod CIDRs on NetworkInterface %s: %w", nicName, err)
+	}
+	live := podCIDREntries(nic, p.cluster)
+	for _, entry := range entries {
+		if !slices.Contains(live, entry) {
+			return fmt.Sprintf("the cache to show NetworkInterface %s as it is (entry %d changed)", nicName, entry.index), nil
+		}
+		name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nicName, entry.index)
+		prefix, err := p.ironcore.PodCIDRPrefixLive(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			return fmt.Sprintf("IronCore to create Prefix %s anew", name), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("confirm the pod CIDRs on NetworkInterface %s: %w", nicName, err)
+		}
+		if !metav1.IsControlledBy(prefix, nic) || !prefix.DeletionTimestamp.IsZero() || prefix.Spec.Prefix == nil ||
+			!slices.Contains(cidrs, prefix.Spec.Prefix.Masked().String()) {
+			return fmt.Sprintf("the cache to show Prefix %s as it is", name), nil
+		}
+	}
+	return "", nil
 }
 
 // missingFamilies are the configured families without an entry.
@@ -245,7 +288,7 @@ func (p *podCIDRs) keepExisting(ctx context.Context, node *corev1.Node, nic *net
 	if len(unused) == 0 {
 		return result, nil
 	}
-	released, err := p.removeEntries(ctx, nic.Name, unused)
+	released, err := p.removeEntries(ctx, nic.Name, unused, func(*networkingv1alpha1.NetworkInterface) error { return nil })
 	result.Released = released
 	if err != nil {
 		return result, fmt.Errorf("release the unused pod CIDR entries of Node %s: %w", node.Name, err)
@@ -261,11 +304,16 @@ func describeEntry(entry podCIDREntry, cidr netip.Prefix) string {
 }
 
 // removeEntries removes the entries at the given indices, if they are still the cluster's
-// entries there, and returns their descriptions. IronCore then deletes their Prefixes.
-func (p *podCIDRs) removeEntries(ctx context.Context, nicName string, remove map[int]string) ([]string, error) {
+// entries there and stillUnused accepts the NetworkInterface as written, and returns their
+// descriptions. IronCore then deletes their Prefixes.
+func (p *podCIDRs) removeEntries(ctx context.Context, nicName string, remove map[int]string, stillUnused func(*networkingv1alpha1.NetworkInterface) error) ([]string, error) {
 	var removed []string
 	err := p.ironcore.UpdateNetworkInterface(ctx, nicName, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		removed = nil
+		// The write may wait for a token: the decision is checked again on what it writes.
+		if err := stillUnused(nic); err != nil {
+			return false, err
+		}
 		ours := map[int]bool{}
 		for _, entry := range podCIDREntries(nic, p.cluster) {
 			if _, ok := remove[entry.index]; ok {
@@ -314,10 +362,11 @@ func withoutEntries(sources []networkingv1alpha1.PrefixSource, remove map[int]bo
 }
 
 // ReleaseUnused removes the pod CIDR entries of NetworkInterfaces whose Machine has no Node,
-// and returns what it removed. The NetworkInterfaces are read before the Nodes: an entry is
-// added only for a Node the cache already shows, so a Node listed after its NetworkInterface
-// is never missed. A NetworkInterface without a Machine is left alone: its Machine's Node
-// cannot be told.
+// and of NetworkInterfaces no Machine uses (IronCore clears a NetworkInterface's machineRef
+// once its Machine is gone), and returns what it removed. The NetworkInterfaces are read before
+// the Nodes: an entry is added only for a Node the cache already shows, so a Node listed after
+// its NetworkInterface is never missed. Each removal checks again, on the NetworkInterface it
+// writes and the Nodes known then, that the Machine is the same and still has no Node.
 func (p *podCIDRs) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, error) {
 	nics, err := p.ironcore.NetworkInterfacesOfCluster(ctx, p.cluster, p.routes.network)
 	if err != nil {
@@ -327,34 +376,70 @@ func (p *podCIDRs) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, erro
 	if err != nil {
 		return nil, err
 	}
+	used, err := p.ironcore.NetworkInterfacesReferencedByMachines(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var released []nodeipam.Released
 	var errs []error
 	for i := range nics {
 		nic := &nics[i]
 		entries := podCIDREntries(nic, p.cluster)
-		if len(entries) == 0 || nic.Spec.MachineRef == nil || nodeOfMachine[nic.Spec.MachineRef.Name] != nil {
+		if len(entries) == 0 || !p.unused(nic, nodeOfMachine, used) {
 			continue
 		}
+		machine := machineOf(nic)
 		remove := map[int]string{}
 		for _, entry := range entries {
 			cidr, _, _ := allocatedPodCIDR(ctx, p.ironcore, p.cluster, nic, entry)
 			remove[entry.index] = describeEntry(entry, cidr)
 		}
-		cidrs, err := p.removeEntries(ctx, nic.Name, remove)
-		if errors.Is(err, ironcore.ErrNotFound) || apierrors.IsNotFound(err) {
+		cidrs, err := p.removeEntries(ctx, nic.Name, remove, func(current *networkingv1alpha1.NetworkInterface) error {
+			nodeOfMachine, err := p.routes.nodesByMachine(ctx)
+			if err != nil {
+				return err
+			}
+			if machineOf(current) != machine || !p.unused(current, nodeOfMachine, used) {
+				return errNoLongerUnused
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, ironcore.ErrNotFound) || apierrors.IsNotFound(err):
 			continue // deleted with its Machine, and its Prefixes with it
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("release the pod CIDRs of Machine %s: %w", nic.Spec.MachineRef.Name, err))
+		case errors.Is(err, errNoLongerUnused):
+			klog.InfoS("Kept pod CIDRs: the Machine has a Node again", "networkInterface", klog.KObj(nic))
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("release the pod CIDRs of NetworkInterface %s: %w", nic.Name, err))
 			continue
 		}
 		if len(cidrs) > 0 {
-			released = append(released, nodeipam.Released{NetworkInterface: nic.Name, Machine: nic.Spec.MachineRef.Name, CIDRs: cidrs})
-			klog.InfoS("Released pod CIDRs: the Machine has no Node", "machine", klog.KRef(p.ironcore.Namespace(), nic.Spec.MachineRef.Name),
+			released = append(released, nodeipam.Released{NetworkInterface: nic.Name, Machine: machine, CIDRs: cidrs})
+			klog.InfoS("Released pod CIDRs: no Node uses them", "machine", klog.KRef(p.ironcore.Namespace(), machine),
 				"networkInterface", klog.KObj(nic), "cidrs", strings.Join(cidrs, ","))
 		}
 	}
 	return released, errors.Join(errs...)
+}
+
+// errNoLongerUnused stops a release whose NetworkInterface has come into use again.
+var errNoLongerUnused = errors.New("the NetworkInterface is in use again")
+
+// unused tells whether no Node can be using the NetworkInterface's pod CIDRs: its Machine has
+// no Node, or it has no Machine and no Machine lists it.
+func (p *podCIDRs) unused(nic *networkingv1alpha1.NetworkInterface, nodeOfMachine map[string]*corev1.Node, usedByMachines map[string]bool) bool {
+	if nic.Spec.MachineRef == nil {
+		return !usedByMachines[nic.Name]
+	}
+	return nodeOfMachine[nic.Spec.MachineRef.Name] == nil
+}
+
+func machineOf(nic *networkingv1alpha1.NetworkInterface) string {
+	if nic.Spec.MachineRef == nil {
+		return ""
+	}
+	return nic.Spec.MachineRef.Name
 }
 
 // Diagnose tells, with live reads, why IronCore may not allocate a pod CIDR of the family: its
@@ -373,16 +458,26 @@ func (p *podCIDRs) parentProblem(ctx context.Context, family config.PodCIDRFamil
 	if err != nil {
 		return fmt.Sprintf("%s: %v", family.ParentKey, err)
 	}
-	var names []string
+	var names, notAllocated []string
 	for i := range parents {
 		parent := &parents[i]
-		if ironcore.PrefixFamily(parent) != family.Family {
+		if actual := ironcore.PrefixFamily(parent); actual != family.Family {
+			if family.ParentPrefix != "" {
+				return fmt.Sprintf("%s: IronCore Prefix %s is %s, not %s", family.ParentKey, parent.Name, actual, family.Family)
+			}
+			continue
+		}
+		if parent.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated {
+			notAllocated = append(notAllocated, fmt.Sprintf("%s (phase %q)", parent.Name, parent.Status.Phase))
 			continue
 		}
 		if ironcore.HasRoomFor(parent, family.MaskSize) {
 			return ""
 		}
 		names = append(names, fmt.Sprintf("%s (%s)", parent.Name, parent.Spec.Prefix))
+	}
+	if len(names) == 0 && len(notAllocated) > 0 {
+		return fmt.Sprintf("%s: the parent %s is not allocated yet", family.ParentKey, strings.Join(notAllocated, ", "))
 	}
 	if len(names) == 0 {
 		return fmt.Sprintf("%s: no %s Prefix labelled %v exists", family.ParentKey, family.Family, family.ParentLabels)
@@ -394,6 +489,9 @@ func (p *podCIDRs) parentProblem(ctx context.Context, family config.PodCIDRFamil
 // Check confirms at start that every family's parent exists, is of the family, and is larger
 // than the pod CIDRs cut from it.
 func (p *podCIDRs) Check(ctx context.Context) error {
+	if err := p.ironcore.CheckPodCIDRPrefixesReadable(ctx); err != nil {
+		return err
+	}
 	var errs []error
 	for _, family := range p.families {
 		parents, err := p.ironcore.ParentPrefixes(ctx, family.ParentPrefix, family.ParentLabels)

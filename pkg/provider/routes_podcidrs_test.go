@@ -33,8 +33,11 @@ func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
 	base := nic.DeepCopy()
 	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
 		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{keys.LabelCluster: stack.ClusterName, keys.LabelPodCIDR: string(corev1.IPv4Protocol)}},
-			Spec:       ipamv1alpha1.PrefixSpec{IPFamily: corev1.IPv4Protocol, PrefixLength: 24, ParentRef: &corev1.LocalObjectReference{Name: parent.Name}},
+			ObjectMeta: metav1.ObjectMeta{
+				Labels:      map[string]string{keys.LabelCluster: stack.ClusterName, keys.LabelPodCIDR: string(corev1.IPv4Protocol)},
+				Annotations: map[string]string{"common.ironcore.dev/ephemeral-managed-by": "ephemeral-manager"},
+			},
+			Spec: ipamv1alpha1.PrefixSpec{IPFamily: corev1.IPv4Protocol, PrefixLength: 24, ParentRef: &corev1.LocalObjectReference{Name: parent.Name}},
 		},
 	}})
 	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
@@ -74,26 +77,32 @@ func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Allocated, but not the Node's yet: no route listed, and none created.
+	// A literal route to the Node, listed with its target, shows that the provider sees both
+	// the NetworkInterface and the Node. The allocated CIDR, not the Node's yet, is not listed
+	// beside it (the route controller would ask to delete it), and CreateRoute adds no copy.
+	const literalRoute = "10.221.0.0/24"
 	routes := routesOf(t)
-	waitForListedRoutes(t, nic.Name)
+	if err := routes.CreateRoute(ctx, "kubernetes", "", route(node, literalRoute)); err != nil {
+		t.Fatal(err)
+	}
+	waitForListedRoutes(t, nic.Name, name+" "+literalRoute)
 	if err := routes.CreateRoute(ctx, "kubernetes", "", route(node, cidr)); err != nil {
 		t.Fatal(err)
 	}
-	if literal, _ := specPrefixes(t, name); len(literal) > 0 {
-		t.Fatalf("CreateRoute added the pod CIDR IronCore allocated as a literal prefix too: %v", literal)
+	if literal, _ := specPrefixes(t, name); len(literal) != 1 || literal[0] != literalRoute {
+		t.Fatalf("literal prefixes %v, want only the literal route: CreateRoute added the pod CIDR IronCore allocated as a copy", literal)
 	}
 
 	node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
 	if node, err = stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForListedRoutes(t, nic.Name, name+" "+cidr)
+	waitForListedRoutes(t, nic.Name, name+" "+cidr, name+" "+literalRoute)
 	if err := routes.CreateRoute(ctx, "kubernetes", "", route(node, cidr)); err != nil {
 		t.Fatal(err)
 	}
-	if literal, ephemeral := specPrefixes(t, name); len(literal) > 0 || ephemeral != 1 {
-		t.Fatalf("after CreateRoute: literal prefixes %v and %d ephemeral, want none and 1", literal, ephemeral)
+	if literal, ephemeral := specPrefixes(t, name); len(literal) != 1 || ephemeral != 1 {
+		t.Fatalf("after CreateRoute: literal prefixes %v and %d ephemeral, want only the literal route and 1", literal, ephemeral)
 	}
 	deleted := route(node, cidr)
 	deleted.Name = nic.Name + "/" + cidr

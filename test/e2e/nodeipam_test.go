@@ -160,6 +160,20 @@ func waitForNoPodCIDREntries(t *testing.T, machine string) {
 	}
 }
 
+// noDeletingPodCIDRPrefixesOf fails while a pod CIDR Prefix of the Machine is being deleted.
+func noDeletingPodCIDRPrefixesOf(ctx context.Context, machine string) error {
+	prefixes := &ipamv1alpha1.PrefixList{}
+	if err := stack.IronCore.Client.List(ctx, prefixes, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelPodCIDR}); err != nil {
+		return err
+	}
+	for _, prefix := range prefixes.Items {
+		if strings.HasPrefix(prefix.Name, testenv.NetworkInterfaceName(machine)+"-pf-") && !prefix.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("prefix %s is being deleted", prefix.Name)
+		}
+	}
+	return nil
+}
+
 func noPodCIDRPrefixesOf(ctx context.Context, machine string) error {
 	prefixes := &ipamv1alpha1.PrefixList{}
 	if err := stack.IronCore.Client.List(ctx, prefixes, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelPodCIDR}); err != nil {
@@ -346,6 +360,32 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 	})
 	requireDisjoint(t, byNode)
 
+	// A Node deleted and registered again at once, racing the release of its entries: once the
+	// Prefixes of released entries are gone, the Node's CIDRs are exactly what its
+	// NetworkInterface routes.
+	again := names[2]
+	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, again, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createNode(t, again, testenv.NodeOptions{})
+	err = testenv.WaitFor(ctx, 2*waitTimeout, "Node "+again+", registered again at once, with the pod CIDRs its NetworkInterface routes", func(ctx context.Context) error {
+		if err := noDeletingPodCIDRPrefixesOf(ctx, again); err != nil {
+			return err
+		}
+		cidrs, err := checkPodCIDRs(ctx, again, families, []netip.Prefix{v4, v6})
+		if err == nil {
+			byNode[again] = cidrs
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireDisjoint(t, byNode)
+	if strings.Contains(readLog(ccm), "Cannot release pod CIDRs") || strings.Contains(readLog(ccm), "Cannot sync pod CIDRs") {
+		t.Error("the CCM logged a failed pod CIDR sync or release")
+	}
+
 	// A Node deleted with its Machine: the NetworkInterface goes with the Machine, and its
 	// Prefixes with it (the garbage collector), whoever is first.
 	removed := names[1]
@@ -413,6 +453,12 @@ func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 	}
 	waitForNoPodCIDREntries(t, other)
 
+	// The entry's Prefix, waiting: the restarted CCM must finish with this one.
+	waitingPrefix := &ipamv1alpha1.Prefix{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace,
+		Name: networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(testenv.NetworkInterfaceName(waiting), 0)}, waitingPrefix); err != nil {
+		t.Fatal(err)
+	}
 	ccm.Kill()
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, waiting, metav1.GetOptions{})
 	if err != nil {
@@ -429,6 +475,10 @@ func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 	})
 	byNode[waiting] = node.Spec.PodCIDRs
 	requireDisjoint(t, byNode)
+	finished := &ipamv1alpha1.Prefix{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(waitingPrefix), finished); err != nil || finished.UID != waitingPrefix.UID {
+		t.Errorf("the waiting entry's Prefix was replaced (%v): the restart did not finish the allocation it found", err)
+	}
 	prefixes := &ipamv1alpha1.PrefixList{}
 	if err := stack.IronCore.Client.List(ctx, prefixes, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelPodCIDR}); err != nil {
 		t.Fatal(err)
