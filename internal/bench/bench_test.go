@@ -65,11 +65,7 @@ func TestChurnSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, file := range files {
-		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
-			t.Errorf("%s: %v", file, err)
-		}
-	}
+	requireWritten(t, files)
 	if md := result.Markdown(); !strings.Contains(md, "| endpoint moves | 2 |") {
 		t.Errorf("markdown:\n%s", md)
 	}
@@ -95,12 +91,18 @@ func TestIPAMSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireWritten(t, files)
+	if md := result.Markdown(); !strings.Contains(md, "| overlapping pod CIDRs | 0 |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+}
+
+// requireWritten fails the test for each file that is missing or empty.
+func requireWritten(t *testing.T, files []string) {
+	t.Helper()
 	for _, file := range files {
 		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
 			t.Errorf("%s: %v", file, err)
 		}
-	}
-	if md := result.Markdown(); !strings.Contains(md, "| overlapping pod CIDRs | 0 |") {
-		t.Errorf("markdown:\n%s", md)
 	}
 }

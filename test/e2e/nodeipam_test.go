@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -248,21 +247,8 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		"10.0.0.0/8,fd00::/8", true)
 
 	const count = 50
-	names := make([]string, count)
-	var wg sync.WaitGroup
-	for i := range count {
-		names[i] = fmt.Sprintf("ipam-dual-%02d", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runningMachine(t, names[i], testenv.MachineOptions{DualStack: true})
-		}()
-	}
-	others := []string{"ipam-other-1", "ipam-other-2"}
-	for _, name := range others {
-		runningMachine(t, name, testenv.MachineOptions{DualStack: true})
-	}
-	wg.Wait()
+	names := runningMachines(t, "ipam-dual", count, testenv.MachineOptions{DualStack: true})
+	others := runningMachines(t, "ipam-other", 2, testenv.MachineOptions{DualStack: true})
 	if t.Failed() {
 		return
 	}

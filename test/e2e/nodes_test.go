@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,24 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 		t.Fatal(err)
 	}
 	return machine
+}
+
+// runningMachines creates count Machines named <prefix>-NN at once and waits until all run
+// with addresses; it returns their names.
+func runningMachines(t *testing.T, prefix string, count int, opts testenv.MachineOptions) []string {
+	t.Helper()
+	names := make([]string, count)
+	var wg sync.WaitGroup
+	for i := range count {
+		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runningMachine(t, names[i], opts)
+		}()
+	}
+	wg.Wait()
+	return names
 }
 
 func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Node {

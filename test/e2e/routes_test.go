@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,17 +54,7 @@ func TestRoutesOfTwentyDualStackNodes(t *testing.T) {
 	ctx := context.Background()
 	ccm := startCCM(t, "ccm-routes", routeArgs()...)
 	const count = 20
-	names := make([]string, count)
-	var wg sync.WaitGroup
-	for i := range count {
-		names[i] = fmt.Sprintf("routed-%02d", i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runningMachine(t, names[i], testenv.MachineOptions{DualStack: true})
-		}()
-	}
-	wg.Wait()
+	names := runningMachines(t, "routed", count, testenv.MachineOptions{DualStack: true})
 	if t.Failed() {
 		return
 	}
