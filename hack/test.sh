@@ -72,6 +72,22 @@ shown() {
 	fi
 }
 
+# fuzz runs each fuzz target (func Fuzz... in a _test.go file) beyond its seed corpus, which the
+# test stages run as plain tests, for FUZZTIME (10s) each.
+fuzz() {
+	local start=$SECONDS log="$logs/fuzz.log" count=0 file target
+	: >"$log"
+	while IFS=: read -r file target; do
+		echo "fuzzing $target in ./$(dirname "$file") for ${FUZZTIME:-10s}..."
+		if ! go test -run='^$' -fuzz="^$target\$" -fuzztime="${FUZZTIME:-10s}" "./$(dirname "$file")" >>"$log" 2>&1; then
+			finish fuzz FAIL "$start" "$target"
+			fail fuzz "$log (a failing input is saved under the package's testdata/fuzz/$target)"
+		fi
+		count=$((count + 1))
+	done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' cmd internal pkg | sed 's/:func /:/' | sort)
+	finish fuzz ok "$start" "$count target(s)"
+}
+
 quiet modules make --no-print-directory verify
 # The first run builds the servers (minutes) and says so as it goes.
 shown servers make --no-print-directory prepare
@@ -88,6 +104,7 @@ unit=$(go list ./... | grep -v "^$module/test/" | grep -vxF -f <(echo "$integrat
 e2e=$(go list ./test/...)
 
 tests unit $unit
+fuzz
 tests integration $integration
 tests e2e $e2e
 

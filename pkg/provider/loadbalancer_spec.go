@@ -114,36 +114,38 @@ func isInternal(service *corev1.Service) (bool, error) {
 }
 
 // requestedIPs collects the addresses asked for with spec.loadBalancerIP and our annotation,
-// at most one per IP family of the Service.
+// at most one per IP family of the Service. Each problem names the field it is in.
 func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[corev1.IPFamily]netip.Addr, error) {
-	var values []string
+	type request struct{ field, value string }
+	var requests []request
 	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
-		values = append(values, ip)
+		requests = append(requests, request{"spec.loadBalancerIP", ip})
 	}
 	if list, ok := service.Annotations[keys.AnnotationLoadBalancerIPs]; ok {
 		for _, ip := range strings.Split(list, ",") {
 			if ip = strings.TrimSpace(ip); ip != "" {
-				values = append(values, ip)
+				requests = append(requests, request{"annotation " + keys.AnnotationLoadBalancerIPs, ip})
 			}
 		}
 	}
 	requested := map[corev1.IPFamily]netip.Addr{}
-	for _, value := range values {
-		addr, err := netip.ParseAddr(value)
+	fieldOf := map[corev1.IPFamily]string{}
+	for _, r := range requests {
+		addr, err := netip.ParseAddr(r.value)
 		if err != nil || addr.Zone() != "" {
-			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf("requested load balancer address %q is not an IP address", value)}
+			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf("requested load balancer address %q (%s) is not an IP address", r.value, r.field)}
 		}
 		addr = addr.Unmap()
 		family := familyOf(addr)
 		if !slices.Contains(families, family) {
 			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
-				"requested load balancer address %s is %s, but the Service's IP families are %v", addr, family, families)}
+				"requested load balancer address %s (%s) is %s, but the Service's IP families are %v", addr, r.field, family, families)}
 		}
 		if previous, ok := requested[family]; ok && previous != addr {
 			return nil, &serviceError{reason: ReasonInvalidLoadBalancerIP, message: fmt.Sprintf(
-				"requested load balancer addresses %s and %s are both %s; give at most one per family", previous, addr, family)}
+				"requested load balancer addresses %s (%s) and %s (%s) are both %s; give at most one per family", previous, fieldOf[family], addr, r.field, family)}
 		}
-		requested[family] = addr
+		requested[family], fieldOf[family] = addr, r.field
 	}
 	return requested, nil
 }
@@ -242,16 +244,16 @@ func keepAddresses(service *corev1.Service, existing, desired *networkingv1alpha
 func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalancerPort, error) {
 	var errs []error
 	ports := make([]networkingv1alpha1.LoadBalancerPort, 0, len(service.Spec.Ports))
-	for _, port := range service.Spec.Ports {
+	for i, port := range service.Spec.Ports {
 		protocol := port.Protocol
 		if protocol == "" {
 			protocol = corev1.ProtocolTCP
 		}
 		switch {
 		case protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP && protocol != corev1.ProtocolSCTP:
-			errs = append(errs, fmt.Errorf("port %q: protocol %s is not supported (TCP, UDP or SCTP)", port.Name, protocol))
+			errs = append(errs, fmt.Errorf("spec.ports[%d] (%q): protocol %s is not supported (TCP, UDP or SCTP)", i, port.Name, protocol))
 		case port.Port < 1 || port.Port > 65535:
-			errs = append(errs, fmt.Errorf("port %q: %d is not a port number (1-65535)", port.Name, port.Port))
+			errs = append(errs, fmt.Errorf("spec.ports[%d] (%q): %d is not a port number (1-65535)", i, port.Name, port.Port))
 		default:
 			ports = append(ports, networkingv1alpha1.LoadBalancerPort{Protocol: &protocol, Port: port.Port})
 		}

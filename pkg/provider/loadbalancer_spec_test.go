@@ -45,7 +45,7 @@ func TestDesiredLoadBalancerRejects(t *testing.T) {
 		reason string
 		text   string
 	}{
-		{"port zero", func(s *corev1.Service) { s.Spec.Ports[0].Port = 0 }, ReasonUnsupportedPort, "0 is not a port number"},
+		{"port zero", func(s *corev1.Service) { s.Spec.Ports[0].Port = 0 }, ReasonUnsupportedPort, "spec.ports[0] "},
 		{"port too high", func(s *corev1.Service) { s.Spec.Ports[0].Port = 70000 }, ReasonUnsupportedPort, "70000 is not a port number"},
 		{"two addresses of a family", func(s *corev1.Service) {
 			s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.0.0.1,10.0.0.2"}

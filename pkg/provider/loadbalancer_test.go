@@ -177,12 +177,12 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 		name:   "internal-bad-ip",
 		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.1.0.300"}},
 		reason: provider.ReasonInvalidLoadBalancerIP,
-		text:   `"10.1.0.300" is not an IP address`,
+		text:   `"10.1.0.300" (annotation ` + keys.AnnotationLoadBalancerIPs + `) is not an IP address`,
 	}, {
 		name:   "internal-wrong-family",
 		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "fd00:20::1"}},
 		reason: provider.ReasonInvalidLoadBalancerIP,
-		text:   "is IPv6, but the Service's IP families are [IPv4]",
+		text:   "(annotation " + keys.AnnotationLoadBalancerIPs + ") is IPv6, but the Service's IP families are [IPv4]",
 	}, {
 		name:   "bad-protocol",
 		modify: func(s *corev1.Service) { s.Spec.Ports[0].Protocol = "ICMP" },

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -31,6 +32,12 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	flag.Parse()
+	if fuzzing() {
+		// The fuzz targets are pure; the coordinator and each worker would otherwise start a
+		// stack of their own.
+		return m.Run()
+	}
 	ctx := context.Background()
 	var err error
 	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
@@ -91,4 +98,11 @@ func instancesV2(t *testing.T) cloudprovider.InstancesV2 {
 		t.Fatal("InstancesV2 is not implemented")
 	}
 	return instances
+}
+
+// fuzzing tells whether go test runs a fuzz target (-fuzz), or is one of its workers.
+func fuzzing() bool {
+	fuzz := flag.Lookup("test.fuzz")
+	worker := flag.Lookup("test.fuzzworker")
+	return (fuzz != nil && fuzz.Value.String() != "") || (worker != nil && worker.Value.String() == "true")
 }
