@@ -59,8 +59,12 @@ func (in *inspection) nodeRoutes(ctx context.Context, node *corev1.Node, managed
 	}
 	if len(cidrs) > 0 {
 		nic, placeErr := in.routeNetworkInterface(ctx, node)
+		var allocated []netip.Prefix
+		if placeErr == nil {
+			allocated = provider.PodCIDRsAllocatedOn(ctx, in.ironcore, in.cluster, nic)
+		}
 		for _, cidr := range cidrs {
-			routes = append(routes, in.podCIDRRoute(node, nic, placeErr, cidr))
+			routes = append(routes, in.podCIDRRoute(node, nic, placeErr, allocated, cidr))
 		}
 	}
 	for _, route := range managed {
@@ -81,7 +85,7 @@ func (in *inspection) routeNetworkInterface(ctx context.Context, node *corev1.No
 	return in.ironcore.NetworkInterface(ctx, name)
 }
 
-func (in *inspection) podCIDRRoute(node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, placeErr error, cidr netip.Prefix) Route {
+func (in *inspection) podCIDRRoute(node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, placeErr error, allocated []netip.Prefix, cidr netip.Prefix) Route {
 	route := Route{Node: node.Name, CIDR: cidr.String()}
 	if placeErr != nil {
 		route.State, route.Detail = RouteMissing, fmt.Sprintf("the CCM cannot place it: %v", placeErr)
@@ -89,6 +93,8 @@ func (in *inspection) podCIDRRoute(node *corev1.Node, nic *networkingv1alpha1.Ne
 	}
 	route.NetworkInterface = nic.Name
 	switch {
+	case slices.Contains(allocated, cidr):
+		route.State, route.Detail = RoutePresent, "allocated by IronCore's IPAM as an ephemeral prefix of the NetworkInterface, which routes it"
 	case !hasPrefix(nic.Spec.Prefixes, cidr):
 		route.State, route.Detail = RouteMissing, fmt.Sprintf("not in spec.prefixes of NetworkInterface %s; the route controller adds it on its next pass", nic.Name)
 	case !slices.Contains(provider.ManagedRoutes(nic), cidr):

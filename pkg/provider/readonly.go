@@ -90,3 +90,10 @@ func LegacyLoadBalancerName(cluster string, service *corev1.Service) string {
 func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
 	return isInternal(service)
 }
+
+// PodCIDRsAllocatedOn are the pod CIDRs IronCore allocated for the cluster's entries of the
+// NetworkInterface (see "Pod CIDRs from IronCore" in the README): they route without a literal
+// prefix.
+func PodCIDRsAllocatedOn(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
+	return allocatedPodCIDRs(ctx, client, cluster, nic)
+}
