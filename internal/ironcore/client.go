@@ -89,6 +89,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		limiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	}
 	cfg.Wrap(instrument)
+	cfg.Wrap(bound(RequestTimeout))
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore HTTP client: %w", err)

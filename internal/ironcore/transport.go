@@ -1,6 +1,8 @@
 package ironcore
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -56,4 +58,52 @@ func (t *instrumentedTransport) describe(req *http.Request) (verb, resource stri
 		resource += "/" + info.Subresource
 	}
 	return info.Verb, resource
+}
+
+// RequestTimeout bounds each request to the IronCore API that is not a watch, unless the
+// caller's context ends sooner.
+const RequestTimeout = 30 * time.Second
+
+// boundedTransport gives every request that is not a watch a deadline, unless its context has
+// one: an API server (or a proxy before it) that accepts a request and never answers would
+// otherwise hold the caller, a controller's worker say, for good, since the upstream
+// controllers call the provider without deadlines.
+type boundedTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func bound(timeout time.Duration) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper { return &boundedTransport{next: next, timeout: timeout} }
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if _, ok := req.Context().Deadline(); ok || isWatch(req) {
+		return t.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The deadline covers reading the body too; closing it releases the context.
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+func isWatch(req *http.Request) bool {
+	watch := req.URL.Query().Get("watch")
+	return watch == "true" || watch == "1"
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }

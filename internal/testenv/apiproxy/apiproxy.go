@@ -1,7 +1,8 @@
 // Package apiproxy puts a proxy between a client under test and a Kubernetes-style API server.
 // The proxy forwards every request with one fixed identity, counts requests by verb and
 // resource (so any client's API usage can be measured from outside it), and on demand answers
-// with errors or stops listening altogether, to test how a client rides out a failing API.
+// with errors or stops listening altogether, or injects faults into a share of the requests
+// (errors, hangs, resets, delays, conflicts), to test how a client rides out a failing API.
 package apiproxy
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io"
 	"log"
 	"math/big"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -70,6 +72,11 @@ type Proxy struct {
 	server  *http.Server
 	counts  map[Request]int
 	refused map[Request]int
+	// faults are injected while the mode forwards; random draws them, and injected counts
+	// the requests they failed.
+	faults   []Fault
+	random   *mathrand.Rand
+	injected map[FaultKind]int
 }
 
 // Start listens on a loopback port and forwards to the API server of upstream, authenticating
@@ -93,6 +100,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 		caPEM:    caPEM,
 		counts:   map[Request]int{},
 		refused:  map[Request]int{},
+		injected: map[FaultKind]int{},
 		info: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -173,12 +181,13 @@ func (p *Proxy) Counts() []Count {
 	return counts
 }
 
-// Reset clears the counts.
+// Reset clears the counts, and those of injected faults.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts = map[Request]int{}
 	p.refused = map[Request]int{}
+	p.injected = map[FaultKind]int{}
 }
 
 // Close stops the proxy.
@@ -218,11 +227,16 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p.counts[req]++
 	mode := p.mode
 	failing := p.failing
+	var fault *Fault
+	if mode == Forward {
+		fault = p.drawFault(req)
+	}
 	p.mu.Unlock()
 	if mode != Forward || (failing != nil && failing(req)) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"ServiceUnavailable","code":503}`))
+		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable")
+		return
+	}
+	if fault != nil && inject(fault, w, r) {
 		return
 	}
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
