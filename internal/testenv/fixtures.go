@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // PrimaryNIC is the name of the NetworkInterface entry of fixture Machines.
@@ -268,4 +271,45 @@ func (s *Stack) SetEndpoints(ctx context.Context, service *corev1.Service, endpo
 		return fmt.Errorf("set the endpoints of Service %s/%s: %w", service.Namespace, service.Name, err)
 	}
 	return nil
+}
+
+// AllocatePodCIDR appends a pod CIDR entry for the family to the named NetworkInterface as the
+// CCM's node IPAM controller writes it (the template's labels and IronCore's ephemeral-managed-by
+// annotation; the cluster label on the NetworkInterface), waits until IronCore has allocated
+// its Prefix from parent, and returns the Prefix.
+func (s *Stack) AllocatePodCIDR(ctx context.Context, nicName, parent string, family corev1.IPFamily, length int32) (*ipamv1alpha1.Prefix, error) {
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := s.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: nicName}, nic); err != nil {
+		return nil, err
+	}
+	base := nic.DeepCopy()
+	if nic.Labels == nil {
+		nic.Labels = map[string]string{}
+	}
+	nic.Labels[keys.LabelCluster] = s.ClusterName
+	index := len(nic.Spec.Prefixes)
+	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{
+				Labels:      map[string]string{keys.LabelCluster: s.ClusterName, keys.LabelPodCIDR: string(family)},
+				Annotations: map[string]string{"common.ironcore.dev/ephemeral-managed-by": "ephemeral-manager"},
+			},
+			Spec: ipamv1alpha1.PrefixSpec{IPFamily: family, PrefixLength: length, ParentRef: &corev1.LocalObjectReference{Name: parent}},
+		},
+	}})
+	if err := s.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
+		return nil, fmt.Errorf("add a pod CIDR entry to NetworkInterface %s: %w", nicName, err)
+	}
+	prefix := &ipamv1alpha1.Prefix{}
+	key := client.ObjectKey{Namespace: s.Namespace, Name: networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nicName, index)}
+	err := WaitFor(ctx, time.Minute, "IronCore to allocate Prefix "+key.Name, func(ctx context.Context) error {
+		if err := s.IronCore.Client.Get(ctx, key, prefix); err != nil {
+			return err
+		}
+		if prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated || prefix.Spec.Prefix == nil {
+			return fmt.Errorf("phase %q", prefix.Status.Phase)
+		}
+		return nil
+	})
+	return prefix, err
 }
