@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
@@ -29,6 +31,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -83,13 +86,32 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if ccmdefaults.DisableRoutesWithoutClusterCIDR(shared) {
 		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
 	}
+	fence, err := leaseFence(completed)
+	if err != nil {
+		return nil, err
+	}
 	return provider.New(context.Background(), provider.Settings{
 		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,
 		ClusterNameFlag:    shared.ClusterName,
 		ClusterNameFlagSet: clusterNameSet,
 		Options:            ironcoreOptions,
 		Recorder:           completed.EventRecorder,
+		LeaseFence:         fence,
 	})
+}
+
+// leaseFence returns, with leader election on, the fence that keeps this replica from writing
+// to IronCore unless it holds the leader lease; it reads the lease as the leader election does.
+func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.Fence, error) {
+	election := completed.ComponentConfig.Generic.LeaderElection
+	if !election.LeaderElect {
+		return nil, nil
+	}
+	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(completed.Kubeconfig, "leader-lease-fence"))
+	if err != nil {
+		return nil, fmt.Errorf("build a client for the leader lease: %w", err)
+	}
+	return leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration, client), nil
 }
 
 // controllerInitializers are the framework's controllers plus ours.

@@ -48,6 +48,8 @@ type Client struct {
 	routingsLive bool
 	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
 	podCIDRPrefixesCached bool
+	// writeGate holds the check every write must pass; see GateWrites.
+	writeGate *writeGate
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -88,6 +90,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if limiter == nil {
 		limiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	}
+	gate := &writeGate{}
+	cfg.Wrap(gate.wrap)
 	cfg.Wrap(instrument)
 	cfg.Wrap(bound(RequestTimeout))
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -138,10 +142,14 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore client: %w", err)
 	}
-	c := &Client{namespace: namespace, cache: objectCache, api: api, applier: applier}
+	c := &Client{namespace: namespace, cache: objectCache, api: api, applier: applier, writeGate: gate}
 	c.nics = nicWriterFor(c, limiter, nicAPI)
 	return c, nil
 }
+
+// GateWrites makes every request that would change an IronCore object pass check first: one
+// it refuses fails with check's error, unsent. Reads and watches are not checked.
+func (c *Client) GateWrites(check func() error) { c.writeGate.check.Store(&check) }
 
 // ReadRoutingsLive has LoadBalancerRouting read from the API server, and RegisterInformers
 // leave LoadBalancerRoutings uncached. Call it before RegisterInformers. For a CCM whose

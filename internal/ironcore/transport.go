@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -106,4 +107,36 @@ func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
+}
+
+// writeGate holds a check that requests which change objects must pass; none passes all.
+type writeGate struct {
+	check atomic.Pointer[func() error]
+}
+
+func (g *writeGate) wrap(next http.RoundTripper) http.RoundTripper {
+	return &gatedTransport{next: next, gate: g}
+}
+
+// gatedTransport sends a request that changes objects only if its gate's check passes.
+type gatedTransport struct {
+	next http.RoundTripper
+	gate *writeGate
+}
+
+func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if check := t.gate.check.Load(); check != nil {
+			if err := (*check)(); err != nil {
+				// A RoundTripper must close the body even when it fails.
+				if req.Body != nil {
+					_ = req.Body.Close()
+				}
+				return nil, err
+			}
+		}
+	}
+	return t.next.RoundTrip(req)
 }

@@ -61,6 +61,13 @@ func (p *Process) Kill() {
 	<-p.exited
 }
 
+// Pause stops the process (SIGSTOP) until Resume, as a machine that freezes or a process
+// descheduled for a long time would: it keeps its connections and state, and does nothing.
+func (p *Process) Pause() error { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused process go on (SIGCONT).
+func (p *Process) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Stop asks the process to end (SIGTERM), kills it if it has not after ten seconds, and waits.
 func (p *Process) Stop() error {
 	select {
@@ -69,6 +76,7 @@ func (p *Process) Stop() error {
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Resume() // a paused process handles SIGTERM only once it runs
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):

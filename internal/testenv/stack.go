@@ -119,8 +119,9 @@ type Stack struct {
 	IronCore *Cluster
 	// Simulator stands in for IronCore's status writers.
 	Simulator *simulator.Simulator
-	// IronCoreProxy is the CCM's way to IronCore; it counts and can fail requests.
-	IronCoreProxy *apiproxy.Proxy
+	// IronCoreProxy is the CCM's way to IronCore, and TargetProxy its way to the target
+	// cluster; they count, log and can fail requests.
+	IronCoreProxy, TargetProxy *apiproxy.Proxy
 	// TargetAdminKubeconfig and IronCoreAdminKubeconfig are administrator kubeconfigs, for
 	// kubectl; the IronCore one's context is the cluster's namespace.
 	TargetAdminKubeconfig, IronCoreAdminKubeconfig string
@@ -129,6 +130,9 @@ type Stack struct {
 	CCMTargetKubeconfig, CCMIronCoreKubeconfig, CloudConfig string
 	// StartupDuration is how long Start took, excluding building binaries.
 	StartupDuration time.Duration
+
+	// ironcoreIdentity is the CCM's identity in IronCore, for further proxies.
+	ironcoreIdentity *rest.Config
 
 	// logger writes the logs of the controller-runtime parts that run in this process
 	// (envtest, the simulator) to simulator.log.
@@ -457,7 +461,7 @@ func rootPrefix(namespace, name, cidr string) *ipamv1alpha1.Prefix {
 // writeCCMFiles writes the CCM's kubeconfigs and its cloud-config. The CCM authenticates on
 // both sides as the ServiceAccounts of the manifests rendered from the Helm chart, bound only
 // to the roles rendered with them, so every test proves those roles sufficient. The IronCore
-// kubeconfig goes through IronCoreProxy.
+// kubeconfig goes through IronCoreProxy, the target one through TargetProxy.
 func (s *Stack) writeCCMFiles(ctx context.Context) error {
 	targetIdentity, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
 	if err != nil {
@@ -467,23 +471,35 @@ func (s *Stack) writeCCMFiles(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in IronCore: %w", err)
 	}
-	proxy, err := apiproxy.Start(ironcoreIdentity)
+	s.ironcoreIdentity = ironcoreIdentity
+	if s.IronCoreProxy, s.CCMIronCoreKubeconfig, err = s.StartIronCoreProxy("ccm"); err != nil {
+		return err
+	}
+	targetProxy, err := apiproxy.Start(targetIdentity)
 	if err != nil {
 		return err
 	}
-	s.IronCoreProxy = proxy
-	s.onStop(proxy.Close)
-
+	s.TargetProxy = targetProxy
+	s.onStop(targetProxy.Close)
 	s.CCMTargetKubeconfig = filepath.Join(s.Dir, "ccm-target.kubeconfig")
-	s.CCMIronCoreKubeconfig = filepath.Join(s.Dir, "ccm-ironcore.kubeconfig")
+	if err := WriteKubeconfig(s.CCMTargetKubeconfig, targetProxy.ClientConfig(), ""); err != nil {
+		return err
+	}
 	s.CloudConfig = filepath.Join(s.Dir, "cloud-config.yaml")
-	if err := WriteKubeconfig(s.CCMTargetKubeconfig, targetIdentity, ""); err != nil {
-		return err
-	}
-	if err := WriteKubeconfig(s.CCMIronCoreKubeconfig, proxy.ClientConfig(), s.Namespace); err != nil {
-		return err
-	}
 	return os.WriteFile(s.CloudConfig, []byte(s.cloudConfig("")), 0o600)
+}
+
+// StartIronCoreProxy starts another proxy to IronCore with the CCM's identity, and writes a
+// kubeconfig through it, <name>-ironcore.kubeconfig, for --ironcore-kubeconfig: so that each
+// of several CCM replicas has its own request log. The stack stops it.
+func (s *Stack) StartIronCoreProxy(name string) (*apiproxy.Proxy, string, error) {
+	proxy, err := apiproxy.Start(s.ironcoreIdentity)
+	if err != nil {
+		return nil, "", err
+	}
+	s.onStop(proxy.Close)
+	kubeconfig := filepath.Join(s.Dir, name+"-ironcore.kubeconfig")
+	return proxy, kubeconfig, WriteKubeconfig(kubeconfig, proxy.ClientConfig(), s.Namespace)
 }
 
 // cloudConfig is the CCM's cloud-config for the stack, with extra lines appended.

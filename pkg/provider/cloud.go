@@ -19,6 +19,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
@@ -46,6 +47,9 @@ type Settings struct {
 	Options *config.Options
 	// Recorder records events on Nodes and Services.
 	Recorder record.EventRecorder
+	// LeaseFence, with leader election on, keeps this replica from writing to IronCore
+	// unless it holds the leader lease; nil without leader election.
+	LeaseFence *leasefence.Fence
 }
 
 // Cloud is the IronCore cloud provider.
@@ -59,6 +63,8 @@ type Cloud struct {
 	routes        *routes
 	// podCIDRs is nil unless the cloud-config turns pod CIDR allocation on.
 	podCIDRs *podCIDRs
+	// fence is nil without leader election.
+	fence *leasefence.Fence
 }
 
 var (
@@ -153,6 +159,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		},
 		routes:   routes,
 		podCIDRs: allocator,
+		fence:    settings.LeaseFence,
 	}, nil
 }
 
@@ -176,6 +183,22 @@ func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
 	c.loadBalancers.targets.background = ctx
+	// With leader election, the framework calls Initialize once this replica leads.
+	if c.fence != nil {
+		c.ironcore.GateWrites(c.fence.Check)
+		armed := make(chan struct{})
+		go func() {
+			defer close(armed)
+			if err := c.fence.Arm(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Cannot follow the leader lease; not writing to IronCore")
+			}
+		}()
+		select {
+		case <-armed:
+		case <-time.After(c.fence.RenewDeadline()):
+		case <-ctx.Done():
+		}
+	}
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
 			klog.ErrorS(err, "IronCore cache stopped")

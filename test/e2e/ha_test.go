@@ -13,10 +13,12 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -255,4 +257,169 @@ func TestRestartMidFlight(t *testing.T) {
 		waitForServiceGone(t, service)
 	}
 	waitForNoLeftovers(t, lbNames)
+}
+
+// TestAPausedLeaderWritesNothingOnceAnotherLeads pauses the leading replica (SIGSTOP) while it
+// writes to IronCore, past its lease, until the other replica has taken over and written
+// itself, then lets it go on (SIGCONT). Each replica reaches IronCore through its own proxy,
+// whose log of writes shows which replica wrote when: the paused one must write nothing after
+// the other acquired the lease, and must exit. Three rounds, leadership moving each time.
+func TestAPausedLeaderWritesNothingOnceAnotherLeads(t *testing.T) {
+	const rounds = 3
+	type replica struct {
+		name       string
+		proxy      *apiproxy.Proxy
+		kubeconfig string
+		process    *testenv.Process
+		starts     int
+	}
+	start := func(r *replica) {
+		r.starts++
+		r.process = startCCMWithoutCrashCheck(t, fmt.Sprintf("%s-%d", r.name, r.starts), append(leaderElectionArgs(), "--ironcore-kubeconfig="+r.kubeconfig)...)
+	}
+	replicas := []*replica{{name: "ccm-paused-a"}, {name: "ccm-paused-b"}}
+	for _, r := range replicas {
+		var err error
+		if r.proxy, r.kubeconfig, err = stack.StartIronCoreProxy(r.name); err != nil {
+			t.Fatal(err)
+		}
+		start(r)
+	}
+	worker(t, "paused-worker")
+
+	// A steady stream of new Services keeps the leader writing to IronCore.
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu       sync.Mutex
+		services []*corev1.Service
+		created  sync.WaitGroup
+	)
+	created.Add(1)
+	go func() {
+		defer created.Done()
+		ticker := time.NewTicker(250 * time.Millisecond)
+		defer ticker.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			service, err := stack.CreateLoadBalancerService(context.Background(), fmt.Sprintf("paused-%03d", i), testenv.ServiceOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			services = append(services, service)
+			mu.Unlock()
+		}
+	}()
+	stopCreating := func() []*corev1.Service {
+		cancel()
+		created.Wait()
+		return services
+	}
+	// Replicas started later stop before cleanups registered now run: the Services are
+	// deleted at the end, while a replica leads, and only if the test gets there.
+	t.Cleanup(func() {
+		for _, service := range stopCreating() {
+			_ = deleteService(service)
+		}
+	})
+
+	for round := 1; round <= rounds; round++ {
+		leaderProcess := waitForLeader(t, replicas[0].process, replicas[1].process)
+		leader, other := replicas[0], replicas[1]
+		if leaderProcess == other.process {
+			leader, other = other, leader
+		}
+		holder := leaseHolder(t)
+		// Pause the leader right after it wrote: in the middle of its work.
+		waitForWrites(t, leader.proxy, time.Now(), leader.name+" to write to IronCore")
+		paused := time.Now()
+		if err := leader.process.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		acquired := waitForNewLeaseHolder(t, holder)
+		waitForWrites(t, other.proxy, acquired, other.name+" to write to IronCore as the new leader")
+		if err := leader.process.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		resumed := time.Now()
+		select {
+		case <-leader.process.Exited():
+		case <-time.After(waitTimeout):
+			t.Fatalf("round %d: %s went on running after it lost its lease", round, leader.process.Name)
+		}
+		var late []apiproxy.Write
+		for _, write := range leader.proxy.Writes() {
+			if write.At.After(acquired) {
+				late = append(late, write)
+			}
+		}
+		t.Logf("round %d: %s paused for %s; %s acquired the lease %s after the pause; the paused one exited %s after it resumed, with %d writes after the takeover",
+			round, leader.name, resumed.Sub(paused).Round(time.Millisecond), other.name, acquired.Sub(paused).Round(time.Millisecond),
+			time.Since(resumed).Round(time.Millisecond), len(late))
+		for _, write := range late {
+			t.Errorf("round %d: %s wrote after %s took over: %s %s %s (status %d) %s after the takeover",
+				round, leader.name, other.name, write.Verb, write.Resource, write.Name, write.Status, write.At.Sub(acquired).Round(time.Millisecond))
+		}
+		start(leader)
+	}
+	for _, service := range stopCreating() {
+		if err := deleteService(service); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, service := range services {
+		waitForServiceGone(t, service)
+	}
+}
+
+// leaseHolder returns the holder of the CCM's leader lease.
+func leaseHolder(t *testing.T) string {
+	t.Helper()
+	lease, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(context.Background(), "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// waitForNewLeaseHolder waits until another replica than holder holds the CCM's leader lease,
+// and returns when it acquired it, by its own clock: this machine's.
+func waitForNewLeaseHolder(t *testing.T, holder string) time.Time {
+	t.Helper()
+	var acquired time.Time
+	err := testenv.WaitFor(context.Background(), waitTimeout, "another replica to acquire the lease", func(ctx context.Context) error {
+		lease, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if now := ptr.Deref(lease.Spec.HolderIdentity, ""); now == holder || lease.Spec.AcquireTime == nil {
+			return fmt.Errorf("still held by %s", now)
+		}
+		acquired = lease.Spec.AcquireTime.Time
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acquired
+}
+
+// waitForWrites waits until the proxy has forwarded a write that arrived after since.
+func waitForWrites(t *testing.T, proxy *apiproxy.Proxy, since time.Time, what string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(context.Context) error {
+		writes := proxy.Writes()
+		if len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
+			return fmt.Errorf("no write yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -50,6 +50,19 @@ type Request struct {
 	Resource string
 }
 
+// Write is one mutating request the proxy forwarded: when it arrived (when the client sent
+// it), what it wrote and how the API server answered.
+type Write struct {
+	At       time.Time
+	Verb     string
+	Resource string
+	Name     string
+	Status   int
+}
+
+// mutating are the verbs of requests that change objects.
+var mutating = sets.NewString("create", "update", "patch", "delete", "deletecollection")
+
 // Count is how many requests of one kind arrived, and how many of them the API server refused
 // (status 400 or more: conflicts, not found, invalid).
 type Count struct {
@@ -72,6 +85,7 @@ type Proxy struct {
 	server  *http.Server
 	counts  map[Request]int
 	refused map[Request]int
+	writes  []Write
 	// faults are injected while the mode forwards; random draws them, and injected counts
 	// the requests they failed.
 	faults   []Fault
@@ -181,10 +195,20 @@ func (p *Proxy) Counts() []Count {
 	return counts
 }
 
-// Reset clears the counts, and those of injected faults.
+// Writes returns the mutating requests the proxy forwarded to the API server since the start
+// or the last Reset, in the order they were answered; requests the proxy failed itself are
+// not among them.
+func (p *Proxy) Writes() []Write {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Write(nil), p.writes...)
+}
+
+// Reset clears the counts, the writes, and the counts of injected faults.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.writes = nil
 	p.counts = map[Request]int{}
 	p.refused = map[Request]int{}
 	p.injected = map[FaultKind]int{}
@@ -219,9 +243,14 @@ func (p *Proxy) serveLocked(listener net.Listener) {
 }
 
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	req := Request{Verb: r.Method, Resource: r.URL.Path}
+	var write *Write
 	if info, err := p.info.NewRequestInfo(r); err == nil && info.IsResourceRequest {
 		req = Request{Verb: info.Verb, Resource: resourceName(info)}
+		if mutating.Has(info.Verb) {
+			write = &Write{At: arrived, Verb: info.Verb, Resource: req.Resource, Name: info.Name}
+		}
 	}
 	p.mu.Lock()
 	p.counts[req]++
@@ -241,10 +270,14 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	p.handler.ServeHTTP(recorder, r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if recorder.status >= http.StatusBadRequest {
-		p.mu.Lock()
 		p.refused[req]++
-		p.mu.Unlock()
+	}
+	if write != nil {
+		write.Status = recorder.status
+		p.writes = append(p.writes, *write)
 	}
 }
 
