@@ -6,6 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
@@ -243,6 +247,20 @@ func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPF
 		return fmt.Errorf("IronCore Prefix %s/%s is %s, not %s", c.namespace, name, actual, family)
 	}
 	return nil
+}
+
+// Transient reports whether err may not recur: the API server failing (5xx), asking for
+// fewer requests (429), or the way to it failing (a refused, reset or timed-out connection).
+// An answer about the request (not found, forbidden, invalid) or a check's verdict is not.
+func Transient(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func (c *Client) checkExists(ctx context.Context, kind, name string, obj client.Object) error {

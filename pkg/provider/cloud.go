@@ -94,13 +94,16 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := ironcore.New(restConfig, namespace)
-	if err != nil {
-		return nil, err
-	}
 	checkCtx, cancel := context.WithTimeout(ctx, startupCheckTimeout)
 	defer cancel()
-	if err := client.CheckNetwork(checkCtx, cloudConfig.NetworkName); err != nil {
+	var client *ironcore.Client
+	if err := retryTransient(checkCtx, "Connecting to IronCore", func() (err error) {
+		client, err = ironcore.New(restConfig, namespace)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := retryTransient(checkCtx, "Checking the Network", func() error { return client.CheckNetwork(checkCtx, cloudConfig.NetworkName) }); err != nil {
 		return nil, fmt.Errorf("networkName: %w", err)
 	}
 	internalPrefixes := map[corev1.IPFamily]string{}
@@ -111,7 +114,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		if prefix.name == "" {
 			continue
 		}
-		if err := client.CheckPrefix(checkCtx, prefix.name, prefix.family); err != nil {
+		if err := retryTransient(checkCtx, "Checking a Prefix", func() error { return client.CheckPrefix(checkCtx, prefix.name, prefix.family) }); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix.key, err)
 		}
 		internalPrefixes[prefix.family] = prefix.name
@@ -120,7 +123,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	var allocator *podCIDRs
 	if families := cloudConfig.PodCIDRFamilies(); len(families) > 0 {
 		allocator = &podCIDRs{ironcore: client, routes: routes, cluster: cloudConfig.ClusterName, families: families}
-		if err := allocator.Check(checkCtx); err != nil {
+		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func() error { return allocator.Check(checkCtx) }); err != nil {
 			return nil, err
 		}
 		client.CachePodCIDRPrefixes()
@@ -130,7 +133,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		// LoadBalancer is deleted.
 		client.ReadRoutingsLive()
 	}
-	if err := client.RegisterInformers(checkCtx); err != nil {
+	if err := retryTransient(checkCtx, "Registering the IronCore informers", func() error { return client.RegisterInformers(checkCtx) }); err != nil {
 		return nil, err
 	}
 	clusterID := clusterid.New()
@@ -217,6 +220,27 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 		case <-time.After(clusterIDWait):
 		case <-ctx.Done():
 		}
+	}
+}
+
+// retryTransient runs a start-up step again, with a growing delay, while it fails in a way a
+// later attempt may not (IronCore or the way to it failing, rather than an answer about the
+// object), until ctx ends: a Deployment whose CCM exits on the first 500 at start backs off for
+// minutes. A misconfiguration still ends the process at once.
+func retryTransient(ctx context.Context, step string, fn func() error) error {
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !ironcore.Transient(err) {
+			return err
+		}
+		klog.InfoS("IronCore failed a start-up step; trying again", "step", step, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (tried %d times for %s)", err, attempt, startupCheckTimeout)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 4*time.Second)
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,4 +120,46 @@ func TestHelpListsTheIronCoreFlags(t *testing.T) {
 			t.Errorf("--help does not list %s", flag)
 		}
 	}
+}
+
+// TestStartupRidesOutAnIronCoreHiccup starts the CCM while IronCore answers every request
+// with 503, and lets IronCore answer again once the CCM has said it is trying again: the CCM
+// must start, not exit as it does for a misconfiguration.
+func TestStartupRidesOutAnIronCoreHiccup(t *testing.T) {
+	setOutageMode(t, apiproxy.Fail)
+	ccm, port, err := stack.StartCCM(ccmBinary, "ccm-startup-hiccup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ccm.Stop() })
+	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to retry its start-up check", func(context.Context) error {
+		select {
+		case <-ccm.Exited():
+			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
+		default:
+		}
+		if !strings.Contains(readLog(ccm), "IronCore failed a start-up step; trying again") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setOutageMode(t, apiproxy.Forward)
+	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to start", func(context.Context) error {
+		select {
+		case <-ccm.Exited():
+			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
+		default:
+		}
+		if !strings.Contains(readLog(ccm), "Configured IronCore cloud provider") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, port)
 }
