@@ -24,6 +24,10 @@ lab: lab-program ## Like demo, then keep everything running for kubectl until Ct
 bench: lab-program ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); results in docs/benchmarks/.
 	@$(LAB) $(BENCH_FLAGS) bench
 
+.PHONY: chaos
+chaos: lab-program ## Prove the CCM under churn and faults (CHAOS_FLAGS, default 1000 Services, 20 Nodes, 5 waves); results in docs/reliability/.
+	@$(LAB) $(CHAOS_FLAGS) chaos
+
 .PHONY: test
 test: modules ## Run what CI runs: module checks, server builds, linters, unit, integration and end-to-end tests.
 	@hack/test.sh

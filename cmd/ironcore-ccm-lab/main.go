@@ -27,6 +27,11 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepar
            -rounds; how fast routings follow and how many IronCore writes each move costs
   ipam     measure pod CIDRs from IronCore's IPAM: -nodes dual-stack Nodes join at once; the
            time from each Node's creation to its pod CIDRs and its network, and the writes
+  chaos    prove the CCM under churn and faults: two replicas with leader election; -services
+           (default 1000) created, edited and deleted in -waves while Nodes (-nodes, default
+           20) join and leave, the leader is killed or paused (-disruptions per wave), IronCore
+           and the target API fail a share of requests (-fault-rate) and the simulated providers
+           fall silent; fails if an invariant broke (results in docs/reliability)
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -47,9 +52,13 @@ func run() int {
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
-	out := flags.String("out", "docs/benchmarks", "bench, churn, ipam: where to write the results")
+	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")
 	rounds := flags.Int("rounds", 5, "churn: rounds in which every Service's endpoint moves to another Node")
 	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
+	waves := flags.Int("waves", 5, "chaos: waves the Services are created, edited and deleted in")
+	disruptions := flags.Int("disruptions", 2, "chaos: leader kills or pauses per wave")
+	faultRate := flags.Float64("fault-rate", 0.05, "chaos: share of IronCore requests failed while faults are on")
+	seed := flags.Uint64("seed", 1, "chaos: seed of the run's choices and fault draws")
 	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), usage)
@@ -67,6 +76,15 @@ func run() int {
 		mode = flags.Arg(0)
 	}
 
+	set := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *out == "" {
+		*out = "docs/benchmarks"
+		if mode == "chaos" {
+			*out = "docs/reliability"
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -81,11 +99,9 @@ func run() int {
 		err = runScenario(ctx, *latency, mode == "lab", since)
 	case "bench":
 		benchOptions.Latency = 500 * time.Millisecond
-		flags.Visit(func(f *flag.Flag) {
-			if f.Name == "latency" {
-				benchOptions.Latency = *latency
-			}
-		})
+		if set["latency"] {
+			benchOptions.Latency = *latency
+		}
 		err = runAndWrite(ctx, func(ctx context.Context) (*bench.Result, error) { return bench.Run(ctx, benchOptions) }, *out)
 	case "churn":
 		churn := bench.ChurnOptions{Nodes: benchOptions.Nodes, Services: benchOptions.Services, Rounds: *rounds, Latency: *latency,
@@ -95,6 +111,27 @@ func run() int {
 		ipam := bench.IPAMOptions{Nodes: benchOptions.Nodes, Latency: *latency, Command: benchOptions.Command, Label: benchOptions.Label,
 			Progress: os.Stdout, Alone: true}
 		err = runAndWrite(ctx, func(ctx context.Context) (*bench.IPAMResult, error) { return bench.RunIPAM(ctx, ipam) }, *out)
+	case "chaos":
+		chaos := bench.ChaosOptions{Nodes: 20, Services: 1000, Waves: *waves, Disruptions: *disruptions, FaultRate: *faultRate,
+			Seed: *seed, Latency: 100 * time.Millisecond, Progress: os.Stdout, Alone: true}
+		if set["nodes"] {
+			chaos.Nodes = benchOptions.Nodes
+		}
+		if set["services"] {
+			chaos.Services = benchOptions.Services
+		}
+		if set["latency"] {
+			chaos.Latency = *latency
+		}
+		var result *bench.ChaosResult
+		err = runAndWrite(ctx, func(ctx context.Context) (*bench.ChaosResult, error) {
+			var err error
+			result, err = bench.RunChaos(ctx, chaos)
+			return result, err
+		}, *out)
+		if err == nil {
+			err = result.Err()
+		}
 	default:
 		flags.Usage()
 		return 2

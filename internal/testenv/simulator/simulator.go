@@ -24,6 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
+// silentRetry is how often a silent provider looks again whether it may speak.
+const silentRetry = 500 * time.Millisecond
+
 // Topology is the zone and region machinepoollet would label a MachinePool with.
 type Topology struct {
 	Zone, Region string
@@ -34,6 +37,8 @@ type Simulator struct {
 	client client.Client
 	// latency delays every status change the simulator makes, as a real provider takes time.
 	latency atomic.Int64
+	// silent providers write nothing at all until they speak again: a provider that is down.
+	silent atomic.Bool
 
 	mu sync.Mutex
 	// pools are the MachinePools the simulator hosts, with their topology.
@@ -76,6 +81,11 @@ func New(mgr ctrl.Manager) (*Simulator, error) {
 
 // SetLatency sets how long each simulated status change takes to appear.
 func (s *Simulator) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
+// SetSilent makes every simulated provider stop writing (true) until it is called with false:
+// no LoadBalancer gets its IPs, no NetworkInterface leaves Pending, no Machine starts. What
+// waited is written, after the latency, once the providers speak again.
+func (s *Simulator) SetSilent(silent bool) { s.silent.Store(silent) }
 
 // Hold stops the simulator from touching the object, as if its provider were stuck.
 func (s *Simulator) Hold(obj client.Object) { s.setFlag(s.held, obj, true) }
@@ -171,6 +181,9 @@ func (s *Simulator) wait(obj client.Object) time.Duration {
 
 // applyAfterLatency runs write once obj's latency has passed and asks for a requeue until then.
 func (s *Simulator) applyAfterLatency(obj client.Object, write func() error) (reconcile.Result, error) {
+	if s.silent.Load() {
+		return reconcile.Result{RequeueAfter: silentRetry}, nil
+	}
 	if d := s.wait(obj); d > 0 {
 		return reconcile.Result{RequeueAfter: d}, nil
 	}

@@ -1,0 +1,877 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	mathrand "math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
+)
+
+// ChaosOptions describe a churn-and-chaos run: two CCM replicas with leader election serve
+// Services created, edited and deleted in waves while Nodes join and leave, the leader is
+// killed or paused, IronCore and the target cluster's API fail a share of requests, and the
+// simulated providers fall silent.
+type ChaosOptions struct {
+	// Nodes is how many Nodes the cluster has at any time; one leaves and one joins per wave.
+	Nodes int
+	// Services is how many Services are created in all, spread over Waves.
+	Services, Waves int
+	// Disruptions is how many times per wave the leader is killed (SIGKILL) or paused past
+	// its lease (SIGSTOP, then SIGCONT), in turn.
+	Disruptions int
+	// FaultRate is the share of IronCore requests failed while faults are on.
+	FaultRate float64
+	// Seed makes the choices and fault draws repeatable.
+	Seed uint64
+	// Latency is how long the simulated IronCore providers take to report each change.
+	Latency  time.Duration
+	Progress io.Writer
+	Alone    bool
+}
+
+// leaderElection are the replicas' lease timings: short, so that a takeover is quick.
+var leaderElection = []string{
+	"--leader-elect=true",
+	"--leader-elect-lease-duration=4s",
+	"--leader-elect-renew-deadline=3s",
+	"--leader-elect-retry-period=500ms",
+}
+
+// chaosLease is the CCM's leader lease.
+const chaosLeaseNamespace, chaosLeaseName = "kube-system", "cloud-controller-manager"
+
+// RunChaos runs the churn-and-chaos scenario once.
+func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
+	if opts.Nodes < 2 || opts.Services < opts.Waves || opts.Waves < 2 {
+		return nil, fmt.Errorf("the chaos run needs at least 2 Nodes, 2 waves and a Service per wave")
+	}
+	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
+		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{}}
+	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
+		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
+	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stack.Stop() }()
+	c.stack = stack
+	started := time.Now()
+	err = c.run(ctx)
+	c.stopReplicas()
+	if err != nil {
+		return nil, err
+	}
+	c.result.DurationSeconds = newSeconds(time.Since(started))
+	return c.result, nil
+}
+
+// chaos is the state of one run.
+type chaos struct {
+	opts     ChaosOptions
+	stack    *testenv.Stack
+	random   *mathrand.Rand
+	binary   string
+	replicas []*chaosReplica
+	started  time.Time
+	result   *ChaosResult
+
+	mu sync.Mutex
+	// present Nodes are in the cluster and not leaving; leaving ones have had their Machine
+	// deleted; nodeIPs are each Node's NetworkInterface addresses.
+	present, leaving map[string]bool
+	nodeIPs          map[string][]string
+	nextNode         int
+	services         map[string]*chaosService
+	faultsOn         bool
+	// drops are the destinations of present Nodes that a routing lost, by routing and IP,
+	// with when; they end when the destination is back.
+	drops map[string]time.Time
+}
+
+// chaosService is what a Service should have.
+type chaosService struct {
+	service  *corev1.Service
+	internal bool
+	ports    []int32
+	wave     int
+}
+
+func (c *chaos) log(format string, args ...any) {
+	fmt.Fprintf(c.opts.Progress, "[%6.1fs] %s\n", time.Since(c.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (c *chaos) problem(format string, args ...any) {
+	message := fmt.Sprintf(format, args...)
+	c.mu.Lock()
+	c.result.Problems = append(c.result.Problems, message)
+	c.mu.Unlock()
+	c.log("PROBLEM: %s", message)
+}
+
+func (c *chaos) run(ctx context.Context) error {
+	c.started = time.Now()
+	c.log("creating %d Machines...", c.opts.Nodes)
+	if err := createMachines(ctx, c.stack, c.opts.Nodes, true); err != nil {
+		return err
+	}
+	c.nextNode = c.opts.Nodes
+	var err error
+	c.log("building the CCM...")
+	if c.binary, err = testenv.BuildCCM(ctx, c.stack.Dir, false); err != nil {
+		return err
+	}
+	for _, name := range []string{"replica-a", "replica-b"} {
+		replica := &chaosReplica{name: name, chaos: c}
+		if replica.proxy, replica.kubeconfig, err = c.stack.StartIronCoreProxy(name); err != nil {
+			return err
+		}
+		if err := replica.start(); err != nil {
+			return err
+		}
+		c.replicas = append(c.replicas, replica)
+	}
+	c.result.Command = strings.Replace(strings.Join(c.replicas[0].args(), " "), c.replicas[0].kubeconfig, "<its proxy's kubeconfig>", 1)
+	if err := parallel(c.opts.Nodes, func(i int) error { return c.addNode(ctx, i) }); err != nil {
+		return err
+	}
+	if err := waitForInitializedNodes(ctx, c.stack, c.opts.Nodes); err != nil {
+		return err
+	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	if err := c.watch(watchCtx); err != nil {
+		return err
+	}
+	go c.superviseReplicas(watchCtx)
+	go c.sample(watchCtx)
+
+	perWave := c.opts.Services / c.opts.Waves
+	for wave := 0; wave < c.opts.Waves; wave++ {
+		count := perWave
+		if wave == c.opts.Waves-1 {
+			count = c.opts.Services - perWave*(c.opts.Waves-1)
+		}
+		if err := c.wave(ctx, wave, wave*perWave, count); err != nil {
+			return fmt.Errorf("wave %d: %w", wave+1, err)
+		}
+	}
+	c.setFaults(false)
+	c.stack.Simulator.SetSilent(false)
+	c.log("chaos over; waiting for everything to be right...")
+	calm := time.Now()
+	if err := c.waitForConvergence(ctx); err != nil {
+		c.problem("not converged 5 minutes after the chaos: %v", err)
+	} else {
+		c.result.ConvergenceSeconds = newSeconds(time.Since(calm))
+		c.log("everything right %s after the chaos ended", time.Since(calm).Round(time.Millisecond))
+	}
+	c.checkPodCIDRs(ctx)
+	c.log("deleting the remaining Services...")
+	if err := c.deleteAll(ctx); err != nil {
+		return err
+	}
+	c.checkLeftovers(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, since := range c.drops {
+		c.result.TargetDrops = append(c.result.TargetDrops, newSeconds(time.Since(since)))
+		c.result.Problems = append(c.result.Problems, "routing destination still missing at the end: "+key)
+	}
+	for _, replica := range c.replicas {
+		injected := replica.proxy.Injected()
+		for kind, n := range injected {
+			c.result.FaultsInjected[string(kind)] += n
+		}
+	}
+	for kind, n := range c.stack.TargetProxy.Injected() {
+		c.result.TargetFaultsInjected[string(kind)] += n
+	}
+	slices.Sort(c.result.TargetDrops)
+	return nil
+}
+
+// wave creates count Services, edits the previous wave's, deletes the one before, lets one
+// Node leave and another join, and disrupts the leader, with faults on for the wave.
+func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
+	c.log("wave %d: %d new Services, faults on", wave+1, count)
+	c.setFaults(true)
+	disruptions := make(chan error, 1)
+	go func() { disruptions <- c.disruptions(ctx, wave) }()
+
+	created := make([]string, count)
+	err := parallel(count, func(i int) error {
+		name := serviceName(first + i)
+		internal := c.pick(5) == 0
+		opts := testenv.ServiceOptions{}
+		if internal {
+			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+		}
+		service, err := c.stack.CreateLoadBalancerService(ctx, name, opts)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.services[name] = &chaosService{service: service, internal: internal, ports: []int32{80}, wave: wave}
+		c.mu.Unlock()
+		created[i] = name
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.result.ServicesCreated += count
+	if err := c.nodeChurn(ctx); err != nil {
+		return err
+	}
+	if err := c.editWave(ctx, wave-1); err != nil {
+		return err
+	}
+	if err := c.deleteWave(ctx, wave-2); err != nil {
+		return err
+	}
+	c.stack.Simulator.SetSilent(true)
+	c.result.SilentPeriods++
+	time.Sleep(5 * time.Second) // the providers stay silent this long: part of the scenario
+	c.stack.Simulator.SetSilent(false)
+	if err := <-disruptions; err != nil {
+		return err
+	}
+	c.setFaults(false)
+	// The next wave starts once this one's Services have their addresses.
+	return testenv.WaitFor(ctx, 5*time.Minute, fmt.Sprintf("wave %d's Services to have addresses", wave+1), func(ctx context.Context) error {
+		missing := 0
+		for _, name := range created {
+			service, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(service.Status.LoadBalancer.Ingress) == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d without", missing)
+		}
+		return nil
+	})
+}
+
+func (c *chaos) pick(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.random.IntN(n)
+}
+
+// setFaults switches the faults on both APIs: IronCore fails FaultRate of its requests in
+// every way the proxy can, the target cluster a fifth of that with errors and resets.
+func (c *chaos) setFaults(on bool) {
+	c.mu.Lock()
+	c.faultsOn = on
+	seed := c.random.Uint64()
+	c.mu.Unlock()
+	var ironcore, target []apiproxy.Fault
+	if on {
+		rate := c.opts.FaultRate
+		writes := func(r apiproxy.Request) bool { return isWrite(r.Verb) }
+		ironcore = []apiproxy.Fault{
+			{Kind: apiproxy.ServerError, Rate: rate},
+			{Kind: apiproxy.Conflict, Rate: rate / 2, Match: writes},
+			{Kind: apiproxy.Reset, Rate: rate / 2},
+			{Kind: apiproxy.Slow, Rate: rate / 2, Delay: 2 * time.Second},
+			{Kind: apiproxy.Hang, Rate: rate / 50},
+		}
+		target = []apiproxy.Fault{
+			{Kind: apiproxy.ServerError, Rate: rate / 5},
+			{Kind: apiproxy.Reset, Rate: rate / 10},
+		}
+	}
+	for i, replica := range c.replicas {
+		replica.proxy.SetFaults(seed+uint64(i), ironcore...)
+	}
+	c.stack.TargetProxy.SetFaults(seed+7, target...)
+}
+
+// disruptions kills or pauses the leader Disruptions times at random moments of the wave.
+func (c *chaos) disruptions(ctx context.Context, wave int) error {
+	for i := 0; i < c.opts.Disruptions; i++ {
+		delay := time.Duration(500+c.pick(3000)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		pause := (wave*c.opts.Disruptions+i)%2 == 1
+		if err := c.disrupt(ctx, pause); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// disrupt kills or pauses the leader right after it wrote to IronCore, measures the takeover,
+// checks that a paused leader writes nothing once the other leads, and restarts it.
+func (c *chaos) disrupt(ctx context.Context, pause bool) error {
+	leader, holder, err := c.leader(ctx)
+	if err != nil {
+		return err
+	}
+	other := c.replicas[0]
+	if other == leader {
+		other = c.replicas[1]
+	}
+	// In the middle of its work: right after a write, or after a second without one.
+	since := time.Now()
+	_ = testenv.WaitFor(ctx, time.Second, "a write", func(context.Context) error {
+		if writes := leader.proxy.Writes(); len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
+			return errors.New("none")
+		}
+		return nil
+	})
+	kind := "kill"
+	at := time.Now()
+	if pause {
+		kind = "pause"
+		leader.planned(true)
+		if err := leader.process().Pause(); err != nil {
+			return err
+		}
+	} else {
+		leader.kill()
+	}
+	acquired, err := waitForLeaseChange(ctx, c.stack, holder)
+	if err != nil {
+		return err
+	}
+	takeover := Takeover{Kind: kind, AtSeconds: newSeconds(at.Sub(c.started)), TakeoverSeconds: newSeconds(acquired.Sub(at))}
+	if pause {
+		_ = testenv.WaitFor(ctx, 10*time.Second, "the new leader to write", func(context.Context) error {
+			if writes := other.proxy.Writes(); len(writes) == 0 || !writes[len(writes)-1].At.After(acquired) {
+				return errors.New("none")
+			}
+			return nil
+		})
+		process := leader.process()
+		if err := process.Resume(); err != nil {
+			return err
+		}
+		select {
+		case <-process.Exited():
+		case <-time.After(time.Minute):
+			c.problem("%s went on running a minute after it lost its lease while paused", process.Name)
+			leader.kill()
+		}
+		for _, write := range leader.proxy.Writes() {
+			if write.At.After(acquired) {
+				takeover.WritesAfterTakeover++
+				c.problem("%s wrote after %s took over: %s %s %s", leader.name, other.name, write.Verb, write.Resource, write.Name)
+			}
+		}
+	}
+	c.mu.Lock()
+	c.result.Takeovers = append(c.result.Takeovers, takeover)
+	c.mu.Unlock()
+	c.log("%s of the leader %s: %s took over after %s", kind, leader.name, other.name, acquired.Sub(at).Round(time.Millisecond))
+	return leader.start()
+}
+
+// leader returns the replica that holds the lease, and its holder identity.
+func (c *chaos) leader(ctx context.Context) (*chaosReplica, string, error) {
+	var leader *chaosReplica
+	var holder string
+	err := testenv.WaitFor(ctx, 2*time.Minute, "a replica to hold the lease", func(ctx context.Context) error {
+		lease, err := c.stack.TargetClientset.CoordinationV1().Leases(chaosLeaseNamespace).Get(ctx, chaosLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		for _, replica := range c.replicas {
+			if replica.holds(holder) {
+				leader = replica
+				return nil
+			}
+		}
+		return fmt.Errorf("no running replica is %q", holder)
+	})
+	return leader, holder, err
+}
+
+// waitForLeaseChange waits until another replica than holder holds the lease, and returns
+// when it acquired it by its own clock, this machine's.
+func waitForLeaseChange(ctx context.Context, stack *testenv.Stack, holder string) (time.Time, error) {
+	var acquired time.Time
+	err := testenv.WaitFor(ctx, 2*time.Minute, "another replica to take the lease", func(ctx context.Context) error {
+		lease, err := stack.TargetClientset.CoordinationV1().Leases(chaosLeaseNamespace).Get(ctx, chaosLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ptr.Deref(lease.Spec.HolderIdentity, "") == holder || lease.Spec.AcquireTime == nil {
+			return errors.New("not yet")
+		}
+		acquired = lease.Spec.AcquireTime.Time
+		return nil
+	})
+	return acquired, err
+}
+
+// nodeChurn lets the oldest present Node leave (its Machine is deleted; the CCM deletes the
+// Node) and a new one join.
+func (c *chaos) nodeChurn(ctx context.Context) error {
+	c.mu.Lock()
+	var oldest string
+	for name := range c.present {
+		if oldest == "" || name < oldest {
+			oldest = name
+		}
+	}
+	delete(c.present, oldest)
+	c.leaving[oldest] = true
+	next := c.nextNode
+	c.nextNode++
+	c.mu.Unlock()
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: oldest}}
+	if err := c.stack.IronCore.Client.Delete(ctx, machine); err != nil {
+		return fmt.Errorf("delete Machine %s: %w", oldest, err)
+	}
+	c.result.NodesLeft++
+	pools := []string{"pool-a", "pool-b"}
+	if _, err := c.stack.CreateMachine(ctx, nodeName(next), testenv.MachineOptions{Pool: pools[next%2]}); err != nil {
+		return err
+	}
+	err := testenv.WaitFor(ctx, 5*time.Minute, "Machine "+nodeName(next)+" to run with an address", func(ctx context.Context) error {
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(next))}, nic); err != nil {
+			return err
+		}
+		if len(nic.Status.IPs) == 0 {
+			return errors.New("no address yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.result.NodesJoined++
+	return c.addNode(ctx, next)
+}
+
+// addNode registers Node i, whose Machine runs, with its pod CIDR.
+func (c *chaos) addNode(ctx context.Context, i int) error {
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(i))}, nic); err != nil {
+		return fmt.Errorf("NetworkInterface of %s: %w", nodeName(i), err)
+	}
+	var ips []string
+	for _, ip := range nic.Status.IPs {
+		ips = append(ips, ip.String())
+	}
+	c.mu.Lock()
+	if c.nodeIPs == nil {
+		c.nodeIPs = map[string][]string{}
+	}
+	c.nodeIPs[nodeName(i)] = ips
+	c.present[nodeName(i)] = true
+	c.mu.Unlock()
+	_, err := c.stack.CreateNode(ctx, nodeName(i), testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}})
+	return err
+}
+
+// editWave changes every Service of a wave: ports, and for one in four the type (Public to
+// Internal or back), and an annotation the CCM does not read.
+func (c *chaos) editWave(ctx context.Context, wave int) error {
+	names := c.servicesOf(wave)
+	err := parallel(len(names), func(i int) error {
+		name := names[i]
+		switchType := c.pick(4) == 0
+		c.mu.Lock()
+		state := c.services[name]
+		internal := state.internal != switchType
+		ports := []int32{80, 443}
+		if len(state.ports) == 2 {
+			ports = []int32{8080}
+		}
+		c.mu.Unlock()
+		updated, err := c.updateService(ctx, name, func(service *corev1.Service) {
+			if service.Annotations == nil {
+				service.Annotations = map[string]string{}
+			}
+			service.Annotations["example.org/edited"] = time.Now().Format(time.RFC3339Nano)
+			if internal {
+				service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
+			} else {
+				delete(service.Annotations, keys.AnnotationInternalLoadBalancer)
+			}
+			service.Spec.Ports = nil
+			for _, port := range ports {
+				service.Spec.Ports = append(service.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: corev1.ProtocolTCP, Port: port})
+			}
+		})
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		state.service, state.internal, state.ports = updated, internal, ports
+		if switchType {
+			c.result.TypeSwitches++
+		}
+		c.mu.Unlock()
+		return nil
+	})
+	c.result.ServicesEdited += len(names)
+	return err
+}
+
+func (c *chaos) updateService(ctx context.Context, name string, change func(*corev1.Service)) (*corev1.Service, error) {
+	services := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault)
+	for {
+		service, err := services.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		change(service)
+		updated, err := services.Update(ctx, service, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return updated, err
+	}
+}
+
+func (c *chaos) servicesOf(wave int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for name, state := range c.services {
+		if state.wave == wave {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// deleteWave deletes every Service of a wave.
+func (c *chaos) deleteWave(ctx context.Context, wave int) error {
+	names := c.servicesOf(wave)
+	err := parallel(len(names), func(i int) error {
+		err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, names[i], metav1.DeleteOptions{})
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		c.mu.Lock()
+		delete(c.services, names[i])
+		c.mu.Unlock()
+		return nil
+	})
+	c.result.ServicesDeleted += len(names)
+	return err
+}
+
+// deleteAll deletes the remaining Services and waits until they are gone.
+func (c *chaos) deleteAll(ctx context.Context) error {
+	for wave := 0; wave < c.opts.Waves; wave++ {
+		if err := c.deleteWave(ctx, wave); err != nil {
+			return err
+		}
+	}
+	return testenv.WaitFor(ctx, 5*time.Minute, "every Service to be gone", func(ctx context.Context) error {
+		services, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if n := len(services.Items) - 1; n > 0 { // the kubernetes Service stays
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
+}
+
+// waitForConvergence waits until every Service has exactly one IronCore LoadBalancer of the
+// right type with its ports, its address is the LoadBalancer's, and its routing reaches every
+// present Node.
+func (c *chaos) waitForConvergence(ctx context.Context) error {
+	return testenv.WaitFor(ctx, 5*time.Minute, "every Service to be served right", func(ctx context.Context) error {
+		wrong := c.wrongServices(ctx)
+		if len(wrong) > 0 {
+			return fmt.Errorf("%d Services not right, e.g. %s", len(wrong), wrong[0])
+		}
+		return nil
+	})
+}
+
+func (c *chaos) wrongServices(ctx context.Context) []string {
+	lbs := &networkingv1alpha1.LoadBalancerList{}
+	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+	for _, list := range []client.ObjectList{lbs, routings} {
+		if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	byUID := map[string][]networkingv1alpha1.LoadBalancer{}
+	for _, lb := range lbs.Items {
+		if lb.DeletionTimestamp == nil {
+			byUID[lb.Annotations[keys.AnnotationServiceUID]] = append(byUID[lb.Annotations[keys.AnnotationServiceUID]], lb)
+		}
+	}
+	destinations := map[string][]string{}
+	for _, routing := range routings.Items {
+		for _, destination := range routing.Destinations {
+			destinations[routing.Name] = append(destinations[routing.Name], destination.IP.String())
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var wrong []string
+	for name, state := range c.services {
+		service, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		own := byUID[string(service.UID)]
+		if len(own) != 1 {
+			wrong = append(wrong, fmt.Sprintf("%s has %d IronCore LoadBalancers", name, len(own)))
+			continue
+		}
+		lb := own[0]
+		wantType := networkingv1alpha1.LoadBalancerTypePublic
+		if state.internal {
+			wantType = networkingv1alpha1.LoadBalancerTypeInternal
+		}
+		var ports []int32
+		for _, port := range lb.Spec.Ports {
+			ports = append(ports, port.Port)
+		}
+		slices.Sort(ports)
+		var lbIPs []string
+		for _, ip := range lb.Status.IPs {
+			lbIPs = append(lbIPs, ip.String())
+		}
+		var ingress []string
+		for _, in := range service.Status.LoadBalancer.Ingress {
+			ingress = append(ingress, in.IP)
+		}
+		switch {
+		case lb.Spec.Type != wantType:
+			wrong = append(wrong, fmt.Sprintf("%s has a %s LoadBalancer, want %s", name, lb.Spec.Type, wantType))
+		case !slices.Equal(ports, state.ports):
+			wrong = append(wrong, fmt.Sprintf("%s's LoadBalancer has ports %v, want %v", name, ports, state.ports))
+		case len(ingress) == 0 || !slices.Equal(ingress, lbIPs):
+			wrong = append(wrong, fmt.Sprintf("%s has addresses %v, its LoadBalancer %v", name, ingress, lbIPs))
+		default:
+			for node := range c.present {
+				for _, ip := range c.nodeIPs[node] {
+					if !slices.Contains(destinations[lb.Name], ip) {
+						wrong = append(wrong, fmt.Sprintf("%s's routing lacks Node %s", name, node))
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(wrong)
+	return wrong
+}
+
+// checkPodCIDRs checks that every present Node's pod CIDR is on its NetworkInterface exactly
+// once and on no other.
+func (c *chaos) checkPodCIDRs(ctx context.Context) {
+	err := testenv.WaitFor(ctx, 2*time.Minute, "every pod CIDR on its NetworkInterface", func(ctx context.Context) error {
+		nics := &networkingv1alpha1.NetworkInterfaceList{}
+		if err := c.stack.IronCore.Client.List(ctx, nics, client.InNamespace(c.stack.Namespace)); err != nil {
+			return err
+		}
+		where := map[string][]string{}
+		for _, nic := range nics.Items {
+			for _, prefix := range nic.Spec.Prefixes {
+				if prefix.Value != nil {
+					where[prefix.Value.String()] = append(where[prefix.Value.String()], nic.Name)
+				}
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.result.PodCIDRsChecked = 0
+		for i := 0; i < c.nextNode; i++ {
+			name := nodeName(i)
+			if !c.present[name] {
+				continue
+			}
+			c.result.PodCIDRsChecked++
+			if got := where[podCIDR(i)]; !slices.Equal(got, []string{testenv.NetworkInterfaceName(name)}) {
+				return fmt.Errorf("pod CIDR %s of %s is on %v", podCIDR(i), name, got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.problem("%v", err)
+	}
+}
+
+// checkLeftovers waits for IronCore's garbage collector and counts the LoadBalancers,
+// routings and LoadBalancer IP Prefixes left without a Service.
+func (c *chaos) checkLeftovers(ctx context.Context) {
+	var left []string
+	err := testenv.WaitFor(ctx, 3*time.Minute, "no IronCore LoadBalancer objects left", func(ctx context.Context) error {
+		lbs := &networkingv1alpha1.LoadBalancerList{}
+		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+		prefixes := &ipamv1alpha1.PrefixList{}
+		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
+			if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
+				return err
+			}
+		}
+		left = nil
+		for _, lb := range lbs.Items {
+			left = append(left, "LoadBalancer "+lb.Name)
+		}
+		for _, routing := range routings.Items {
+			left = append(left, "LoadBalancerRouting "+routing.Name)
+		}
+		for _, prefix := range prefixes.Items {
+			if owner := metav1.GetControllerOf(&prefix); owner != nil && owner.Kind == "LoadBalancer" {
+				left = append(left, "Prefix "+prefix.Name)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%d left, e.g. %s", len(left), left[0])
+		}
+		return nil
+	})
+	c.result.Leftovers = len(left)
+	if err != nil {
+		c.problem("%v", err)
+	}
+}
+
+// chaosReplica is one CCM replica, restarted after each kill or pause.
+type chaosReplica struct {
+	name       string
+	chaos      *chaos
+	proxy      *apiproxy.Proxy
+	kubeconfig string
+
+	mu      sync.Mutex
+	current *testenv.Process
+	starts  int
+	// planning is set while the run itself ends the process.
+	planning bool
+}
+
+func (r *chaosReplica) args() []string {
+	return append(slices.Clone(leaderElection), "--ironcore-kubeconfig="+r.kubeconfig, "--v=1",
+		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
+}
+
+func (r *chaosReplica) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts++
+	process, _, err := r.chaos.stack.StartCCM(r.chaos.binary, fmt.Sprintf("%s-%d", r.name, r.starts), r.args()...)
+	if err != nil {
+		return err
+	}
+	r.current, r.planning = process, false
+	return nil
+}
+
+func (r *chaosReplica) process() *testenv.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
+}
+
+func (r *chaosReplica) planned(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.planning = on
+}
+
+func (r *chaosReplica) kill() {
+	r.planned(true)
+	r.process().Kill()
+}
+
+// holds reports whether the running process says it is the lease holder identity.
+func (r *chaosReplica) holds(identity string) bool {
+	process := r.process()
+	select {
+	case <-process.Exited():
+		return false
+	default:
+	}
+	data, err := os.ReadFile(process.LogPath)
+	return err == nil && identity != "" && strings.Contains(string(data), `identity="`+identity+`"`)
+}
+
+// superviseReplicas restarts a replica that ended by itself (a lost lease, a crash), as a
+// Deployment would, and reports it.
+func (c *chaos) superviseReplicas(ctx context.Context) {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		for _, replica := range c.replicas {
+			replica.mu.Lock()
+			process, planning := replica.current, replica.planning
+			replica.mu.Unlock()
+			select {
+			case <-process.Exited():
+			default:
+				continue
+			}
+			if planning {
+				continue
+			}
+			last := lastLines(process.LogPath, 3)
+			c.mu.Lock()
+			c.result.UnplannedExits = append(c.result.UnplannedExits, fmt.Sprintf("%s (%v): %s", process.Name, process.Err(), last))
+			c.mu.Unlock()
+			c.log("%s ended by itself (%v); restarting it. Its last lines:\n%s", process.Name, process.Err(), last)
+			if err := replica.start(); err != nil {
+				c.problem("restart %s: %v", replica.name, err)
+			}
+		}
+	}
+}
+
+func (c *chaos) stopReplicas() {
+	for _, replica := range c.replicas {
+		replica.planned(true)
+		if process := replica.process(); process != nil {
+			_ = process.Stop()
+		}
+	}
+}
+
+// lastLines returns the last n lines of a log file.
+func lastLines(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

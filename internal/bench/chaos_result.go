@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// ChaosResult is what a churn-and-chaos run measured. Problems lists every broken invariant;
+// a run passes when it is empty.
+type ChaosResult struct {
+	Date    time.Time    `json:"date"`
+	Machine Machine      `json:"machine"`
+	Options ChaosOptions `json:"options"`
+	// Command is one replica's CCM flags (besides the stack's kubeconfigs and cloud-config).
+	Command         string  `json:"command"`
+	DurationSeconds Seconds `json:"durationSeconds"`
+
+	ServicesCreated int `json:"servicesCreated"`
+	ServicesEdited  int `json:"servicesEdited"`
+	ServicesDeleted int `json:"servicesDeleted"`
+	TypeSwitches    int `json:"typeSwitches"`
+	NodesJoined     int `json:"nodesJoined"`
+	NodesLeft       int `json:"nodesLeft"`
+	SilentPeriods   int `json:"silentPeriods"`
+	// FaultsInjected are the IronCore requests failed on purpose, by kind, and
+	// TargetFaultsInjected those of the target cluster's API.
+	FaultsInjected       map[string]int `json:"faultsInjected"`
+	TargetFaultsInjected map[string]int `json:"targetFaultsInjected"`
+	Takeovers            []Takeover     `json:"takeovers"`
+	// UnplannedExits are replicas that ended by themselves and were restarted.
+	UnplannedExits []string `json:"unplannedExits"`
+
+	// ConvergenceSeconds is the time from the end of the chaos until every Service was served
+	// right.
+	ConvergenceSeconds    Seconds `json:"convergenceSeconds"`
+	PodCIDRsChecked       int     `json:"podCIDRsChecked"`
+	WrongfulNodeDeletions int     `json:"wrongfulNodeDeletions"`
+	Duplicates            int     `json:"duplicates"`
+	Leftovers             int     `json:"leftovers"`
+	// TargetDrops are how long each destination of a Node still there was missing from a
+	// routing.
+	TargetDrops []Seconds     `json:"targetDropsSeconds"`
+	Problems    []string      `json:"problems"`
+	Timeline    []ChaosSample `json:"timeline"`
+}
+
+// Takeover is one disruption of the leader and how long the other replica took to lead.
+type Takeover struct {
+	// Kind is "kill" (SIGKILL) or "pause" (SIGSTOP until the other led, then SIGCONT).
+	Kind      string  `json:"kind"`
+	AtSeconds Seconds `json:"atSeconds"`
+	// TakeoverSeconds runs from the disruption to the other replica acquiring the lease.
+	TakeoverSeconds Seconds `json:"takeoverSeconds"`
+	// WritesAfterTakeover are IronCore writes of a paused leader after the other took over.
+	WritesAfterTakeover int `json:"writesAfterTakeover"`
+}
+
+// ChaosSample is the state of the run at one moment.
+type ChaosSample struct {
+	AtSeconds     Seconds `json:"atSeconds"`
+	Services      int     `json:"services"`
+	WithAddress   int     `json:"withAddress"`
+	LoadBalancers int     `json:"loadBalancers"`
+	Faults        bool    `json:"faults"`
+}
+
+// Name is the base name of the run's files.
+func (r *ChaosResult) Name() string {
+	return fmt.Sprintf("chaos-n%d-s%d", r.Options.Nodes, r.Options.Services)
+}
+
+// Write stores the result in dir as <name>.json, <name>.md and <name>.png.
+func (r *ChaosResult) Write(dir string) ([]string, error) {
+	base, err := writeResult(dir, r.Name(), r, r.Markdown())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.plot(base + ".png"); err != nil {
+		return nil, err
+	}
+	return []string{base + ".json", base + ".md", base + ".png"}, nil
+}
+
+// Err is nil if the run broke no invariant.
+func (r *ChaosResult) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d problems, the first: %s", len(r.Problems), r.Problems[0])
+}
+
+// Markdown renders the result.
+func (r *ChaosResult) Markdown() string {
+	var b strings.Builder
+	o := r.Options
+	verdict := "passed: no invariant broken"
+	if len(r.Problems) > 0 {
+		verdict = fmt.Sprintf("FAILED: %d problems", len(r.Problems))
+	}
+	fmt.Fprintf(&b, "# Chaos: %d Services churned over %d Nodes, %s\n\n", r.ServicesCreated, o.Nodes, verdict)
+	fmt.Fprintf(&b, "Run %s on %d CPUs (%s), %d GiB, kernel %s, %s; %.0fs in all. Seed %d, simulated IronCore latency %gs.\n\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
+		float64(r.DurationSeconds), o.Seed, o.Latency.Seconds())
+	fmt.Fprintf(&b, "Command: `ironcore-ccm-lab -nodes %d -services %d -waves %d -disruptions %d -fault-rate %g -seed %d -latency %s chaos`\n\n",
+		o.Nodes, o.Services, o.Waves, o.Disruptions, o.FaultRate, o.Seed, o.Latency)
+	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
+		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
+	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal); every Service of the previous wave edited (ports; one in four "+
+		"switched Public↔Internal; an annotation); the wave before that deleted; one Node leaves (its Machine deleted) and one joins; the leader "+
+		"killed or paused %d times right after an IronCore write; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
+		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
+		"run waits for the last waves' Services to be served right, checks every pod CIDR, deletes every Service, and waits for IronCore's "+
+		"garbage collector.\n\n", o.Waves, o.Services/o.Waves, o.Disruptions, o.FaultRate)
+
+	fmt.Fprintf(&b, "| What happened | count |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| Services created / edited / deleted | %d / %d / %d |\n", r.ServicesCreated, r.ServicesEdited, r.ServicesDeleted)
+	fmt.Fprintf(&b, "| of the edits, type switches | %d |\n", r.TypeSwitches)
+	fmt.Fprintf(&b, "| Nodes joined / left | %d / %d |\n", r.NodesJoined, r.NodesLeft)
+	fmt.Fprintf(&b, "| IronCore requests failed on purpose | %s |\n", kinds(r.FaultsInjected))
+	fmt.Fprintf(&b, "| target API requests failed on purpose | %s |\n", kinds(r.TargetFaultsInjected))
+	fmt.Fprintf(&b, "| silent provider periods | %d |\n", r.SilentPeriods)
+	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
+
+	var kills, pauses []time.Duration
+	writesAfter := 0
+	for _, t := range r.Takeovers {
+		d := time.Duration(float64(t.TakeoverSeconds) * float64(time.Second))
+		if t.Kind == "pause" {
+			pauses = append(pauses, d)
+		} else {
+			kills = append(kills, d)
+		}
+		writesAfter += t.WritesAfterTakeover
+	}
+	fmt.Fprintf(&b, "| Leader takeovers (lease duration 4 s) | count | p50 | max |\n|---|---:|---:|---:|\n")
+	for _, row := range []struct {
+		name  string
+		times []time.Duration
+	}{{"leader killed (SIGKILL)", kills}, {"leader paused past its lease (SIGSTOP)", pauses}} {
+		slices.Sort(row.times)
+		t := newTimings(row.times)
+		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
+	}
+	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| IronCore writes by a paused leader after the other took over | %d |\n", writesAfter)
+	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
+	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers | %d |\n", r.Duplicates)
+	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped | %d |\n", len(r.TargetDrops))
+	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
+	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface | %d |\n", r.PodCIDRsChecked)
+	fmt.Fprintf(&b, "| from the end of the chaos until every Service was served right | %.1fs |\n\n", r.ConvergenceSeconds)
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(&b, "Problems:\n\n")
+		for _, p := range r.Problems[:min(len(r.Problems), 30)] {
+			fmt.Fprintf(&b, "- %s\n", p)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "The plot (%s.png) shows the Services, those with an address and the IronCore LoadBalancers over the run; the grey line is up while faults were on, and the dots mark leader kills and pauses.\n", r.Name())
+	return b.String()
+}
+
+func kinds(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "0"
+	}
+	total := 0
+	var parts []string
+	for _, kind := range slices.Sorted(maps.Keys(counts)) {
+		total += counts[kind]
+		parts = append(parts, fmt.Sprintf("%s %d", kind, counts[kind]))
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
+
+// plot draws the timeline: Services, those with an address, LoadBalancers, and when faults
+// were on, with the leader disruptions as marks.
+func (r *ChaosResult) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("chaos: %d Services over %d Nodes, two replicas", r.ServicesCreated, r.Options.Nodes)
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "count"
+	p.Add(plotter.NewGrid())
+	top := 1
+	for _, s := range r.Timeline {
+		top = max(top, s.Services, s.LoadBalancers)
+	}
+	var faults plotter.XYs
+	for _, s := range r.Timeline {
+		y := 0.0
+		if s.Faults {
+			y = float64(top)
+		}
+		faults = append(faults, plotter.XY{X: float64(s.AtSeconds), Y: y})
+	}
+	for _, series := range []struct {
+		name  string
+		value func(ChaosSample) float64
+		color color.RGBA
+	}{
+		{"faults on", nil, color.RGBA{R: 200, G: 200, B: 200, A: 255}},
+		{"Services", func(s ChaosSample) float64 { return float64(s.Services) }, color.RGBA{R: 31, G: 119, B: 180, A: 255}},
+		{"with an address", func(s ChaosSample) float64 { return float64(s.WithAddress) }, color.RGBA{R: 44, G: 160, B: 44, A: 255}},
+		{"IronCore LoadBalancers", func(s ChaosSample) float64 { return float64(s.LoadBalancers) }, color.RGBA{R: 214, G: 39, B: 40, A: 255}},
+	} {
+		points := faults
+		if series.value != nil {
+			points = make(plotter.XYs, 0, len(r.Timeline))
+			for _, s := range r.Timeline {
+				points = append(points, plotter.XY{X: float64(s.AtSeconds), Y: series.value(s)})
+			}
+		}
+		if len(points) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(points)
+		if err != nil {
+			return err
+		}
+		line.Color = series.color
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(series.name, line)
+	}
+	var marks plotter.XYs
+	for _, t := range r.Takeovers {
+		marks = append(marks, plotter.XY{X: float64(t.AtSeconds), Y: 0})
+	}
+	if len(marks) > 0 {
+		scatter, err := plotter.NewScatter(marks)
+		if err != nil {
+			return err
+		}
+		scatter.Color = color.RGBA{A: 255}
+		p.Add(scatter)
+		p.Legend.Add("leader killed or paused", scatter)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p.Save(8*vg.Inch, 4*vg.Inch, path)
+}

@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// watch checks, as they happen, what must never happen: a Node deleted that did not leave,
+// and a routing losing the destination of a Node that is still there.
+func (c *chaos) watch(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(c.stack.TargetClientset, 0)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			node, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			c.mu.Lock()
+			leaving := c.leaving[node.Name]
+			c.mu.Unlock()
+			if !leaving {
+				c.mu.Lock()
+				c.result.WrongfulNodeDeletions++
+				c.mu.Unlock()
+				c.problem("Node %s was deleted though its Machine exists", node.Name)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	ironcoreCache, err := cache.New(c.stack.IronCore.Config, cache.Options{
+		Scheme:            c.stack.IronCore.Client.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{c.stack.Namespace: {}},
+	})
+	if err != nil {
+		return err
+	}
+	routings, err := ironcoreCache.GetInformer(ctx, &networkingv1alpha1.LoadBalancerRouting{})
+	if err != nil {
+		return err
+	}
+	if _, err := routings.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			before, ok1 := old.(*networkingv1alpha1.LoadBalancerRouting)
+			after, ok2 := obj.(*networkingv1alpha1.LoadBalancerRouting)
+			if ok1 && ok2 {
+				c.routingChanged(before, after)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	go func() { _ = ironcoreCache.Start(ctx) }()
+	factory.WaitForCacheSync(ctx.Done())
+	if !ironcoreCache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("the IronCore cache did not sync")
+	}
+	return nil
+}
+
+// routingChanged records each destination of a present Node that a routing lost, and when it
+// came back.
+func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRouting) {
+	had, has := destinationIPs(before), destinationIPs(after)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner := map[string]string{}
+	for node := range c.present {
+		for _, ip := range c.nodeIPs[node] {
+			owner[ip] = node
+		}
+	}
+	for ip := range had {
+		key := after.Name + " " + ip
+		if node, present := owner[ip]; present && !has[ip] {
+			if _, open := c.drops[key]; !open {
+				c.drops[key] = time.Now()
+				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there", after.Name, node, ip))
+			}
+		}
+	}
+	for ip := range has {
+		key := after.Name + " " + ip
+		if since, open := c.drops[key]; open {
+			c.result.TargetDrops = append(c.result.TargetDrops, newSeconds(time.Since(since)))
+			delete(c.drops, key)
+		}
+	}
+}
+
+func destinationIPs(routing *networkingv1alpha1.LoadBalancerRouting) map[string]bool {
+	ips := map[string]bool{}
+	for _, destination := range routing.Destinations {
+		ips[destination.IP.String()] = true
+	}
+	return ips
+}
+
+// sample records every second how many Services exist and have an address, how many
+// IronCore LoadBalancers there are and whether any Service has two, and whether faults are on.
+func (c *chaos) sample(ctx context.Context) {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		services, err := c.stack.TargetClientset.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		lbs := &networkingv1alpha1.LoadBalancerList{}
+		if err := c.stack.IronCore.Client.List(ctx, lbs, client.InNamespace(c.stack.Namespace)); err != nil {
+			continue
+		}
+		sample := ChaosSample{AtSeconds: newSeconds(time.Since(c.started)), LoadBalancers: len(lbs.Items)}
+		for _, service := range services.Items {
+			if service.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				continue
+			}
+			sample.Services++
+			if len(service.Status.LoadBalancer.Ingress) > 0 {
+				sample.WithAddress++
+			}
+		}
+		perService := map[string]int{}
+		for _, lb := range lbs.Items {
+			if lb.DeletionTimestamp == nil {
+				perService[lb.Annotations[keys.AnnotationServiceUID]]++
+			}
+		}
+		for uid, n := range perService {
+			if n > 1 {
+				c.problem("Service %s has %d IronCore LoadBalancers at once", uid, n)
+				c.mu.Lock()
+				c.result.Duplicates++
+				c.mu.Unlock()
+			}
+		}
+		c.mu.Lock()
+		sample.Faults = c.faultsOn
+		c.result.Timeline = append(c.result.Timeline, sample)
+		c.mu.Unlock()
+	}
+}
