@@ -3,6 +3,7 @@ package ironcore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -195,8 +196,23 @@ func (c *Client) deleteExactly(ctx context.Context, kind string, obj client.Obje
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		// The precondition failed: the object of that name is another one now.
-		return nil
+		// The precondition failed if the object of that name is another one now. A conflict
+		// can have other causes, though, and taking it for done would drop the Service's
+		// finalizer with its LoadBalancer still there: look again.
+		current, ok := obj.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("delete %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+		getErr := c.api.Get(ctx, client.ObjectKeyFromObject(obj), current)
+		switch {
+		case apierrors.IsNotFound(getErr):
+			return nil
+		case getErr == nil && current.GetUID() != uid:
+			return nil
+		case getErr == nil && current.GetDeletionTimestamp() != nil:
+			return nil
+		}
+		return fmt.Errorf("delete %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), errors.Join(err, getErr))
 	default:
 		return fmt.Errorf("delete %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 	}

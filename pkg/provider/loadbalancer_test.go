@@ -358,6 +358,39 @@ func TestDeletion(t *testing.T) {
 	}
 }
 
+// TestAConflictOnDeleteIsNotTakenForDone has IronCore answer 409 Conflict to the deletion of
+// a Service's LoadBalancer, for a reason other than a changed UID: the call must fail, so that
+// the service controller keeps the Service's finalizer and tries again, rather than report a
+// deletion that did not happen and leave the LoadBalancer behind.
+func TestAConflictOnDeleteIsNotTakenForDone(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	service := createService(t, "delete-conflict", testenv.ServiceOptions{})
+	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-delete-conflict-1"))
+	name := provider.LoadBalancerName(service)
+
+	deletes := func(r apiproxy.Request) bool {
+		return r.Verb == "delete" && r.Resource == "loadbalancers.networking.ironcore.dev"
+	}
+	stack.IronCoreProxy.SetFaults(1, apiproxy.Fault{Kind: apiproxy.Conflict, Rate: 1, Match: deletes})
+	t.Cleanup(func() { stack.IronCoreProxy.SetFaults(0) })
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err == nil {
+		t.Fatal("EnsureLoadBalancerDeleted reported success, but IronCore refused the deletion")
+	}
+	if lb := ironcoreLoadBalancer(t, name); lb.DeletionTimestamp != nil {
+		t.Fatal("the LoadBalancer is being deleted, though every deletion was refused")
+	}
+	stack.IronCoreProxy.SetFaults(0)
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatalf("EnsureLoadBalancerDeleted once IronCore accepts it: %v", err)
+	}
+	lb := &networkingv1alpha1.LoadBalancer{}
+	err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb)
+	if client.IgnoreNotFound(err) != nil || (err == nil && lb.DeletionTimestamp == nil) {
+		t.Fatalf("the LoadBalancer is not being deleted (%v)", err)
+	}
+}
+
 // TestConcurrentSyncs runs syncs of many Services at once, as the service controller's
 // workers do, and checks that every Service ends up with its LoadBalancer and the targets are
 // right. Run with -race.
