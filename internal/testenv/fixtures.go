@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,8 @@ type MachineOptions struct {
 	Hostname string
 	// PowerOff creates the Machine powered off.
 	PowerOff bool
+	// Network is the NetworkInterface's Network; empty means the cluster Network.
+	Network string
 }
 
 // NetworkInterfaceName is the name of the fixture Machine's NetworkInterface object.
@@ -49,7 +52,7 @@ func NetworkInterfaceName(machine string) string {
 // CreateMachine creates a Machine in the stack's namespace.
 func (s *Stack) CreateMachine(ctx context.Context, name string, opts MachineOptions) (*computev1alpha1.Machine, error) {
 	nicSpec := networkingv1alpha1.NetworkInterfaceSpec{
-		NetworkRef: corev1.LocalObjectReference{Name: s.Network},
+		NetworkRef: corev1.LocalObjectReference{Name: cmp.Or(opts.Network, s.Network)},
 		IPs:        []networkingv1alpha1.IPSource{ephemeralIP(corev1.IPv4Protocol, NodePrefixV4)},
 	}
 	if opts.DualStack {
