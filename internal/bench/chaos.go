@@ -185,6 +185,7 @@ func (c *chaos) run(ctx context.Context) error {
 		c.log("everything right %s after the chaos ended", time.Since(calm).Round(time.Millisecond))
 	}
 	c.checkPodCIDRs(ctx)
+	c.checkLeftNodes(ctx)
 	c.log("deleting the remaining Services...")
 	if err := c.deleteAll(ctx); err != nil {
 		return err
@@ -450,6 +451,11 @@ func (c *chaos) nodeChurn(ctx context.Context) error {
 	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: oldest}}
 	if err := c.stack.IronCore.Client.Delete(ctx, machine); err != nil {
 		return fmt.Errorf("delete Machine %s: %w", oldest, err)
+	}
+	// Its kubelet is gone with it: the Node stops being Ready, and only then does the CCM
+	// look whether its Machine still exists.
+	if _, err := c.stack.SetNodeReady(ctx, oldest, corev1.ConditionUnknown); err != nil {
+		return err
 	}
 	c.result.NodesLeft++
 	pools := []string{"pool-a", "pool-b"}
@@ -718,6 +724,37 @@ func (c *chaos) checkPodCIDRs(ctx context.Context) {
 			if got := where[podCIDR(i)]; !slices.Equal(got, []string{testenv.NetworkInterfaceName(name)}) {
 				return fmt.Errorf("pod CIDR %s of %s is on %v", podCIDR(i), name, got)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.problem("%v", err)
+	}
+}
+
+// checkLeftNodes waits until the CCM has deleted every Node whose Machine was deleted.
+func (c *chaos) checkLeftNodes(ctx context.Context) {
+	c.mu.Lock()
+	var left []string
+	for name := range c.leaving {
+		left = append(left, name)
+	}
+	c.mu.Unlock()
+	err := testenv.WaitFor(ctx, 2*time.Minute, "the Nodes of deleted Machines to be deleted", func(ctx context.Context) error {
+		remaining := 0
+		for _, name := range left {
+			_, err := c.stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return err
+			default:
+				remaining++
+			}
+		}
+		c.result.LeftNodesDeleted = len(left) - remaining
+		if remaining > 0 {
+			return fmt.Errorf("%d of %d still there", remaining, len(left))
 		}
 		return nil
 	})

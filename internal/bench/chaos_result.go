@@ -43,8 +43,10 @@ type ChaosResult struct {
 	ConvergenceSeconds    Seconds `json:"convergenceSeconds"`
 	PodCIDRsChecked       int     `json:"podCIDRsChecked"`
 	WrongfulNodeDeletions int     `json:"wrongfulNodeDeletions"`
-	Duplicates            int     `json:"duplicates"`
-	Leftovers             int     `json:"leftovers"`
+	// LeftNodesDeleted are the Nodes of deleted Machines the CCM deleted.
+	LeftNodesDeleted int `json:"leftNodesDeleted"`
+	Duplicates       int `json:"duplicates"`
+	Leftovers        int `json:"leftovers"`
 	// TargetDrops are how long each destination of a Node still there was missing from a
 	// routing.
 	TargetDrops []Seconds     `json:"targetDropsSeconds"`
@@ -114,7 +116,7 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
 	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal); every Service of the previous wave edited (ports; one in four "+
-		"switched Public↔Internal; an annotation); the wave before that deleted; one Node leaves (its Machine deleted) and one joins; the leader "+
+		"switched Public↔Internal; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
 		"killed or paused %d times right after an IronCore write; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
 		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
 		"run waits for the last waves' Services to be served right, checks every pod CIDR, deletes every Service, and waits for IronCore's "+
@@ -152,6 +154,7 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| IronCore writes by a paused leader after the other took over | %d |\n", writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
+	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers | %d |\n", r.Duplicates)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped | %d |\n", len(r.TargetDrops))
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)

@@ -31,7 +31,7 @@ func TestChaosSmoke(t *testing.T) {
 	if kinds["kill"] != 1 || kinds["pause"] != 1 {
 		t.Errorf("takeovers %v, want one kill and one pause", kinds)
 	}
-	if result.ServicesCreated != 24 || result.ServicesEdited != 12 || result.NodesJoined != 2 || result.NodesLeft != 2 || result.PodCIDRsChecked != 3 {
+	if result.ServicesCreated != 24 || result.ServicesEdited != 12 || result.NodesJoined != 2 || result.NodesLeft != 2 || result.LeftNodesDeleted != 2 || result.PodCIDRsChecked != 3 {
 		t.Errorf("created %d, edited %d Services, %d Nodes joined, %d left, %d pod CIDRs checked; want 24, 12, 2, 2, 3",
 			result.ServicesCreated, result.ServicesEdited, result.NodesJoined, result.NodesLeft, result.PodCIDRsChecked)
 	}

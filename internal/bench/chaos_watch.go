@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
 // watch checks, as they happen, what must never happen: a Node deleted that did not leave,
@@ -75,41 +76,49 @@ func (c *chaos) watch(ctx context.Context) error {
 }
 
 // routingChanged records each destination of a present Node that a routing lost, and when it
-// came back.
+// came back. A destination is its NetworkInterface where the routing names it: an address
+// alone is no identity, as IronCore gives a leaving Node's address to the next new one.
 func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRouting) {
-	had, has := destinationIPs(before), destinationIPs(after)
+	had, has := destinations(before), destinations(after)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	owner := map[string]string{}
+	present := map[string]string{}
 	for node := range c.present {
+		present["nic:"+testenv.NetworkInterfaceName(node)] = node
 		for _, ip := range c.nodeIPs[node] {
-			owner[ip] = node
+			present["ip:"+ip] = node
 		}
 	}
-	for ip := range had {
-		key := after.Name + " " + ip
-		if node, present := owner[ip]; present && !has[ip] {
-			if _, open := c.drops[key]; !open {
-				c.drops[key] = time.Now()
-				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there", after.Name, node, ip))
+	for key := range had {
+		drop := after.Name + " " + key
+		if node, ok := present[key]; ok && !has[key] {
+			if _, open := c.drops[drop]; !open {
+				c.drops[drop] = time.Now()
+				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there", after.Name, node, key))
 			}
 		}
 	}
-	for ip := range has {
-		key := after.Name + " " + ip
-		if since, open := c.drops[key]; open {
+	for key := range has {
+		drop := after.Name + " " + key
+		if since, open := c.drops[drop]; open {
 			c.result.TargetDrops = append(c.result.TargetDrops, newSeconds(time.Since(since)))
-			delete(c.drops, key)
+			delete(c.drops, drop)
 		}
 	}
 }
 
-func destinationIPs(routing *networkingv1alpha1.LoadBalancerRouting) map[string]bool {
-	ips := map[string]bool{}
+// destinations names a routing's destinations by NetworkInterface, or by address where it
+// names none.
+func destinations(routing *networkingv1alpha1.LoadBalancerRouting) map[string]bool {
+	keys := map[string]bool{}
 	for _, destination := range routing.Destinations {
-		ips[destination.IP.String()] = true
+		if destination.TargetRef != nil && destination.TargetRef.Name != "" {
+			keys["nic:"+destination.TargetRef.Name] = true
+		} else {
+			keys["ip:"+destination.IP.String()] = true
+		}
 	}
-	return ips
+	return keys
 }
 
 // sample records every second how many Services exist and have an address, how many
