@@ -21,7 +21,8 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepar
 
   demo     start the local stack and the CCM, run a short scenario, print what the CCM did,
            and exit (the default)
-  lab      like demo, then keep everything running for kubectl until Ctrl-C
+  lab      like demo, then keep everything running for kubectl until Ctrl-C; with
+           -fault-rate, the APIs fail a share of the CCM's requests meanwhile
   bench    measure the CCM: Nodes and Services created in a burst (see the bench flags)
   churn    measure Local Services whose endpoints move between Nodes: -nodes, -services,
            -rounds; how fast routings follow and how many IronCore writes each move costs
@@ -57,7 +58,7 @@ func run() int {
 	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
 	waves := flags.Int("waves", 5, "chaos: waves the Services are created, edited and deleted in")
 	disruptions := flags.Int("disruptions", 2, "chaos: leader kills or pauses per wave")
-	faultRate := flags.Float64("fault-rate", 0.05, "chaos: share of IronCore requests failed while faults are on")
+	faultRate := flags.Float64("fault-rate", 0.05, "chaos: share of IronCore requests failed while faults are on; lab: if given, IronCore and the target API fail requests at this rate (the target API a fifth of it) while the lab runs")
 	seed := flags.Uint64("seed", 1, "chaos: seed of the run's choices and fault draws")
 	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
 	flags.Usage = func() {
@@ -96,7 +97,11 @@ func run() int {
 		if *commandStarted > 0 {
 			since = time.Unix(*commandStarted, 0)
 		}
-		err = runScenario(ctx, *latency, mode == "lab", since)
+		rate := 0.0
+		if mode == "lab" && set["fault-rate"] {
+			rate = *faultRate
+		}
+		err = runScenario(ctx, *latency, mode == "lab", since, rate, *seed)
 	case "bench":
 		benchOptions.Latency = 500 * time.Millisecond
 		if set["latency"] {

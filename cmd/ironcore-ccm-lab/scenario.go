@@ -19,6 +19,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/bench"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
@@ -52,7 +53,7 @@ func demoWorkers() []worker {
 
 // runScenario runs the demo (or, keepRunning, the lab). commandStarted is when the make target
 // that runs it started, for the total time; zero if unknown.
-func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, commandStarted time.Time) error {
+func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, commandStarted time.Time, faultRate float64, seed uint64) error {
 	started := time.Now()
 	fmt.Println("== IronCore cloud-controller-manager demo ==")
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: os.Stdout, SimulatorLatency: latency, Purpose: purposeOf(keepRunning)})
@@ -110,6 +111,12 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, c
 		return nil
 	}
 	printLabHelp(stack)
+	if faultRate > 0 {
+		ironcore, target := bench.Faults(faultRate)
+		stack.IronCoreProxy.SetFaults(seed, ironcore...)
+		stack.TargetProxy.SetFaults(seed+1, target...)
+		fmt.Printf("Faults are on: IronCore fails %g of the CCM's requests (500s; 409s to writes, resets and 2 s delays at half that; hangs at a fiftieth), the target cluster's API %g.\n", faultRate, faultRate/5)
+	}
 	<-ctx.Done()
 	fmt.Println("\nstopping the CCM and the stack...")
 	return nil

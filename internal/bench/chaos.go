@@ -65,7 +65,8 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 		return nil, fmt.Errorf("the chaos run needs at least 2 Nodes, 2 waves and a Service per wave")
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
-		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{}}
+		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
+		byLoadBalancer: map[string]*chaosService{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
@@ -101,7 +102,9 @@ type chaos struct {
 	nodeIPs          map[string][]string
 	nextNode         int
 	services         map[string]*chaosService
-	faultsOn         bool
+	// byLoadBalancer finds a Service by its LoadBalancer's name.
+	byLoadBalancer map[string]*chaosService
+	faultsOn       bool
 	// drops are the destinations of present Nodes that a routing lost, by routing and IP,
 	// with when; they end when the destination is back.
 	drops map[string]time.Time
@@ -113,6 +116,10 @@ type chaosService struct {
 	internal bool
 	ports    []int32
 	wave     int
+	// local is externalTrafficPolicy Local, with endpoints on the Nodes in endpoints;
+	// localEver, whether it ever was: its routing then loses Nodes by design.
+	local, localEver bool
+	endpoints        []string
 }
 
 func (c *chaos) log(format string, args ...any) {
@@ -230,8 +237,10 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 		if err != nil {
 			return err
 		}
+		state := &chaosService{service: service, internal: internal, ports: []int32{80}, wave: wave}
 		c.mu.Lock()
-		c.services[name] = &chaosService{service: service, internal: internal, ports: []int32{80}, wave: wave}
+		c.services[name] = state
+		c.byLoadBalancer[strings.ReplaceAll(string(service.UID), "-", "")] = state
 		c.mu.Unlock()
 		created[i] = name
 		return nil
@@ -282,8 +291,7 @@ func (c *chaos) pick(n int) int {
 	return c.random.IntN(n)
 }
 
-// setFaults switches the faults on both APIs: IronCore fails FaultRate of its requests in
-// every way the proxy can, the target cluster a fifth of that with errors and resets.
+// setFaults switches the faults on both APIs on or off.
 func (c *chaos) setFaults(on bool) {
 	c.mu.Lock()
 	c.faultsOn = on
@@ -291,24 +299,32 @@ func (c *chaos) setFaults(on bool) {
 	c.mu.Unlock()
 	var ironcore, target []apiproxy.Fault
 	if on {
-		rate := c.opts.FaultRate
-		writes := func(r apiproxy.Request) bool { return isWrite(r.Verb) }
-		ironcore = []apiproxy.Fault{
-			{Kind: apiproxy.ServerError, Rate: rate},
-			{Kind: apiproxy.Conflict, Rate: rate / 2, Match: writes},
-			{Kind: apiproxy.Reset, Rate: rate / 2},
-			{Kind: apiproxy.Slow, Rate: rate / 2, Delay: 2 * time.Second},
-			{Kind: apiproxy.Hang, Rate: rate / 50},
-		}
-		target = []apiproxy.Fault{
-			{Kind: apiproxy.ServerError, Rate: rate / 5},
-			{Kind: apiproxy.Reset, Rate: rate / 10},
-		}
+		ironcore, target = Faults(c.opts.FaultRate)
 	}
 	for i, replica := range c.replicas {
 		replica.proxy.SetFaults(seed+uint64(i), ironcore...)
 	}
 	c.stack.TargetProxy.SetFaults(seed+7, target...)
+}
+
+// Faults are the faults of a run at rate: IronCore fails rate of its requests with 500s, and
+// half that with 409s to writes, resets and 2 s delays, a fiftieth with hangs; the target
+// cluster's API fails a fifth of rate with 500s and a tenth with resets (not hangs: the
+// framework's controllers read it without deadlines).
+func Faults(rate float64) (ironcore, target []apiproxy.Fault) {
+	writes := func(r apiproxy.Request) bool { return isWrite(r.Verb) }
+	ironcore = []apiproxy.Fault{
+		{Kind: apiproxy.ServerError, Rate: rate},
+		{Kind: apiproxy.Conflict, Rate: rate / 2, Match: writes},
+		{Kind: apiproxy.Reset, Rate: rate / 2},
+		{Kind: apiproxy.Slow, Rate: rate / 2, Delay: 2 * time.Second},
+		{Kind: apiproxy.Hang, Rate: rate / 50},
+	}
+	target = []apiproxy.Fault{
+		{Kind: apiproxy.ServerError, Rate: rate / 5},
+		{Kind: apiproxy.Reset, Rate: rate / 10},
+	}
+	return ironcore, target
 }
 
 // disruptions kills or pauses the leader Disruptions times at random moments of the wave.
@@ -458,6 +474,19 @@ func (c *chaos) nodeChurn(ctx context.Context) error {
 		return err
 	}
 	c.result.NodesLeft++
+	c.mu.Lock()
+	var moved []*chaosService
+	for _, state := range c.services {
+		if state.local && slices.Contains(state.endpoints, oldest) {
+			moved = append(moved, state)
+		}
+	}
+	c.mu.Unlock()
+	for _, state := range moved {
+		if err := c.placeEndpoints(ctx, state); err != nil {
+			return err
+		}
+	}
 	pools := []string{"pool-a", "pool-b"}
 	if _, err := c.stack.CreateMachine(ctx, nodeName(next), testenv.MachineOptions{Pool: pools[next%2]}); err != nil {
 		return err
@@ -506,16 +535,28 @@ func (c *chaos) editWave(ctx context.Context, wave int) error {
 	names := c.servicesOf(wave)
 	err := parallel(len(names), func(i int) error {
 		name := names[i]
-		switchType := c.pick(4) == 0
+		switchType, switchPolicy := c.pick(4) == 0, c.pick(4) == 0
 		c.mu.Lock()
 		state := c.services[name]
-		internal := state.internal != switchType
+		internal, local := state.internal != switchType, state.local != switchPolicy
 		ports := []int32{80, 443}
 		if len(state.ports) == 2 {
 			ports = []int32{8080}
 		}
 		c.mu.Unlock()
+		if local && !state.local {
+			// The endpoints are there before the policy turns Local, as for a Service
+			// whose pods run.
+			if err := c.placeEndpoints(ctx, state); err != nil {
+				return err
+			}
+		}
 		updated, err := c.updateService(ctx, name, func(service *corev1.Service) {
+			service.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+			service.Spec.HealthCheckNodePort = 0
+			if local {
+				service.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			}
 			if service.Annotations == nil {
 				service.Annotations = map[string]string{}
 			}
@@ -534,15 +575,40 @@ func (c *chaos) editWave(ctx context.Context, wave int) error {
 			return err
 		}
 		c.mu.Lock()
-		state.service, state.internal, state.ports = updated, internal, ports
+		state.service, state.internal, state.ports, state.local = updated, internal, ports, local
+		state.localEver = state.localEver || local
 		if switchType {
 			c.result.TypeSwitches++
+		}
+		if switchPolicy {
+			c.result.PolicySwitches++
 		}
 		c.mu.Unlock()
 		return nil
 	})
 	c.result.ServicesEdited += len(names)
 	return err
+}
+
+// placeEndpoints gives a Service an EndpointSlice with endpoints on two present Nodes, as the
+// EndpointSlice controller would for pods there.
+func (c *chaos) placeEndpoints(ctx context.Context, state *chaosService) error {
+	c.mu.Lock()
+	var present []string
+	for node := range c.present {
+		present = append(present, node)
+	}
+	slices.Sort(present)
+	first := c.random.IntN(len(present))
+	nodes := []string{present[first], present[(first+1)%len(present)]}
+	state.endpoints = nodes
+	service := state.service
+	c.mu.Unlock()
+	var endpoints []testenv.Endpoint
+	for i, node := range nodes {
+		endpoints = append(endpoints, testenv.Endpoint{IP: fmt.Sprintf("10.200.%d.%d", c.pick(250), i+1), Node: node, Ready: true, Serving: true})
+	}
+	return c.stack.SetEndpoints(ctx, service, endpoints)
 }
 
 func (c *chaos) updateService(ctx context.Context, name string, change func(*corev1.Service)) (*corev1.Service, error) {
@@ -684,9 +750,10 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 			wrong = append(wrong, fmt.Sprintf("%s has addresses %v, its LoadBalancer %v", name, ingress, lbIPs))
 		default:
 			for node := range c.present {
+				want := !state.local || slices.Contains(state.endpoints, node)
 				for _, ip := range c.nodeIPs[node] {
-					if !slices.Contains(destinations[lb.Name], ip) {
-						wrong = append(wrong, fmt.Sprintf("%s's routing lacks Node %s", name, node))
+					if has := slices.Contains(destinations[lb.Name], ip); has != want {
+						wrong = append(wrong, fmt.Sprintf("%s's routing has Node %s: %v, want %v", name, node, has, want))
 					}
 				}
 			}

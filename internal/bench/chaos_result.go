@@ -27,6 +27,7 @@ type ChaosResult struct {
 	ServicesEdited  int `json:"servicesEdited"`
 	ServicesDeleted int `json:"servicesDeleted"`
 	TypeSwitches    int `json:"typeSwitches"`
+	PolicySwitches  int `json:"policySwitches"`
 	NodesJoined     int `json:"nodesJoined"`
 	NodesLeft       int `json:"nodesLeft"`
 	SilentPeriods   int `json:"silentPeriods"`
@@ -116,7 +117,7 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
 	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal); every Service of the previous wave edited (ports; one in four "+
-		"switched Public↔Internal; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
+		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
 		"killed or paused %d times right after an IronCore write; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
 		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
 		"run waits for the last waves' Services to be served right, checks every pod CIDR, deletes every Service, and waits for IronCore's "+
@@ -124,7 +125,7 @@ func (r *ChaosResult) Markdown() string {
 
 	fmt.Fprintf(&b, "| What happened | count |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| Services created / edited / deleted | %d / %d / %d |\n", r.ServicesCreated, r.ServicesEdited, r.ServicesDeleted)
-	fmt.Fprintf(&b, "| of the edits, type switches | %d |\n", r.TypeSwitches)
+	fmt.Fprintf(&b, "| of the edits, type switches (Public↔Internal) / externalTrafficPolicy switches (Cluster↔Local) | %d / %d |\n", r.TypeSwitches, r.PolicySwitches)
 	fmt.Fprintf(&b, "| Nodes joined / left | %d / %d |\n", r.NodesJoined, r.NodesLeft)
 	fmt.Fprintf(&b, "| IronCore requests failed on purpose | %s |\n", kinds(r.FaultsInjected))
 	fmt.Fprintf(&b, "| target API requests failed on purpose | %s |\n", kinds(r.TargetFaultsInjected))

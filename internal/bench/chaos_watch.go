@@ -82,6 +82,9 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 	had, has := destinations(before), destinations(after)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if state := c.byLoadBalancer[after.Name]; state != nil && state.localEver {
+		return // a Local Service's routing holds only the Nodes with its endpoints
+	}
 	present := map[string]string{}
 	for node := range c.present {
 		present["nic:"+testenv.NetworkInterfaceName(node)] = node
