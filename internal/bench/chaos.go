@@ -703,19 +703,25 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 			byUID[lb.Annotations[keys.AnnotationServiceUID]] = append(byUID[lb.Annotations[keys.AnnotationServiceUID]], lb)
 		}
 	}
-	destinations := map[string][]string{}
+	routed := map[string]map[string]bool{}
 	for _, routing := range routings.Items {
-		for _, destination := range routing.Destinations {
-			destinations[routing.Name] = append(destinations[routing.Name], destination.IP.String())
-		}
+		routed[routing.Name] = destinations(&routing)
+	}
+	list, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	services := map[string]*corev1.Service{}
+	for i := range list.Items {
+		services[list.Items[i].Name] = &list.Items[i]
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var wrong []string
 	for name, state := range c.services {
-		service, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
+		service, ok := services[name]
+		if !ok {
+			wrong = append(wrong, name+" is gone")
 			continue
 		}
 		own := byUID[string(service.UID)]
@@ -749,12 +755,22 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 		case len(ingress) == 0 || !slices.Equal(ingress, lbIPs):
 			wrong = append(wrong, fmt.Sprintf("%s has addresses %v, its LoadBalancer %v", name, ingress, lbIPs))
 		default:
+			// The routing holds exactly the NetworkInterfaces of the present Nodes (of a Local
+			// Service, those with its endpoints).
+			want := map[string]bool{}
 			for node := range c.present {
-				want := !state.local || slices.Contains(state.endpoints, node)
-				for _, ip := range c.nodeIPs[node] {
-					if has := slices.Contains(destinations[lb.Name], ip); has != want {
-						wrong = append(wrong, fmt.Sprintf("%s's routing has Node %s: %v, want %v", name, node, has, want))
-					}
+				if !state.local || slices.Contains(state.endpoints, node) {
+					want["nic:"+testenv.NetworkInterfaceName(node)] = true
+				}
+			}
+			for key := range want {
+				if !routed[lb.Name][key] {
+					wrong = append(wrong, fmt.Sprintf("%s's routing lacks %s", name, key))
+				}
+			}
+			for key := range routed[lb.Name] {
+				if !want[key] {
+					wrong = append(wrong, fmt.Sprintf("%s's routing has %s, which it should not", name, key))
 				}
 			}
 		}
@@ -953,6 +969,10 @@ func (c *chaos) superviseReplicas(ctx context.Context) {
 			c.mu.Lock()
 			c.result.UnplannedExits = append(c.result.UnplannedExits, fmt.Sprintf("%s (%v): %s", process.Name, process.Err(), last))
 			c.mu.Unlock()
+			// Losing the lease to faults of the target API is a way to end; any other is not.
+			if !strings.Contains(last, "leaderelection lost") {
+				c.problem("%s ended by itself: %s", process.Name, last)
+			}
 			c.log("%s ended by itself (%v); restarting it. Its last lines:\n%s", process.Name, process.Err(), last)
 			if err := replica.start(); err != nil {
 				c.problem("restart %s: %v", replica.name, err)

@@ -4,6 +4,8 @@ package ironcore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -251,12 +253,24 @@ func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPF
 
 // Transient reports whether err may not recur: the API server failing (5xx), asking for
 // fewer requests (429), or the way to it failing (a refused, reset or timed-out connection).
-// An answer about the request (not found, forbidden, invalid) or a check's verdict is not.
+// An answer about the request (not found, forbidden, invalid), a check's verdict, a server
+// certificate that does not verify or a host name that does not resolve is not.
 func Transient(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code
 		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verification     *tls.CertificateVerificationError
+		dns              *net.DNSError
+	)
+	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verification) ||
+		(errors.As(err, &dns) && dns.IsNotFound) {
+		return false
 	}
 	var urlErr *url.Error
 	var netErr net.Error

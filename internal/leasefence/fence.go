@@ -10,7 +10,10 @@ package leasefence
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // Fence follows the leader lease of this replica.
@@ -39,7 +43,16 @@ type Fence struct {
 	lease *coordinationv1.Lease
 	// refusing is whether the last check refused, so that the change is logged once.
 	refusing bool
+	// readAt is when the lease was last read from the API server because the one seen looked
+	// stale: a stalled or forbidden watch must not stop a leader that renews.
+	readAt time.Time
 }
+
+// liveReadEvery bounds the reads of a lease that looks stale, and liveReadTimeout each.
+const (
+	liveReadEvery   = time.Second
+	liveReadTimeout = 2 * time.Second
+)
 
 // New returns a fence for the lease namespace/name, renewed by this replica's leader election
 // with renewDeadline; client reads the lease with the leader election's identity.
@@ -55,15 +68,20 @@ func (f *Fence) RenewDeadline() time.Duration { return f.renewDeadline }
 // leading has begun: the framework's leader election does not say who it is, but right after
 // acquiring, the lease's holder is this replica. Until armed, every write is refused.
 func (f *Fence) Arm(ctx context.Context) error {
+	leading := f.now()
+	hostname, _ := os.Hostname()
 	var lease *coordinationv1.Lease
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var err error
 		lease, err = f.client.CoordinationV1().Leases(f.namespace).Get(ctx, f.name, metav1.GetOptions{})
+		if err == nil {
+			err = f.ours(lease, leading, hostname)
+		}
 		if err != nil {
-			klog.ErrorS(err, "Cannot read the leader lease; not writing to IronCore until it is read", "lease", klog.KRef(f.namespace, f.name))
+			klog.ErrorS(err, "Not writing to IronCore until this replica is known to hold the leader lease", "lease", klog.KRef(f.namespace, f.name))
 			return false, nil
 		}
-		return lease.Spec.HolderIdentity != nil, nil
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("read leader lease %s/%s to learn this replica's identity: %w", f.namespace, f.name, err)
@@ -88,6 +106,26 @@ func (f *Fence) Arm(ctx context.Context) error {
 	return nil
 }
 
+// ours checks that the lease, read after leading began, can be this replica's: the framework
+// names a replica <hostname>_<random>, a lease another replica acquired since this one began to
+// lead is not this one's, and this one renews its lease well within the renew deadline. A
+// replica paused between acquiring and arming finds the lease stale or another's, and stays
+// unarmed until its leader election ends the process.
+func (f *Fence) ours(lease *coordinationv1.Lease, leading time.Time, hostname string) error {
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	switch {
+	case holder == "":
+		return errors.New("the lease has no holder")
+	case hostname != "" && !strings.HasPrefix(holder, hostname+"_"):
+		return fmt.Errorf("the lease is held by %q, not a replica on this host (%s)", holder, hostname)
+	case lease.Spec.AcquireTime != nil && lease.Spec.AcquireTime.After(leading):
+		return fmt.Errorf("the lease was acquired by %q after this replica began to lead", holder)
+	case lease.Spec.RenewTime == nil || f.now().Sub(lease.Spec.RenewTime.Time) >= f.renewDeadline:
+		return fmt.Errorf("the lease held by %q was not renewed within the renew deadline %s", holder, f.renewDeadline)
+	}
+	return nil
+}
+
 func (f *Fence) observe(obj any) {
 	lease, ok := obj.(*coordinationv1.Lease)
 	if !ok {
@@ -103,6 +141,17 @@ func (f *Fence) Check() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.check()
+	if err != nil && f.identity != "" && f.now().Sub(f.readAt) >= liveReadEvery {
+		// The lease seen may be stale rather than lost: read it, and look again.
+		f.readAt = f.now()
+		ctx, cancel := context.WithTimeout(context.Background(), liveReadTimeout)
+		lease, getErr := f.client.CoordinationV1().Leases(f.namespace).Get(ctx, f.name, metav1.GetOptions{})
+		cancel()
+		if getErr == nil {
+			f.lease = lease
+			err = f.check()
+		}
+	}
 	if (err != nil) != f.refusing {
 		f.refusing = err != nil
 		if err != nil {
@@ -119,7 +168,7 @@ func (f *Fence) check() error {
 		return fmt.Errorf("not writing to IronCore: this replica has not confirmed that it holds the leader lease %s/%s yet", f.namespace, f.name)
 	}
 	spec := f.lease.Spec
-	if holder := ptrString(spec.HolderIdentity); holder != f.identity {
+	if holder := ptr.Deref(spec.HolderIdentity, ""); holder != f.identity {
 		return fmt.Errorf("not writing to IronCore: the leader lease %s/%s is held by %q, not this replica", f.namespace, f.name, holder)
 	}
 	if spec.RenewTime == nil {
@@ -130,11 +179,4 @@ func (f *Fence) check() error {
 			f.namespace, f.name, age.Round(time.Millisecond), f.renewDeadline)
 	}
 	return nil
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -8,20 +8,41 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
+
+// badInputNames numbers the objects the entries create, so that no two share a name.
+var badInputNames atomic.Int64
+
+func uniqueSuffix() int64 { return badInputNames.Add(1) }
+
+// startProxy is one proxy to IronCore for all failed starts, whose write log shows that none
+// wrote.
+var startProxy struct {
+	once       sync.Once
+	proxy      *apiproxy.Proxy
+	kubeconfig string
+	err        error
+}
 
 var updateCatalogue = flag.Bool("update-catalogue", false, "write docs/reliability/bad-inputs.md from TestBadInputs")
 
@@ -108,7 +129,7 @@ func badInputs(t *testing.T) []badInput {
 	machine := func(input, message string, create func(t *testing.T, name string)) badInput {
 		return badInput{category: catIronCore, input: input, answer: answerNodeError, message: message,
 			check: func(t *testing.T, in badInput) {
-				name := fmt.Sprintf("odd-%d", time.Now().UnixNano()%1e6)
+				name := fmt.Sprintf("odd-%d", uniqueSuffix())
 				create(t, name)
 				checkNode(t, in, node(name, providerIDOf(name)))
 			}}
@@ -217,6 +238,12 @@ func badInputs(t *testing.T) []badInput {
 		}),
 		{category: catIronCore, input: "A LoadBalancer of the Service's name recorded as another cluster's", answer: answerEvent(provider.ReasonOwnershipConflict),
 			message: `of cluster "other-cluster"`, check: checkForeignLoadBalancer},
+		{category: catIronCore, input: "A Machine without a MachineClass", answer: "IronCore's API refuses to create it, so the CCM never meets one.",
+			message: "must specify a machine class ref", check: checkMachineWithoutClass},
+		{category: catIronCore, input: "An Internal Service whose Prefix (`prefixName`) has no free address", message: "IronCore has not allocated all addresses of the Service's LoadBalancer",
+			answer: "The Service stays without an address, and a Warning event `" + lbrepair.ReasonAddressPending + "` says so after a minute; " +
+				"the address is written as soon as IronCore allocates one.",
+			check: checkFullPrefix},
 	}
 }
 
@@ -228,18 +255,22 @@ func checkStart(t *testing.T, in badInput, content string, modify func(*config.O
 
 func checkStartWith(t *testing.T, in badInput, path string, modify func(*config.Options), clusterFlag string) {
 	t.Helper()
-	proxy, kubeconfig, err := stack.StartIronCoreProxy("bad-input")
-	if err != nil {
-		t.Fatal(err)
+	startProxy.once.Do(func() {
+		startProxy.proxy, startProxy.kubeconfig, startProxy.err = stack.StartIronCoreProxy("bad-input")
+	})
+	if startProxy.err != nil {
+		t.Fatal(startProxy.err)
 	}
+	proxy := startProxy.proxy
+	proxy.Reset()
 	options := config.NewOptions()
-	options.IronCoreKubeconfig = kubeconfig
+	options.IronCoreKubeconfig = startProxy.kubeconfig
 	if modify != nil {
 		modify(options)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder,
+	_, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder,
 		ClusterNameFlag: clusterFlag, ClusterNameFlagSet: clusterFlag != ""})
 	if err == nil || !strings.Contains(err.Error(), in.message) {
 		t.Fatalf("%s: start error %v, want one containing %q", in.input, err, in.message)
@@ -252,8 +283,8 @@ func checkStartWith(t *testing.T, in badInput, path string, modify func(*config.
 // servedService is a Service with its IronCore LoadBalancer, which bad edits must leave alone.
 func servedService(t *testing.T) (*corev1.Service, *networkingv1alpha1.LoadBalancer, []*corev1.Node) {
 	t.Helper()
-	nodes := workerNodes(t, fmt.Sprintf("bad-input-%d", time.Now().UnixNano()%1e6))
-	service := createService(t, fmt.Sprintf("bad-input-%d", time.Now().UnixNano()%1e6), testenv.ServiceOptions{})
+	nodes := workerNodes(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()))
+	service := createService(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()), testenv.ServiceOptions{})
 	ensureUntilReady(t, loadBalancerOf(t, cloud), service, nodes)
 	return service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), nodes
 }
@@ -301,7 +332,7 @@ func checkNode(t *testing.T, in badInput, n *corev1.Node) {
 func checkForeignLoadBalancer(t *testing.T, in badInput) {
 	ctx := context.Background()
 	lbs := loadBalancerOf(t, cloud)
-	service := createService(t, fmt.Sprintf("bad-input-foreign-%d", time.Now().UnixNano()%1e6), testenv.ServiceOptions{})
+	service := createService(t, fmt.Sprintf("bad-input-foreign-%d", uniqueSuffix()), testenv.ServiceOptions{})
 	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false)
 	stack.IronCoreProxy.Reset()
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nil); !errorContains(err, in.message) {
@@ -317,6 +348,98 @@ func checkForeignLoadBalancer(t *testing.T, in badInput) {
 	if after := ironcoreLoadBalancer(t, foreign.Name); after.ResourceVersion != foreign.ResourceVersion || after.DeletionTimestamp != nil {
 		t.Errorf("the foreign LoadBalancer was changed")
 	}
+}
+
+func checkMachineWithoutClass(t *testing.T, in badInput) {
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "no-class"}}
+	err := stack.IronCore.Client.Create(context.Background(), machine)
+	if err == nil {
+		deleteMachine(machine.Name)
+		t.Fatal("IronCore created a Machine without a MachineClass")
+	}
+	if !strings.Contains(err.Error(), in.message) {
+		t.Fatalf("create: %v, want an error containing %q", err, in.message)
+	}
+}
+
+// checkFullPrefix serves an Internal Service from a Prefix with no free address: the
+// LoadBalancer waits, the repair controller warns, and the Prefix's allocation is untouched.
+func checkFullPrefix(t *testing.T, in badInput) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	name := fmt.Sprintf("full-lbs-%d", uniqueSuffix())
+	if _, err := stack.CreateRootPrefix(ctx, name, "10.251.0.0/30", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Two halves take every address of the parent.
+	var taken []*ipamv1alpha1.Prefix
+	for i, half := range []string{"10.251.0.0/31", "10.251.0.2/31"} {
+		prefix := &ipamv1alpha1.Prefix{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: fmt.Sprintf("%s-taken-%d", name, i)}}
+		prefix.Spec.ParentRef = &corev1.LocalObjectReference{Name: name}
+		prefix.Spec.Prefix = commonv1alpha1.MustParseNewIPPrefix(half)
+		if err := stack.IronCore.Client.Create(ctx, prefix); err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, prefix)
+	}
+	err := testenv.WaitFor(ctx, waitTimeout, "the Prefixes to fill their parent", func(ctx context.Context) error {
+		for _, prefix := range taken {
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(prefix), prefix); err != nil {
+				return err
+			}
+			if prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated {
+				return fmt.Errorf("%s: phase %q", prefix.Name, prefix.Status.Phase)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeTemp(t, "cloud-config.yaml", fmt.Sprintf("networkName: %s\nprefixName: %s\nclusterName: %s\n", stack.Network, name, stack.ClusterName))
+	options := config.NewOptions()
+	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
+	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Initialize(nil, ctx.Done())
+	if !c.IronCore().WaitForCacheSync(ctx) {
+		t.Fatal("the IronCore cache did not sync")
+	}
+	lbs := loadBalancerOf(t, c)
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	repair, err := lbrepair.New(lbrepair.Config{
+		IronCore: c.IronCore(), LoadBalancers: lbs, AllocatedStatus: c.AllocatedLoadBalancerStatus, ClusterName: "kubernetes",
+		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Eligible: provider.EligibleForLoadBalancers,
+		PendingWarning: 2 * time.Second, Client: stack.TargetClientset, Recorder: recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ReportAddressesOnArrival()
+	factory.Start(ctx.Done())
+	go repair.Run(ctx, 1)
+
+	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	waitForEventWith(t, service, lbrepair.ReasonAddressPending, in.message)
+	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(current.Status.LoadBalancer.Ingress) > 0 {
+		t.Errorf("the Service has addresses %v from a full Prefix", current.Status.LoadBalancer.Ingress)
+	}
+	for _, prefix := range taken {
+		before := prefix.ResourceVersion
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(prefix), prefix); err != nil || prefix.ResourceVersion != before {
+			t.Errorf("Prefix %s, which fills the parent, was changed (%v)", prefix.Name, err)
+		}
+	}
+	_ = lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service)
 }
 
 // waitForEventWith waits for an event with the reason on the Service whose message contains
@@ -368,8 +491,12 @@ func deleteMachine(name string) {
 
 func waitForNICIPs(t *testing.T, machine string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the NetworkInterface's IPs", func(context.Context) error {
-		if len(networkInterface(t, machine).Status.IPs) == 0 {
+	err := testenv.WaitFor(context.Background(), waitTimeout, "the NetworkInterface's IPs", func(ctx context.Context) error {
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
+			return err
+		}
+		if len(nic.Status.IPs) == 0 {
 			return errors.New("none yet")
 		}
 		return nil

@@ -51,7 +51,7 @@ type Request struct {
 }
 
 // Write is one mutating request the proxy forwarded: when it arrived (when the client sent
-// it), what it wrote and how the API server answered.
+// it), what it wrote and how the API server answered (0 while it has not).
 type Write struct {
 	At       time.Time
 	Verb     string
@@ -86,6 +86,9 @@ type Proxy struct {
 	counts  map[Request]int
 	refused map[Request]int
 	writes  []Write
+	// generation counts Resets, so that a write answered after one is not recorded in the
+	// new log.
+	generation int
 	// faults are injected while the mode forwards; random draws them, and injected counts
 	// the requests they failed.
 	faults   []Fault
@@ -196,7 +199,7 @@ func (p *Proxy) Counts() []Count {
 }
 
 // Writes returns the mutating requests the proxy forwarded to the API server since the start
-// or the last Reset, in the order they were answered; requests the proxy failed itself are
+// or the last Reset, in the order they were forwarded; requests the proxy failed itself are
 // not among them.
 func (p *Proxy) Writes() []Write {
 	p.mu.Lock()
@@ -209,6 +212,7 @@ func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.writes = nil
+	p.generation++
 	p.counts = map[Request]int{}
 	p.refused = map[Request]int{}
 	p.injected = map[FaultKind]int{}
@@ -268,6 +272,15 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if fault != nil && inject(fault, w, r) {
 		return
 	}
+	// A write is logged when it is forwarded, so that a check finds it even while the API
+	// server has not answered yet.
+	index, generation := -1, 0
+	if write != nil {
+		p.mu.Lock()
+		index, generation = len(p.writes), p.generation
+		p.writes = append(p.writes, *write)
+		p.mu.Unlock()
+	}
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	p.handler.ServeHTTP(recorder, r)
 	p.mu.Lock()
@@ -275,9 +288,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if recorder.status >= http.StatusBadRequest {
 		p.refused[req]++
 	}
-	if write != nil {
-		write.Status = recorder.status
-		p.writes = append(p.writes, *write)
+	if index >= 0 && generation == p.generation {
+		p.writes[index].Status = recorder.status
 	}
 }
 
