@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	restclient "k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
@@ -86,10 +84,7 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if ccmdefaults.DisableRoutesWithoutClusterCIDR(shared) {
 		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
 	}
-	fence, err := leaseFence(completed)
-	if err != nil {
-		return nil, err
-	}
+	fence := leaseFence(completed)
 	return provider.New(context.Background(), provider.Settings{
 		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,
 		ClusterNameFlag:    shared.ClusterName,
@@ -101,17 +96,17 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 }
 
 // leaseFence returns, with leader election on, the fence that keeps this replica from writing
-// to IronCore unless it holds the leader lease; it reads the lease as the leader election does.
-func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.Fence, error) {
+// to IronCore unless it renewed its leader lease within the renew deadline. It watches the
+// leader election's writes of the lease through the configuration the framework builds the
+// leader election's client from, which the framework does only after this runs.
+func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) *leasefence.Fence {
 	election := completed.ComponentConfig.Generic.LeaderElection
 	if !election.LeaderElect {
-		return nil, nil
+		return nil
 	}
-	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(completed.Kubeconfig, "leader-lease-fence"))
-	if err != nil {
-		return nil, fmt.Errorf("build a client for the leader lease: %w", err)
-	}
-	return leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration, client), nil
+	fence := leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration)
+	completed.Kubeconfig.Wrap(fence.Wrap)
+	return fence
 }
 
 // controllerInitializers are the framework's controllers plus ours.

@@ -151,12 +151,18 @@ func (c *chaos) run(ctx context.Context) error {
 		if replica.proxy, replica.kubeconfig, err = c.stack.StartIronCoreProxy(name); err != nil {
 			return err
 		}
+		if replica.targetProxy, replica.targetKubeconfig, err = c.stack.StartTargetProxy(name); err != nil {
+			return err
+		}
 		if err := replica.start(); err != nil {
 			return err
 		}
 		c.replicas = append(c.replicas, replica)
 	}
-	c.result.Command = strings.Replace(strings.Join(c.replicas[0].args(), " "), c.replicas[0].kubeconfig, "<its proxy's kubeconfig>", 1)
+	c.result.Command = strings.Join(c.replicas[0].args(), " ")
+	for _, path := range []string{c.replicas[0].kubeconfig, c.replicas[0].targetKubeconfig} {
+		c.result.Command = strings.ReplaceAll(c.result.Command, path, "<its proxy's kubeconfig>")
+	}
 	if err := parallel(c.opts.Nodes, func(i int) error { return c.addNode(ctx, i) }); err != nil {
 		return err
 	}
@@ -210,8 +216,10 @@ func (c *chaos) run(ctx context.Context) error {
 			c.result.FaultsInjected[string(kind)] += n
 		}
 	}
-	for kind, n := range c.stack.TargetProxy.Injected() {
-		c.result.TargetFaultsInjected[string(kind)] += n
+	for _, replica := range c.replicas {
+		for kind, n := range replica.targetProxy.Injected() {
+			c.result.TargetFaultsInjected[string(kind)] += n
+		}
 	}
 	slices.Sort(c.result.TargetDrops)
 	return nil
@@ -303,8 +311,8 @@ func (c *chaos) setFaults(on bool) {
 	}
 	for i, replica := range c.replicas {
 		replica.proxy.SetFaults(seed+uint64(i), ironcore...)
+		replica.targetProxy.SetFaults(seed+uint64(i)+7, target...)
 	}
-	c.stack.TargetProxy.SetFaults(seed+7, target...)
 }
 
 // Faults are the faults of a run at rate: IronCore fails rate of its requests with 500s, and
@@ -410,7 +418,8 @@ func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 	return leader.start()
 }
 
-// leader returns the replica that holds the lease, and its holder identity.
+// leader returns the replica that holds the lease, and its holder identity: the one whose
+// target proxy forwarded the last successful write of the lease, if it runs.
 func (c *chaos) leader(ctx context.Context) (*chaosReplica, string, error) {
 	var leader *chaosReplica
 	var holder string
@@ -420,13 +429,17 @@ func (c *chaos) leader(ctx context.Context) (*chaosReplica, string, error) {
 			return err
 		}
 		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		var last time.Time
+		leader = nil
 		for _, replica := range c.replicas {
-			if replica.holds(holder) {
-				leader = replica
-				return nil
+			if renewed := replica.lastLeaseWrite(); renewed.After(last) {
+				last, leader = renewed, replica
 			}
 		}
-		return fmt.Errorf("no running replica is %q", holder)
+		if leader == nil || !leader.running() || time.Since(last) > 2*time.Second {
+			return fmt.Errorf("no running replica renews the lease held by %q", holder)
+		}
+		return nil
 	})
 	return leader, holder, err
 }
@@ -884,10 +897,11 @@ func (c *chaos) checkLeftovers(ctx context.Context) {
 
 // chaosReplica is one CCM replica, restarted after each kill or pause.
 type chaosReplica struct {
-	name       string
-	chaos      *chaos
-	proxy      *apiproxy.Proxy
-	kubeconfig string
+	name  string
+	chaos *chaos
+	// proxy and targetProxy are its ways to IronCore and the target cluster.
+	proxy, targetProxy           *apiproxy.Proxy
+	kubeconfig, targetKubeconfig string
 
 	mu      sync.Mutex
 	current *testenv.Process
@@ -897,7 +911,8 @@ type chaosReplica struct {
 }
 
 func (r *chaosReplica) args() []string {
-	return append(slices.Clone(leaderElection), "--ironcore-kubeconfig="+r.kubeconfig, "--v=1",
+	return append(slices.Clone(leaderElection), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig,
+		"--authentication-kubeconfig="+r.targetKubeconfig, "--authorization-kubeconfig="+r.targetKubeconfig, "--v=1",
 		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
 }
 
@@ -930,16 +945,26 @@ func (r *chaosReplica) kill() {
 	r.process().Kill()
 }
 
-// holds reports whether the running process says it is the lease holder identity.
-func (r *chaosReplica) holds(identity string) bool {
-	process := r.process()
+// lastLeaseWrite is when the replica last wrote the leader lease successfully, as its target
+// proxy saw it.
+func (r *chaosReplica) lastLeaseWrite() time.Time {
+	writes := r.targetProxy.Writes()
+	for i := len(writes) - 1; i >= 0; i-- {
+		w := writes[i]
+		if w.Resource == "leases.coordination.k8s.io" && (w.Name == chaosLeaseName || w.Verb == "create") && w.Status >= 200 && w.Status < 300 {
+			return w.At
+		}
+	}
+	return time.Time{}
+}
+
+func (r *chaosReplica) running() bool {
 	select {
-	case <-process.Exited():
+	case <-r.process().Exited():
 		return false
 	default:
+		return true
 	}
-	data, err := os.ReadFile(process.LogPath)
-	return err == nil && identity != "" && strings.Contains(string(data), `identity="`+identity+`"`)
 }
 
 // superviseReplicas restarts a replica that ended by itself (a lost lease, a crash), as a

@@ -131,8 +131,8 @@ type Stack struct {
 	// StartupDuration is how long Start took, excluding building binaries.
 	StartupDuration time.Duration
 
-	// ironcoreIdentity is the CCM's identity in IronCore, for further proxies.
-	ironcoreIdentity *rest.Config
+	// ironcoreIdentity and targetIdentity are the CCM's identities, for further proxies.
+	ironcoreIdentity, targetIdentity *rest.Config
 
 	// logger writes the logs of the controller-runtime parts that run in this process
 	// (envtest, the simulator) to simulator.log.
@@ -471,22 +471,29 @@ func (s *Stack) writeCCMFiles(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in IronCore: %w", err)
 	}
-	s.ironcoreIdentity = ironcoreIdentity
+	s.ironcoreIdentity, s.targetIdentity = ironcoreIdentity, targetIdentity
 	if s.IronCoreProxy, s.CCMIronCoreKubeconfig, err = s.StartIronCoreProxy("ccm"); err != nil {
 		return err
 	}
-	targetProxy, err := apiproxy.Start(targetIdentity)
-	if err != nil {
-		return err
-	}
-	s.TargetProxy = targetProxy
-	s.onStop(targetProxy.Close)
-	s.CCMTargetKubeconfig = filepath.Join(s.Dir, "ccm-target.kubeconfig")
-	if err := WriteKubeconfig(s.CCMTargetKubeconfig, targetProxy.ClientConfig(), ""); err != nil {
+	if s.TargetProxy, s.CCMTargetKubeconfig, err = s.StartTargetProxy("ccm"); err != nil {
 		return err
 	}
 	s.CloudConfig = filepath.Join(s.Dir, "cloud-config.yaml")
 	return os.WriteFile(s.CloudConfig, []byte(s.cloudConfig("")), 0o600)
+}
+
+// StartTargetProxy starts another proxy to the target cluster with the CCM's identity, and
+// writes a kubeconfig through it, <name>-target.kubeconfig, for --kubeconfig (and the
+// authentication and authorization kubeconfigs): so that each of several CCM replicas has its
+// own request log there too. The stack stops it.
+func (s *Stack) StartTargetProxy(name string) (*apiproxy.Proxy, string, error) {
+	proxy, err := apiproxy.Start(s.targetIdentity)
+	if err != nil {
+		return nil, "", err
+	}
+	s.onStop(proxy.Close)
+	kubeconfig := filepath.Join(s.Dir, name+"-target.kubeconfig")
+	return proxy, kubeconfig, WriteKubeconfig(kubeconfig, proxy.ClientConfig(), "")
 }
 
 // StartIronCoreProxy starts another proxy to IronCore with the CCM's identity, and writes a

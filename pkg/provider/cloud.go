@@ -48,7 +48,8 @@ type Settings struct {
 	// Recorder records events on Nodes and Services.
 	Recorder record.EventRecorder
 	// LeaseFence, with leader election on, keeps this replica from writing to IronCore
-	// unless it holds the leader lease; nil without leader election.
+	// unless it renewed the leader lease within the renew deadline; nil without leader
+	// election.
 	LeaseFence *leasefence.Fence
 }
 
@@ -186,21 +187,8 @@ func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
 	c.loadBalancers.targets.background = ctx
-	// With leader election, the framework calls Initialize once this replica leads.
 	if c.fence != nil {
 		c.ironcore.GateWrites(c.fence.Check)
-		armed := make(chan struct{})
-		go func() {
-			defer close(armed)
-			if err := c.fence.Arm(ctx); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "Cannot follow the leader lease; not writing to IronCore")
-			}
-		}()
-		select {
-		case <-armed:
-		case <-time.After(c.fence.RenewDeadline()):
-		case <-ctx.Done():
-		}
 	}
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
