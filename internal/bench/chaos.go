@@ -49,11 +49,13 @@ type ChaosOptions struct {
 }
 
 // leaderElection are the replicas' lease timings: short, so that a takeover is quick.
-var leaderElection = []string{
-	"--leader-elect=true",
-	"--leader-elect-lease-duration=4s",
-	"--leader-elect-renew-deadline=3s",
-	"--leader-elect-retry-period=500ms",
+func leaderElection() []string {
+	return []string{
+		"--leader-elect=true",
+		"--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-retry-period=500ms",
+	}
 }
 
 // chaosLease is the CCM's leader lease.
@@ -911,7 +913,7 @@ type chaosReplica struct {
 }
 
 func (r *chaosReplica) args() []string {
-	return append(slices.Clone(leaderElection), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig,
+	return append(leaderElection(), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig,
 		"--authentication-kubeconfig="+r.targetKubeconfig, "--authorization-kubeconfig="+r.targetKubeconfig, "--v=1",
 		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
 }
