@@ -82,6 +82,7 @@ func answerEvent(reason string) string {
 // TestBadInputs runs every entry of the catalogue, and checks that the catalogue document is
 // generated from this table (go test ./pkg/provider -run TestBadInputs -update-catalogue).
 func TestBadInputs(t *testing.T) {
+	t.Cleanup(func() { waitForBadInputObjectsGone(t) })
 	entries := badInputs(t)
 	for i, in := range entries {
 		t.Run(fmt.Sprintf("%02d", i+1), func(t *testing.T) { in.check(t, in) })
@@ -230,6 +231,7 @@ func badInputs(t *testing.T) []badInput {
 			if err := stack.IronCore.Client.Create(context.Background(), other); client.IgnoreAlreadyExists(err) != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), other) })
 			if _, err := stack.CreateMachine(context.Background(), name, testenv.MachineOptions{Pool: "pool-a", Network: "other-network"}); err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +287,11 @@ func servedService(t *testing.T) (*corev1.Service, *networkingv1alpha1.LoadBalan
 	t.Helper()
 	nodes := workerNodes(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()))
 	service := createService(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()), testenv.ServiceOptions{})
-	ensureUntilReady(t, loadBalancerOf(t, cloud), service, nodes)
+	lbs := loadBalancerOf(t, cloud)
+	ensureUntilReady(t, lbs, service, nodes)
+	// No service controller runs here to delete it with the Service; left on the Network, a
+	// LoadBalancer without a selector would slow IronCore's routing of later tests'.
+	t.Cleanup(func() { _ = lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service) })
 	return service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), nodes
 }
 
@@ -318,8 +324,16 @@ func checkNode(t *testing.T, in badInput, n *corev1.Node) {
 	instances := instancesV2(t)
 	stack.IronCoreProxy.Reset()
 	ctx := context.Background()
-	if _, err := instances.InstanceMetadata(ctx, n); !errorContains(err, in.message) {
-		t.Errorf("%s: InstanceMetadata error %v, want one containing %q", in.input, err, in.message)
+	// The provider reads Machines and NetworkInterfaces from its cache, which may not have
+	// seen one just created: the answer settles as the framework's retries would see it.
+	err := testenv.WaitFor(ctx, waitTimeout, "the answer", func(ctx context.Context) error {
+		if _, err := instances.InstanceMetadata(ctx, n); !errorContains(err, in.message) {
+			return fmt.Errorf("InstanceMetadata error %w, want one containing %q", err, in.message)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("%s: %v", in.input, err)
 	}
 	if exists, err := instances.InstanceExists(ctx, n); !exists && err == nil {
 		t.Errorf("%s: InstanceExists says the Machine is gone: the Node would be deleted", in.input)
@@ -334,6 +348,7 @@ func checkForeignLoadBalancer(t *testing.T, in badInput) {
 	lbs := loadBalancerOf(t, cloud)
 	service := createService(t, fmt.Sprintf("bad-input-foreign-%d", uniqueSuffix()), testenv.ServiceOptions{})
 	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false)
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), foreign) })
 	stack.IronCoreProxy.Reset()
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nil); !errorContains(err, in.message) {
 		t.Fatalf("EnsureLoadBalancer error %v, want one containing %q", err, in.message)
@@ -368,9 +383,11 @@ func checkFullPrefix(t *testing.T, in badInput) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	name := fmt.Sprintf("full-lbs-%d", uniqueSuffix())
-	if _, err := stack.CreateRootPrefix(ctx, name, "10.251.0.0/30", nil); err != nil {
+	root, err := stack.CreateRootPrefix(ctx, name, "10.251.0.0/30", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), root) })
 	// Two halves take every address of the parent.
 	var taken []*ipamv1alpha1.Prefix
 	for i, half := range []string{"10.251.0.0/31", "10.251.0.2/31"} {
@@ -380,9 +397,10 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		if err := stack.IronCore.Client.Create(ctx, prefix); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), prefix) })
 		taken = append(taken, prefix)
 	}
-	err := testenv.WaitFor(ctx, waitTimeout, "the Prefixes to fill their parent", func(ctx context.Context) error {
+	err = testenv.WaitFor(ctx, waitTimeout, "the Prefixes to fill their parent", func(ctx context.Context) error {
 		for _, prefix := range taken {
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(prefix), prefix); err != nil {
 				return err
@@ -446,22 +464,39 @@ func checkFullPrefix(t *testing.T, in badInput) {
 // text.
 func waitForEventWith(t *testing.T, service *corev1.Service, reason, text string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason,
-		})
-		if err != nil {
-			return err
-		}
-		for _, event := range events.Items {
-			if strings.Contains(event.Message, text) {
-				return nil
+	waitForEventText(t, service.Namespace, "involvedObject.uid="+string(service.UID)+",reason="+reason, "event "+reason, text)
+}
+
+// waitForBadInputObjectsGone waits until IronCore has deleted the Machines and
+// NetworkInterfaces the entries created, so that the tests after them meet a quiet IronCore.
+func waitForBadInputObjectsGone(t *testing.T) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "the bad inputs' Machines and NetworkInterfaces to be gone", func(ctx context.Context) error {
+		machines := &computev1alpha1.MachineList{}
+		nics := &networkingv1alpha1.NetworkInterfaceList{}
+		for _, list := range []client.ObjectList{machines, nics} {
+			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
+				return err
 			}
 		}
-		return errors.New("none yet")
+		left := 0
+		for _, machine := range machines.Items {
+			if strings.HasPrefix(machine.Name, "odd-") || strings.HasPrefix(machine.Name, "bad-input-") {
+				left++
+			}
+		}
+		for _, nic := range nics.Items {
+			if strings.HasPrefix(nic.Name, "odd-") || strings.HasPrefix(nic.Name, "bad-input-") {
+				left++
+			}
+		}
+		if left > 0 {
+			return fmt.Errorf("%d left", left)
+		}
+		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 }
 

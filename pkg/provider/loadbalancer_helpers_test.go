@@ -167,6 +167,26 @@ func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 	return message
 }
 
+// waitForEventText waits for an event the field selector selects whose message contains text.
+func waitForEventText(t *testing.T, namespace, selector, what, text string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(ctx context.Context) error {
+		events, err := stack.TargetClientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return err
+		}
+		for _, event := range events.Items {
+			if strings.Contains(event.Message, text) {
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writes counts the requests to IronCore since the last proxy reset that changed something.
 func writes() map[string]int {
 	counts := map[string]int{}

@@ -557,23 +557,7 @@ func taintNode(t *testing.T, name, key string) {
 // waitForNodeEvent waits for an event with the reason on the Node whose message contains text.
 func waitForNodeEvent(t *testing.T, node, reason, text string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events("").List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
-		})
-		if err != nil {
-			return err
-		}
-		for _, event := range events.Items {
-			if strings.Contains(event.Message, text) {
-				return nil
-			}
-		}
-		return errors.New("none yet")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitForEventText(t, "", "involvedObject.kind=Node,involvedObject.name="+node+",reason="+reason, "event "+reason+" on Node "+node, text)
 }
 
 // TestLocalTargetsWaitForTheEndpointCache: right after a start, before the EndpointSlice cache
