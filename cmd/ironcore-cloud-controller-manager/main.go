@@ -192,10 +192,8 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 			LoadBalancers:   loadBalancers,
 			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
-			ExplicitRouting: !ironcoreCloud.Options().UseNICSelector,
 			Services:        completed.SharedInformers.Core().V1().Services(),
 			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
-			Eligible:        provider.EligibleForLoadBalancers,
 			Client:          client,
 			Recorder:        completed.EventRecorder,
 		})
@@ -220,22 +218,20 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			return nil, false, nil
 		}
 		loadBalancers, _ := ironcoreCloud.LoadBalancer()
-		var nudge func()
-		if ironcoreCloud.Options().UseNICSelector {
-			nudge = ironcoreCloud.NudgeSelectingLoadBalancers
-		}
+		options := ironcoreCloud.Options()
 		c, err := lbtargets.New(lbtargets.Config{
-			IronCore:       ironcoreCloud.IronCore(),
-			LoadBalancers:  loadBalancers,
-			ClusterName:    completed.ComponentConfig.KubeCloudShared.ClusterName,
-			Health:         ironcoreCloud.NodeHealth(),
-			Services:       completed.SharedInformers.Core().V1().Services(),
-			Nodes:          completed.SharedInformers.Core().V1().Nodes(),
-			EndpointSlices: completed.SharedInformers.Discovery().V1().EndpointSlices(),
-			Eligible:       provider.EligibleForLoadBalancers,
-			ForgetRouting:  ironcoreCloud.ForgetRouting,
-			Nudge:          nudge,
-			Recorder:       completed.EventRecorder,
+			IronCore:        ironcoreCloud.IronCore(),
+			LoadBalancers:   loadBalancers,
+			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Health:          ironcoreCloud.NodeHealth(),
+			Services:        completed.SharedInformers.Core().V1().Services(),
+			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
+			EndpointSlices:  completed.SharedInformers.Discovery().V1().EndpointSlices(),
+			ForgetRouting:   ironcoreCloud.ForgetRouting,
+			Targets:         ironcoreCloud.Targets(),
+			ExplicitRouting: !options.UseNICSelector,
+			Resync:          options.TargetResync,
+			Recorder:        completed.EventRecorder,
 		})
 		if err != nil {
 			return nil, false, err

@@ -31,6 +31,9 @@ type Options struct {
 	// long a Node's Ready condition may be False or Unknown before that counts.
 	NodeHealth         bool
 	UnreadyGracePeriod time.Duration
+	// TargetResync is how often every load balancer's targets are compared with IronCore's
+	// even without a change seen: the backstop for an event the watches missed.
+	TargetResync time.Duration
 }
 
 // OrphanCleanup is a mode of the orphaned load balancer cleanup.
@@ -60,6 +63,7 @@ func NewOptions() *Options {
 		OrphanGracePeriod:  10 * time.Minute,
 		NodeHealth:         true,
 		UnreadyGracePeriod: time.Minute,
+		TargetResync:       10 * time.Minute,
 	}
 }
 
@@ -83,6 +87,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"If every Node that could serve a Service is unhealthy, all of them stay targets. If false, only the service controller's rules apply.")
 	fs.DurationVar(&o.UnreadyGracePeriod, "load-balancer-unready-grace-period", o.UnreadyGracePeriod,
 		"How long a Node's Ready condition may be False or Unknown before the Node stops receiving load balancer traffic (with --load-balancer-node-health).")
+	fs.DurationVar(&o.TargetResync, "load-balancer-target-resync", o.TargetResync,
+		"How often every load balancer's targets (target labels and the routings the CCM writes) are compared with IronCore and repaired, "+
+			"beside the repairs that watches trigger within seconds: the backstop for a change no watch reported. Zero turns the resync off.")
 }
 
 // Validate reports every problem with the options at once.
@@ -104,6 +111,9 @@ func (o *Options) Validate() error {
 	}
 	if o.OrphanGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--orphan-load-balancer-grace-period must not be negative, not %s", o.OrphanGracePeriod))
+	}
+	if o.TargetResync < 0 {
+		errs = append(errs, fmt.Errorf("--load-balancer-target-resync must not be negative, not %s", o.TargetResync))
 	}
 	if o.UnreadyGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--load-balancer-unready-grace-period must not be negative, not %s", o.UnreadyGracePeriod))

@@ -137,9 +137,9 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 		node := &in.nodes[i]
 		machine, err := in.ironcore.Machine(ctx, machineOf[node.Name])
 		switch {
-		case provider.ExcludedFromLoadBalancers(node):
+		case targetrules.Excluded(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "excluded by the label " + corev1.LabelNodeExcludeBalancers})
-		case !in.health.Enabled && !provider.EligibleForLoadBalancers(node):
+		case !in.health.Enabled && !targetrules.Eligible(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "being deleted or tainted for deletion (the service controller's rule)"})
 		case machineOf[node.Name] == "" || err != nil:
 			// The CCM chooses only among Nodes whose Machine it finds.

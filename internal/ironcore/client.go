@@ -308,3 +308,9 @@ func objectKey(namespace, name string) string {
 	}
 	return namespace + "/" + name
 }
+
+// IsNotFound tells whether err means the object does not exist, as the cache or the API server
+// says it.
+func IsNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || apierrors.IsNotFound(err)
+}

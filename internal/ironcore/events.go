@@ -42,3 +42,27 @@ func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
 	})
 	return err
 }
+
+// OnNetworkInterfaceUpdate calls handler with each NetworkInterface the cache sees added (old
+// nil) or changed (old, the copy before).
+func (c *Client) OnNetworkInterfaceUpdate(handler func(old, nic *networkingv1alpha1.NetworkInterface)) error {
+	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.NetworkInterface{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for NetworkInterfaces: %w", err)
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				handler(nil, nic)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*networkingv1alpha1.NetworkInterface)
+			nic, ok2 := newObj.(*networkingv1alpha1.NetworkInterface)
+			if ok1 && ok2 {
+				handler(old, nic)
+			}
+		},
+	})
+	return err
+}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // ErrLabelConflict is wrapped when a label already holds a different value.
@@ -176,6 +178,22 @@ func (c *Client) patchLabel(ctx context.Context, obj client.Object, key string, 
 	}
 	if err := c.api.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("set label %s of %s %s: %w", key, c.kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+// ClaimForCluster labels nic as the cluster's unless it is already; a NetworkInterface of
+// another cluster is an error, and left as it is.
+func ClaimForCluster(nic *networkingv1alpha1.NetworkInterface, cluster string) error {
+	owner, labelled := nic.Labels[keys.LabelCluster]
+	switch {
+	case labelled && owner != cluster:
+		return fmt.Errorf("NetworkInterface %s belongs to cluster %q", nic.Name, owner)
+	case !labelled:
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels[keys.LabelCluster] = cluster
 	}
 	return nil
 }

@@ -122,15 +122,16 @@ func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.L
 
 // AnnotateLoadBalancer sets one annotation of lb with a merge patch of that key, for keys only
 // this CCM writes.
-func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, key, value string) error {
+func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, key, value string) (*networkingv1alpha1.LoadBalancer, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := c.api.Patch(ctx, lb.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("annotate LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	patched := lb.DeepCopy()
+	if err := c.api.Patch(ctx, patched, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("annotate LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
 	}
-	return nil
+	return patched, nil
 }
 
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
@@ -149,6 +150,15 @@ func (c *Client) LoadBalancerRouting(ctx context.Context, name string) (*network
 		}
 		return routing, nil
 	}
+	return c.LiveLoadBalancerRouting(ctx, name)
+}
+
+// RoutingsLive tells whether LoadBalancerRouting reads go to the API server (ReadRoutingsLive).
+func (c *Client) RoutingsLive() bool { return c.routingsLive }
+
+// LiveLoadBalancerRouting reads the named LoadBalancerRouting from the API server.
+func (c *Client) LiveLoadBalancerRouting(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancerRouting, error) {
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
 	if err := c.api.Get(urgent(ctx), client.ObjectKey{Namespace: c.namespace, Name: name}, routing); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("LoadBalancerRouting %s/%s: %w", c.namespace, name, ErrNotFound)
@@ -160,19 +170,20 @@ func (c *Client) LoadBalancerRouting(ctx context.Context, name string) (*network
 
 // ApplyLoadBalancerRouting server-side applies routing's owner references, network and
 // destinations.
-func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) error {
+func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) (*networkingv1alpha1.LoadBalancerRouting, error) {
 	ctx = urgent(ctx)
 	desired := routing.DeepCopy()
 	desired.Namespace = c.namespace
 	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancerRouting"}
 	apply := &networkingv1alpha1apply.LoadBalancerRoutingApplyConfiguration{}
 	if err := convert(desired, apply); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace).Apply(ctx, apply, applyOptions()); err != nil {
-		return fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
+	written, err := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace).Apply(ctx, apply, applyOptions())
+	if err != nil {
+		return nil, fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
 	}
-	return nil
+	return written, nil
 }
 
 // DeleteLoadBalancerRouting deletes routing, and only routing.

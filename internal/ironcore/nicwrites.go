@@ -110,17 +110,20 @@ func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange boo
 // NetworkInterface at a time, so that its writes do not race each other.
 func (w *nicWriter) run(name string) {
 	for {
+		// Only this goroutine takes changes of name, so a queue found non-empty stays so until
+		// it takes them: a token is waited for only when a write is due.
+		w.mu.Lock()
+		if len(w.waiting[name]) == 0 {
+			delete(w.waiting, name)
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), nicWriteTimeout)
 		// The token first: changes that come while it is awaited join this write.
 		tokenErr := w.limiter.Wait(ctx)
 		w.mu.Lock()
 		batch := w.waiting[name]
-		if len(batch) == 0 {
-			delete(w.waiting, name)
-			w.mu.Unlock()
-			cancel()
-			return
-		}
 		w.waiting[name] = nil
 		w.mu.Unlock()
 		if tokenErr != nil {
@@ -346,4 +349,76 @@ func labelOps(base, changed map[string]string) []jsonPatchOperation {
 // tokens from limiter themselves.
 func nicWriterFor(c *Client, limiter flowcontrol.RateLimiter, api client.Client) *nicWriter {
 	return &nicWriter{client: c, limiter: limiter, api: api}
+}
+
+// NetworkInterfaceView returns the named NetworkInterface as this process knows it newest: what
+// it last wrote to it if the cache does not show that write yet, else the cached copy. A
+// decision made on the cache alone right after a write would undo or miss that write.
+func (c *Client) NetworkInterfaceView(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
+	cached, err := c.NetworkInterface(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	nic, _ := c.nics.newest(name, cached)
+	return nic, nil
+}
+
+// NetworkInterfacesLabelledView is NetworkInterfacesLabelled on NetworkInterfaceView: the
+// NetworkInterfaces that carry key=value, each as this process knows it newest, including
+// those whose label only its own write, not yet the cache, shows.
+func (c *Client) NetworkInterfacesLabelledView(ctx context.Context, key, value string) ([]networkingv1alpha1.NetworkInterface, error) {
+	cached, err := c.NetworkInterfacesLabelled(ctx, key, value)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(cached))
+	var result []networkingv1alpha1.NetworkInterface
+	for i := range cached {
+		seen[cached[i].Name] = true
+		if nic, _ := c.nics.newest(cached[i].Name, &cached[i]); nic.Labels[key] == value {
+			result = append(result, *nic)
+		}
+	}
+	for _, name := range c.nics.writtenNames() {
+		if seen[name] {
+			continue
+		}
+		nic, err := c.NetworkInterfaceView(ctx, name)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if nic.Labels[key] == value {
+			result = append(result, *nic)
+		}
+	}
+	return result, nil
+}
+
+// NetworkInterfaceCacheBehind tells whether the cache does not show this process's last write
+// of the named NetworkInterface yet.
+func (c *Client) NetworkInterfaceCacheBehind(ctx context.Context, name string) bool {
+	cached, err := c.NetworkInterface(ctx, name)
+	if err != nil {
+		return false
+	}
+	_, behind := c.nics.newest(name, cached)
+	return behind
+}
+
+// writtenNames names the NetworkInterfaces whose last write the cache may not show yet.
+func (w *nicWriter) writtenNames() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Collect(maps.Keys(w.written))
+}
+
+// NewerVersion tells whether resource version a is newer than b, comparing them as the
+// integers the API server's etcd storage makes them; anything else is not newer.
+func NewerVersion(a, b string) bool {
+	av, err1 := strconv.ParseUint(a, 10, 64)
+	bv, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && av > bv
 }

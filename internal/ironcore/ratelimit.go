@@ -23,21 +23,28 @@ func isUrgent(ctx context.Context) bool {
 	return marked
 }
 
+// bulkAging is how long a bulk request gives way to urgent ones before it reserves its token
+// as they do: under sustained Service traffic, Node labels, routes and pod CIDRs must still
+// get written, a little later, never not at all.
+const bulkAging = 2 * time.Second
+
 // priorityLimiter is one token bucket (--ironcore-api-qps, --ironcore-api-burst) for every
 // request of the process, in which urgent requests go first. An urgent request reserves the
 // next token at once and waits for it; a bulk request takes a token only when one is free now,
 // after every reservation, so a burst of bulk work never stands between a Service and its
-// LoadBalancer, and the total rate never exceeds the bucket's. Bulk requests queue behind each
-// other (bulkMu), so only one of them at a time watches the bucket.
+// LoadBalancer, and the total rate never exceeds the bucket's. A bulk request that has given
+// way for longer than aging reserves its token as an urgent one does. Bulk requests queue
+// behind each other (bulkMu), so only one of them at a time watches the bucket.
 type priorityLimiter struct {
 	limiter *rate.Limiter
+	aging   time.Duration
 	bulkMu  sync.Mutex
 }
 
 var _ flowcontrol.RateLimiter = (*priorityLimiter)(nil)
 
 func newPriorityLimiter(qps float32, burst int) *priorityLimiter {
-	return &priorityLimiter{limiter: rate.NewLimiter(rate.Limit(qps), burst)}
+	return &priorityLimiter{limiter: rate.NewLimiter(rate.Limit(qps), burst), aging: bulkAging}
 }
 
 // Wait blocks until the request may be made, or ctx ends.
@@ -47,9 +54,13 @@ func (l *priorityLimiter) Wait(ctx context.Context) error {
 	}
 	l.bulkMu.Lock()
 	defer l.bulkMu.Unlock()
+	aged := time.Now().Add(l.aging)
 	for {
 		if l.limiter.Allow() {
 			return nil
+		}
+		if !time.Now().Before(aged) {
+			return l.limiter.Wait(ctx)
 		}
 		// Look again when the bucket will next hold a whole token, unless urgent requests
 		// take it first.

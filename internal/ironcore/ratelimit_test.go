@@ -2,9 +2,11 @@ package ironcore
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestUrgentRequestsGoAheadOfBulkOnes queues bulk requests behind an empty bucket, then one
@@ -42,5 +44,35 @@ func TestUrgentRequestsGoAheadOfBulkOnes(t *testing.T) {
 	wg.Wait()
 	if position := slices.Index(order, "urgent"); position > 2 {
 		t.Fatalf("the urgent request got token %d of %d: %v", position+1, len(order), order)
+	}
+}
+
+// TestBulkRequestsAgeIntoTheQueue keeps the bucket reserved by urgent requests without pause
+// and expects a bulk request to get its token all the same once it has given way for its
+// aging period: without aging it would wait as long as Service traffic lasts.
+func TestBulkRequestsAgeIntoTheQueue(t *testing.T) {
+	limiter := newPriorityLimiter(1000, 1)
+	limiter.aging = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	// Each urgent requester reserves its next token as soon as it has the last: with many of
+	// them, the bucket stays reserved ahead and never holds a free token for the bulk request.
+	for range 16 {
+		wg.Go(func() {
+			for limiter.Wait(urgent(ctx)) == nil {
+			}
+		})
+	}
+	for limiter.limiter.Tokens() > -8 {
+		runtime.Gosched()
+	}
+	bulkCtx, bulkCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer bulkCancel()
+	if err := limiter.Wait(bulkCtx); err != nil {
+		t.Fatalf("a bulk request never got a token under sustained urgent traffic: %v", err)
 	}
 }

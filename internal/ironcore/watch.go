@@ -74,3 +74,59 @@ func onAddOrChange[T client.Object](c *Client, obj T, kind string, changed func(
 	})
 	return err
 }
+
+// OnLoadBalancerRoutingChange calls handler with each LoadBalancerRouting the cache sees added,
+// changed or deleted. Without a routing cache (ReadRoutingsLive) it does nothing: IronCore
+// writes the routings then, and repairs them itself.
+func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.LoadBalancerRouting)) error {
+	if c.routingsLive {
+		return nil
+	}
+	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancerRouting{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for LoadBalancerRoutings: %w", err)
+	}
+	call := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting); ok {
+			handler(routing)
+		}
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    call,
+		UpdateFunc: func(_, newObj any) { call(newObj) },
+		DeleteFunc: call,
+	})
+	return err
+}
+
+// OnLoadBalancerSpecChange calls handler with each LoadBalancer the cache sees added, changed
+// in its spec (a selector added or removed, say) or deleted.
+func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadBalancer)) error {
+	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for LoadBalancers: %w", err)
+	}
+	call := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
+			handler(lb)
+		}
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: call,
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*networkingv1alpha1.LoadBalancer)
+			lb, ok2 := newObj.(*networkingv1alpha1.LoadBalancer)
+			if ok1 && ok2 && (old.Generation != lb.Generation || !equality.Semantic.DeepEqual(old.Spec, lb.Spec) || !old.DeletionTimestamp.Equal(lb.DeletionTimestamp)) {
+				handler(lb)
+			}
+		},
+		DeleteFunc: call,
+	})
+	return err
+}

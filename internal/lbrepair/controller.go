@@ -1,12 +1,10 @@
 // Package lbrepair brings a Service's load balancer back in line when IronCore changes under
 // it. The upstream service controller syncs a Service only when the Service or the set of
 // Nodes changes, never when IronCore does: a LoadBalancer deleted out of band would leave the
-// Service with a stale address until its next edit, with explicit routing a NetworkInterface
-// that was briefly Pending (no addresses) would stay out of every LoadBalancerRouting until
-// some unrelated change, and a new LoadBalancer's addresses would reach its Service only when
-// the service controller's retry comes round, seconds later. This controller watches IronCore
-// for all three and runs the provider's own EnsureLoadBalancer or UpdateLoadBalancer for the
-// Services concerned.
+// Service with a stale address until its next edit, and a new LoadBalancer's addresses would
+// reach its Service only when the service controller's retry comes round, seconds later. This
+// controller watches IronCore for both and runs the provider's own EnsureLoadBalancer for the
+// Services concerned. Targets are not its business: package lbtargets owns them.
 package lbrepair
 
 import (
@@ -14,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,10 +32,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
@@ -63,14 +63,8 @@ type Config struct {
 	LoadBalancers cloudprovider.LoadBalancer
 	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
 	ClusterName string
-	// ExplicitRouting is true when the CCM writes LoadBalancerRoutings (--use-nic-selector=false);
-	// with a selector IronCore follows NetworkInterface changes itself, except for Local
-	// Services, whose routings the CCM always writes.
-	ExplicitRouting bool
-	Services        coreinformers.ServiceInformer
-	Nodes           coreinformers.NodeInformer
-	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
-	Eligible func(*corev1.Node) bool
+	Services    coreinformers.ServiceInformer
+	Nodes       coreinformers.NodeInformer
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
 	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
 	// writes.
@@ -120,14 +114,11 @@ func New(config Config) (*Controller, error) {
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && wantsLoadBalancer(service) && !equality.Semantic.DeepEqual(old.Status.LoadBalancer, service.Status.LoadBalancer) {
+			if ok1 && ok2 && targetrules.WantsLoadBalancer(service) && !equality.Semantic.DeepEqual(old.Status.LoadBalancer, service.Status.LoadBalancer) {
 				c.queue.Add(service.Namespace + "/" + service.Name)
 			}
 		},
 	}); err != nil {
-		return nil, err
-	}
-	if err := config.IronCore.OnNetworkInterfaceAddressesChange(c.networkInterfaceChanged); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -185,32 +176,6 @@ func shows(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) bool {
 	return true
 }
 
-// networkInterfaceChanged queues every Service of type LoadBalancer whose routing the CCM
-// writes when a NetworkInterface of a Machine gains or loses its addresses: its Node may be a
-// target of any of them, and a routing holds only interfaces with addresses, as IronCore's own
-// selector-based routing does.
-// The queue folds the bursts of a joining Node; each sync writes a routing only if it changes.
-func (c *Controller) networkInterfaceChanged(nic *networkingv1alpha1.NetworkInterface) {
-	if nic.Spec.MachineRef == nil {
-		return
-	}
-	services, err := c.services.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, service := range services {
-		if wantsLoadBalancer(service) && c.routedByCCM(service) {
-			c.queue.Add(service.Namespace + "/" + service.Name)
-		}
-	}
-}
-
-// routedByCCM reports whether the CCM writes the LoadBalancerRouting of the Service's
-// LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
-func (c *Controller) routedByCCM(service *corev1.Service) bool {
-	return c.ExplicitRouting || targetrules.Local(service)
-}
-
 // Run processes the queue with the given number of workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
@@ -262,11 +227,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	if !wantsLoadBalancer(service) {
+	if !targetrules.WantsLoadBalancer(service) {
 		c.forget(key)
 		return 0, nil
 	}
-	nodes, err := c.eligibleNodes()
+	nodes, err := lbtargets.EligibleNodes(c.nodes)
 	if err != nil {
 		return 0, err
 	}
@@ -277,11 +242,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	_, recreating := c.recreating.Load(key)
 	switch {
 	case exists && !recreating:
-		retryAfter, err := c.reportAddresses(ctx, key, service)
-		if err != nil || !c.routedByCCM(service) {
-			return retryAfter, err
-		}
-		return retryAfter, c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
+		return c.reportAddresses(ctx, key, service)
 	case !exists && len(service.Status.LoadBalancer.Ingress) == 0:
 		// Never provisioned: the service controller is still on it.
 		return 0, nil
@@ -348,9 +309,21 @@ func (c *Controller) forget(key string) {
 }
 
 // recreate ensures the Service's LoadBalancer and writes its addresses into the Service's
-// status, as the service controller would.
+// status, as the service controller would. The Service is read from the API server first: if
+// it was deleted since the lister showed it, or is being deleted, or has lost the service
+// controller's cleanup finalizer, a LoadBalancer created now would outlive it.
 func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
-	status, err := c.LoadBalancers.EnsureLoadBalancer(ctx, c.ClusterName, service, nodes)
+	live, err := c.Client.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
+	case live.UID != service.UID || !targetrules.WantsLoadBalancer(live) || !slices.Contains(live.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer):
+		klog.V(2).InfoS("Not recreating the LoadBalancer of a Service that is going away", "service", klog.KObj(service))
+		return 0, nil
+	}
+	status, err := c.LoadBalancers.EnsureLoadBalancer(ctx, c.ClusterName, live, nodes)
 	var retry *api.RetryError
 	if errors.As(err, &retry) {
 		return retry.RetryAfter(), nil
@@ -380,24 +353,4 @@ func (c *Controller) writeStatus(ctx context.Context, service *corev1.Service, s
 	}
 	klog.InfoS("Reported the addresses of a Service's IronCore LoadBalancer", "service", klog.KObj(service), "ingress", status.Ingress)
 	return nil
-}
-
-func (c *Controller) eligibleNodes() ([]*corev1.Node, error) {
-	all, err := c.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	nodes := make([]*corev1.Node, 0, len(all))
-	for _, node := range all {
-		if c.Eligible(node) {
-			nodes = append(nodes, node)
-		}
-	}
-	return nodes, nil
-}
-
-// wantsLoadBalancer is the service controller's rule: type LoadBalancer, served by the cloud
-// provider (no load balancer class), not being deleted.
-func wantsLoadBalancer(service *corev1.Service) bool {
-	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
 }

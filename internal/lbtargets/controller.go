@@ -2,15 +2,19 @@
 // LoadBalancers have no health checks, and the upstream service controller syncs a Service's
 // load balancer only when the Service changes or a Node's exclusion label or provider ID does:
 // a Node that goes NotReady, is shut down or tainted for deletion stays a target of every
-// Service, and a Local Service's targets would not follow its endpoints. This controller
-// watches Node health, the Nodes' Machines and the EndpointSlices of Local Services, and runs
-// the provider's UpdateLoadBalancer for the Services concerned, which applies the target rules
-// (package targetrules) and writes only what changes.
+// Service, a Local Service's targets would not follow its endpoints, and a target changed on
+// IronCore by hand would stay wrong. Targets (targets.go) decides the targets and owns the
+// target labels (labels.go); this controller watches Node health, the Nodes' Machines, the
+// EndpointSlices of Local Services and NetworkInterface addresses, resyncs everything
+// periodically, and runs the provider's UpdateLoadBalancer for the Services concerned, which
+// queues their targets on Targets; Targets applies the target rules (package targetrules) and
+// writes only what changes.
 package lbtargets
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -46,6 +50,10 @@ const (
 	ReasonTargetRestored = "LoadBalancerTargetRestored"
 )
 
+// ReasonDriftRepaired is the reason of the Normal event on a Service whose routing, or on a
+// Node whose target label, was changed outside the CCM and put back.
+const ReasonDriftRepaired = "LoadBalancerTargetsDriftRepaired"
+
 // DefaultCoalesce is how long the endpoint changes of a Local Service gather before its
 // targets are synced: a rollout changes its EndpointSlices many times a second, and one sync
 // after the burst writes the routing once.
@@ -68,15 +76,18 @@ type Config struct {
 	Services       coreinformers.ServiceInformer
 	Nodes          coreinformers.NodeInformer
 	EndpointSlices discoveryinformers.EndpointSliceInformer
-	// Eligible is the service controller's rule for the Nodes it passes to load balancers.
-	Eligible func(*corev1.Node) bool
 	// Coalesce is how long a Local Service's endpoint changes gather; zero means DefaultCoalesce.
 	Coalesce time.Duration
 	// ForgetRouting has the next sync of a Service's routing read it from IronCore.
 	ForgetRouting func(ctx context.Context, clusterName string, service *corev1.Service)
-	// Nudge, if set, is called when a NetworkInterface's addresses change: selecting
-	// LoadBalancers may need IronCore nudged (see provider.Cloud.NudgeSelectingLoadBalancers).
-	Nudge    func()
+	// Targets is the provider's; the controller queues its label syncs.
+	Targets *Targets
+	// ExplicitRouting is true when the CCM writes every LoadBalancerRouting
+	// (--use-nic-selector=false); otherwise it writes only those of Local Services.
+	ExplicitRouting bool
+	// Resync is how often every Service's targets and the target labels are synced without a
+	// change seen; zero turns it off.
+	Resync   time.Duration
 	Recorder record.EventRecorder
 }
 
@@ -177,12 +188,40 @@ func New(config Config) (*Controller, error) {
 			return nil, err
 		}
 	}
-	if config.Nudge != nil {
-		if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(*networkingv1alpha1.NetworkInterface) { config.Nudge() }); err != nil {
-			return nil, err
+	// A NetworkInterface that gains or loses its addresses joins or leaves the routings the CCM
+	// writes, which hold only interfaces with addresses, as IronCore's selector-based routing
+	// does. The queue folds the bursts of a joining Node.
+	if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
+		if nic.Spec.MachineRef != nil {
+			c.queueRoutedServices()
 		}
+	}); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// routedByCCM tells whether the CCM writes the LoadBalancerRouting of the Service's
+// LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
+func (c *Controller) routedByCCM(service *corev1.Service) bool {
+	return c.ExplicitRouting || targetrules.Local(service)
+}
+
+// queueRoutedServices queues every Service whose routing the CCM writes.
+func (c *Controller) queueRoutedServices() {
+	if err := c.queueServices(c.routedByCCM); err != nil {
+		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
+	}
+}
+
+// resync queues every Service and the target labels, for what no event brought.
+func (c *Controller) resync(context.Context) {
+	if err := c.queueServices(func(*corev1.Service) bool { return true }); err != nil {
+		klog.ErrorS(err, "Cannot list the Services whose targets to resync")
+	}
+	if c.Targets != nil {
+		c.Targets.QueueLabels()
+	}
 }
 
 // Name implements the controller-manager's controller.Interface.
@@ -229,7 +268,7 @@ func (c *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 		return
 	}
 	service, err := c.services.Services(slice.Namespace).Get(name)
-	if err != nil || !wantsLoadBalancer(service) || !targetrules.Local(service) {
+	if err != nil || !targetrules.WantsLoadBalancer(service) || !targetrules.Local(service) {
 		return
 	}
 	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, c.Coalesce)
@@ -258,6 +297,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	for range workers {
 		go wait.UntilWithContext(ctx, c.work, time.Second)
+	}
+	if c.Resync > 0 {
+		go wait.NonSlidingUntilWithContext(ctx, c.resync, c.Resync)
 	}
 	<-ctx.Done()
 }
@@ -307,7 +349,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	machine := c.machineOf(ctx, node)
 	verdict := c.Health.Check(node, machine, time.Now())
-	state := nodeState{unhealthy: verdict.Kind, eligible: c.Eligible(node)}
+	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
 
 	c.mu.Lock()
 	previous, seen := c.known[name]
@@ -339,6 +381,9 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		// A Node seen for the first time, healthy: the service controller syncs the load
 		// balancers for a new Node itself.
 		return nil
+	}
+	if c.Targets != nil {
+		c.Targets.QueueLabels()
 	}
 	return c.queueServices(func(*corev1.Service) bool { return true })
 }
@@ -386,7 +431,7 @@ func (c *Controller) queueServices(match func(*corev1.Service) bool) error {
 		return err
 	}
 	for _, service := range services {
-		if wantsLoadBalancer(service) && match(service) {
+		if targetrules.WantsLoadBalancer(service) && match(service) {
 			c.queue.Add(key{kind: kindService, namespace: service.Namespace, name: service.Name})
 		}
 	}
@@ -429,24 +474,27 @@ func (c *Controller) syncService(ctx context.Context, namespace, name string) er
 	if err != nil {
 		return err
 	}
-	if !wantsLoadBalancer(service) {
+	if !targetrules.WantsLoadBalancer(service) {
 		return nil
 	}
-	all, err := c.nodes.List(labels.Everything())
+	nodes, err := EligibleNodes(c.nodes)
 	if err != nil {
 		return err
-	}
-	nodes := make([]*corev1.Node, 0, len(all))
-	for _, node := range all {
-		if c.Eligible(node) {
-			nodes = append(nodes, node)
-		}
 	}
 	return c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
 }
 
-// wantsLoadBalancer is the service controller's rule: type LoadBalancer, served by the cloud
-// provider (no load balancer class), not being deleted.
-func wantsLoadBalancer(service *corev1.Service) bool {
-	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
+// EligibleNodes lists the Nodes the service controller passes to load balancers.
+func EligibleNodes(lister corelisters.NodeLister) ([]*corev1.Node, error) {
+	all, err := lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(all))
+	for _, node := range all {
+		if targetrules.Eligible(node) {
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes, nil
 }

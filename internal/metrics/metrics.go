@@ -69,6 +69,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	// LoadBalancerTargetDriftRepaired counts load balancer targets found changed behind the
+	// CCM's back and put back, by kind: "label" (a NetworkInterface's target label) or
+	// "routing" (a LoadBalancerRouting the CCM writes).
+	LoadBalancerTargetDriftRepaired = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "load_balancer_target_drift_repaired_total",
+		Help:           "Load balancer targets changed outside the CCM and repaired, by kind (label: a NetworkInterface's target label; routing: a LoadBalancerRouting the CCM writes).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+
 	// NodeHealthExclusions counts Nodes that stopped receiving load balancer traffic because
 	// of the Node health rule, by why.
 	NodeHealthExclusions = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -138,7 +148,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
-			LoadBalancerTargets, LoadBalancerRoutingSyncs, NodeHealthExclusions, UnhealthyNodes,
+			LoadBalancerTargets, LoadBalancerRoutingSyncs, LoadBalancerTargetDriftRepaired, NodeHealthExclusions, UnhealthyNodes,
 			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -196,4 +197,31 @@ func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice 
 		}
 	}
 	return choice
+}
+
+// Eligible reports whether the service controller passes the Node to load balancers: not
+// being deleted, not excluded by label, not tainted for deletion by the cluster autoscaler
+// (its stable node set predicates, k8s.io/cloud-provider v0.35).
+func Eligible(node *corev1.Node) bool {
+	if !node.DeletionTimestamp.IsZero() || Excluded(node) {
+		return false
+	}
+	return !hasTaint(node, servicecontroller.ToBeDeletedTaint)
+}
+
+// Excluded reads the exclusion label as the service controller does: any value but a false
+// boolean excludes.
+func Excluded(node *corev1.Node) bool {
+	value, ok := node.Labels[corev1.LabelNodeExcludeBalancers]
+	if !ok {
+		return false
+	}
+	excluded, err := strconv.ParseBool(value)
+	return err != nil || excluded
+}
+
+// WantsLoadBalancer is the service controller's rule for the Services it gives the cloud
+// provider: type LoadBalancer, no load balancer class, not being deleted.
+func WantsLoadBalancer(service *corev1.Service) bool {
+	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
 }

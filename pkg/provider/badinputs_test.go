@@ -429,7 +429,7 @@ func checkFullPrefix(t *testing.T, in badInput) {
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	repair, err := lbrepair.New(lbrepair.Config{
 		IronCore: c.IronCore(), LoadBalancers: lbs, AllocatedStatus: c.AllocatedLoadBalancerStatus, ClusterName: "kubernetes",
-		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Eligible: provider.EligibleForLoadBalancers,
+		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
 		PendingWarning: 2 * time.Second, Client: stack.TargetClientset, Recorder: recorder,
 	})
 	if err != nil {

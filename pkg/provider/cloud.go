@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -19,6 +20,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
@@ -141,29 +143,37 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
 		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector, "podCIDRAllocation", allocator != nil)
 
-	return &Cloud{
-		config:    *cloudConfig,
-		options:   *options,
-		ironcore:  client,
-		clusterID: clusterID,
-		instances: &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName, recorder: settings.Recorder},
-		loadBalancers: &loadBalancers{
-			ironcore: client,
-			settings: loadBalancerSettings{
-				cluster:          cloudConfig.ClusterName,
-				aliases:          cloudConfig.ClusterNameAliases,
-				clusterID:        clusterID,
-				network:          cloudConfig.NetworkName,
-				internalPrefixes: internalPrefixes,
-				useNICSelector:   options.UseNICSelector,
-			},
-			targets: &targets{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName,
-				health: targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod}},
-			recorder: settings.Recorder,
+	loadBalancers := &loadBalancers{
+		ironcore: client,
+		settings: loadBalancerSettings{
+			cluster:          cloudConfig.ClusterName,
+			aliases:          cloudConfig.ClusterNameAliases,
+			clusterID:        clusterID,
+			network:          cloudConfig.NetworkName,
+			internalPrefixes: internalPrefixes,
+			useNICSelector:   options.UseNICSelector,
 		},
-		routes:   routes,
-		podCIDRs: allocator,
-		fence:    settings.LeaseFence,
+		recorder: settings.Recorder,
+	}
+	loadBalancers.targets = lbtargets.NewTargets(lbtargets.TargetsConfig{
+		IronCore: client, Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Selecting: options.UseNICSelector,
+		Health:   targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
+		Recorder: settings.Recorder,
+		FindLoadBalancer: func(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+			return loadBalancers.findOwn(ctx, settings.ClusterNameFlag, service)
+		},
+		OnReport: loadBalancers.reportTargets,
+	})
+	return &Cloud{
+		config:        *cloudConfig,
+		options:       *options,
+		ironcore:      client,
+		clusterID:     clusterID,
+		instances:     &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName, recorder: settings.Recorder},
+		loadBalancers: loadBalancers,
+		routes:        routes,
+		podCIDRs:      allocator,
+		fence:         settings.LeaseFence,
 	}, nil
 }
 
@@ -186,7 +196,8 @@ func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
 // once this replica leads.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
-	c.loadBalancers.targets.background = ctx
+	// The label reconciler runs while this replica leads, as the framework's controllers do.
+	go c.loadBalancers.targets.Run(ctx)
 	if c.fence != nil {
 		c.ironcore.GateWrites(c.fence.Check)
 	}
@@ -273,10 +284,10 @@ func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName str
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.routes.nodes = factory.Core().V1().Nodes().Lister()
-	c.loadBalancers.targets.nodes = c.routes.nodes
 	endpointSlices := factory.Discovery().V1().EndpointSlices()
-	c.loadBalancers.targets.endpointSlices = endpointSlices.Lister()
-	c.loadBalancers.targets.endpointSlicesSynced = endpointSlices.Informer().HasSynced
+	nodes, services := factory.Core().V1().Nodes(), factory.Core().V1().Services()
+	c.loadBalancers.targets.SetListers(nodes.Lister(), services.Lister(), endpointSlices.Lister(), endpointSlices.Informer().HasSynced,
+		nodes.Informer().HasSynced, services.Informer().HasSynced)
 }
 
 // ForgetRouting has the next sync of the Service's routing read it from IronCore rather than
@@ -285,20 +296,17 @@ func (c *Cloud) ForgetRouting(ctx context.Context, clusterName string, service *
 	c.loadBalancers.ForgetRouting(ctx, clusterName, service)
 }
 
-// NudgeSelectingLoadBalancers has IronCore recompute the routings of the cluster's selecting
-// LoadBalancers soon, if a LoadBalancer that does not select shares their Network (IronCore
-// v0.5.0 then misses target changes for some of them). Call it when a target's addresses
-// change; target label changes nudge by themselves.
-func (c *Cloud) NudgeSelectingLoadBalancers() { c.loadBalancers.targets.nudgeSoon() }
+// Targets decides the load balancers' targets and owns the target labels.
+func (c *Cloud) Targets() *lbtargets.Targets { return c.loadBalancers.targets }
 
 // NodeHealth is the Node health rule the load balancers' targets follow.
-func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets.health }
+func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets.Health() }
 
 // RecheckTargetsWith has the provider ask recheck to sync a Service's targets again shortly,
 // after a change that IronCore may briefly undo (a LoadBalancer that stops selecting its
 // targets).
 func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
-	c.loadBalancers.targets.recheck.Store(&recheck)
+	c.loadBalancers.recheck.Store(&recheck)
 }
 
 // AllocatesPodCIDRs tells whether the cloud-config turns pod CIDR allocation on.

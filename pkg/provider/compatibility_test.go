@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -145,24 +146,38 @@ func eventCount(t *testing.T, service *corev1.Service, reason string) int32 {
 	return count
 }
 
-// TestAFailedTargetLabelWriteIsRetried: a label write that fails while IronCore refuses
-// requests is retried by the CCM itself once IronCore answers again, with no further sync.
+// TestAFailedTargetLabelWriteIsRetried: a Node becomes eligible while IronCore refuses every
+// request; the label write that fails is retried by the label reconciler's queue once IronCore
+// answers again, with no further call or event.
 func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, nil)
+	h := startTargets(t, nil)
+	nodes := clusterNodes(t, "lb-retry-1", "lb-retry-2")
+	taintNode(t, "lb-retry-2", "ToBeDeletedByClusterAutoscaler")
+	h.waitForNodesInLister(t, nodes)
+	service := createService(t, "label-retry", testenv.ServiceOptions{})
+	ensureUntilReady(t, h.lbs, service, nodes)
+	waitForNICLabel(t, "lb-retry-1", true)
+	if hasTargetLabel(t, "lb-retry-2") {
+		t.Fatal("a Node tainted for deletion is a target")
+	}
+
+	stack.IronCoreProxy.Reset()
+	setProxyMode(t, apiproxy.Fail)
+	untaintNode(t, "lb-retry-2", "ToBeDeletedByClusterAutoscaler")
+	err := testenv.WaitFor(ctx, waitTimeout, "a refused write of the target label", func(context.Context) error {
+		for _, count := range stack.IronCoreProxy.Counts() {
+			if count.Verb == "patch" && count.Resource == "networkinterfaces.networking.ironcore.dev" {
+				return nil
+			}
+		}
+		return errors.New("no write of a NetworkInterface yet")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lbs := loadBalancerOf(t, c)
-	nodes := workerNodes(t, "lb-retry-1", "lb-retry-2")
-	service := createService(t, "label-retry", testenv.ServiceOptions{})
-	ensureUntilReady(t, lbs, service, nodes[:1])
-
-	setProxyMode(t, apiproxy.Fail)
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err == nil {
-		t.Fatal("UpdateLoadBalancer succeeded while IronCore refused every request")
+	if hasTargetLabel(t, "lb-retry-2") {
+		t.Fatal("the target label was written while IronCore refused every request")
 	}
 	if err := stack.IronCoreProxy.SetMode(apiproxy.Forward); err != nil {
 		t.Fatal(err)

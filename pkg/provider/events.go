@@ -117,6 +117,14 @@ func EventReasons() []EventReason {
 			Action: "Nothing, if the Service is scaled to zero on purpose; otherwise check why its Pods are not ready.",
 		},
 		{
+			Reason: lbtargets.ReasonDriftRepaired, Type: corev1.EventTypeNormal, Object: "Service, Node", Controller: lbtargets.Name,
+			When: "Load balancer targets were changed outside the CCM, and the CCM put them back at once: on a Service, its " +
+				"LoadBalancerRouting (written by the CCM with `--use-nic-selector=false` or for a Local Service) was edited; on a Node, the target label " +
+				"`" + keys.LabelLoadBalancerTarget + "` was removed from its NetworkInterface while it is a target, or put there while it is not. " +
+				"`ironcore_ccm_load_balancer_target_drift_repaired_total` counts them by kind.",
+			Action: "Find out who changes IronCore objects the CCM owns; edits there do not last.",
+		},
+		{
 			Reason: lbrepair.ReasonRecreated, Type: corev1.EventTypeWarning, Object: "Service", Controller: lbrepair.Name,
 			When: "The Service's IronCore LoadBalancer was deleted by someone other than the CCM while the Service still had addresses. " +
 				"The CCM creates a new one at once and writes its addresses into the Service's status; a Public LoadBalancer gets a new address " +

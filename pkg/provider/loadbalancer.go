@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -53,15 +53,13 @@ const addressWait = time.Second
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings loadBalancerSettings
-	targets  *targets
+	targets  *lbtargets.Targets
 	recorder record.EventRecorder
-	retries  retryDelays
-	notices  notices
-	// routings records, by LoadBalancer UID, the routing this process last wrote or found
-	// (see routingWritten); routingLocks holds a *sync.Mutex per LoadBalancer UID, so
-	// that the syncs of one routing (the service controller's and this CCM's controllers')
-	// take turns, and the last one computes from the newest state.
-	routings, routingLocks sync.Map
+	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
+	// set when the controller that does it starts, while syncs may already run.
+	recheck atomic.Pointer[func(*corev1.Service)]
+	retries retryDelays
+	notices notices
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
@@ -203,15 +201,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
-		if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
-			return nil, err
-		}
+		l.syncTargets(service, nodes)
 	} else {
-		// Only a selector about to move needs its targets written first.
-		moving := !equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, desired.Spec.NetworkInterfaceSelector)
-		if err := l.syncTargets(ctx, service, existing, nodes, moving); err != nil {
-			return nil, err
-		}
+		l.syncTargets(service, nodes)
 		if waitingForTargets, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
 			return nil, err
 		}
@@ -223,12 +215,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			if desired.Spec.NetworkInterfaceSelector == nil && existing.Spec.NetworkInterfaceSelector != nil {
 				// IronCore may have rewritten the routing until the selector was gone, and a
 				// rewrite it began before may still land: the targets are checked again soon.
-				l.forgetRouting(lb)
-				if err := l.syncTargets(ctx, service, lb, nodes, false); err != nil {
-					return nil, err
-				}
-				l.forgetRouting(lb)
-				l.targets.recheckSoon(service)
+				l.targets.ForgetRouting(lb.UID)
+				l.syncTargets(service, nodes)
+				l.recheckSoon(service)
 			}
 		}
 	}
@@ -284,29 +273,26 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 	return lb, nil
 }
 
-// syncTargets points lb at the Nodes: by the target label if it selects its targets, by its
-// LoadBalancerRouting otherwise. Target labels are shared by all LoadBalancers that select
-// and written in the background unless the caller waits for them.
-func (l *loadBalancers) syncTargets(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node, waitForLabels bool) error {
-	var report targetReport
-	var err error
-	switch {
-	case usesSelector(service, l.settings) && waitForLabels:
-		report, err = l.targets.syncLabels(ctx, nodes)
-	case usesSelector(service, l.settings):
-		report = l.targets.requestLabels(ctx, nodes)
-	case l.settings.useNICSelector && lb.Spec.NetworkInterfaceSelector != nil:
-		// A Service turning Local: IronCore writes the routing until the selector is gone, and a
-		// routing written now would only prompt it to rewrite it.
-		return nil
-	default:
-		report, err = l.applyRouting(ctx, service, lb, nodes)
-	}
-	if err != nil {
-		return err
+// syncTargets queues the Service's targets: the shared target labels if its LoadBalancer
+// selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
+// what their latest sync found. A selector moves only once holdSelector finds the labels in
+// place.
+func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report {
+	var report lbtargets.Report
+	if usesSelector(service, l.settings) {
+		report = l.targets.RequestLabels(nodes)
+	} else {
+		report = l.targets.RequestRouting(service, nodes)
 	}
 	l.reportTargets(service, report)
-	return nil
+	return report
+}
+
+// recheckSoon has the Service's targets synced again shortly, if a controller offers to.
+func (l *loadBalancers) recheckSoon(service *corev1.Service) {
+	if recheck := l.recheck.Load(); recheck != nil {
+		(*recheck)(service)
+	}
 }
 
 // holdSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
@@ -329,7 +315,7 @@ func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *net
 	if err != nil {
 		return false, err
 	}
-	eligible, err := l.targets.eligibleNetworkInterfaces(ctx, nodes)
+	eligible, err := l.targets.EligibleNetworkInterfaces(ctx, nodes)
 	if err != nil {
 		return false, err
 	}
@@ -337,6 +323,7 @@ func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *net
 		if destination.TargetRef == nil || !eligible[destination.TargetRef.Name] {
 			continue
 		}
+		// The cache, not this process's own writes, decides: IronCore selects by what it sees.
 		nic, err := l.ironcore.NetworkInterface(ctx, destination.TargetRef.Name)
 		if errors.Is(err, ironcore.ErrNotFound) {
 			continue
@@ -377,32 +364,12 @@ func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Servi
 	return false, l.retry(service, "replacing IronCore LoadBalancer %s of type %s with type %s", existing.Name, existing.Spec.Type, desired.Spec.Type)
 }
 
-// UpdateLoadBalancer points the Service's LoadBalancer at the given Nodes; no Nodes means no
-// targets. Nodes that cannot be targets are left out and named in the returned error, after
-// all others have been applied, so that the framework retries them.
-func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	if usesSelector(service, l.settings) {
-		report, err := l.targets.syncLabels(ctx, nodes)
-		if err == nil {
-			l.reportTargets(service, report)
-		}
-		return errors.Join(err, report.skipped.err())
-	}
-	lb, err := l.find(ctx, clusterName, service, true)
-	if err != nil || lb == nil {
-		// Without a LoadBalancer there is nothing to route to; EnsureLoadBalancer creates it.
-		return l.report(service, err)
-	}
-	if lb.Spec.NetworkInterfaceSelector != nil {
-		// IronCore writes the routing of a LoadBalancer that still selects (a Service turning
-		// Local, before EnsureLoadBalancer removes the selector).
-		return nil
-	}
-	report, err := l.applyRouting(ctx, service, lb, nodes)
-	if err == nil {
-		l.reportTargets(service, report)
-	}
-	return errors.Join(err, report.skipped.err())
+// UpdateLoadBalancer records the Nodes as the Service's targets and queues their writes (the
+// target labels, or its routing), without waiting for them; no Nodes means no targets. Nodes
+// that the latest sync could not make targets are named in the returned error, so that the
+// framework retries them.
+func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service *corev1.Service, nodes []*corev1.Node) error {
+	return l.syncTargets(service, nodes).Skipped.Err()
 }
 
 // AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
@@ -457,8 +424,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	l.forgetRouting(lb)
-	l.routingLocks.Delete(lb.UID)
+	l.targets.ForgetRouting(lb.UID)
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ownedBy(routing, lb):
@@ -473,10 +439,6 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 	}
 	klog.V(2).InfoS("Deleted IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", klog.KRef(ironcore.OwnerOf(lb).Namespace, ironcore.OwnerOf(lb).Name))
 	return nil
-}
-
-func networkRefOf(network *networkingv1alpha1.Network) commonv1alpha1.LocalUIDReference {
-	return commonv1alpha1.LocalUIDReference{Name: network.Name, UID: network.UID}
 }
 
 func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
@@ -543,6 +505,17 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 	return l.ownedOrConflict(lb, owners, service)
 }
 
+// findOwn is find from the cache, for the target reconcilers: a LoadBalancer of someone else
+// under the Service's name is none of theirs (the Service's sync reports the conflict).
+func (l *loadBalancers) findOwn(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	lb, err := l.find(ctx, clusterName, service, false)
+	var conflict *serviceError
+	if errors.As(err, &conflict) {
+		return nil, nil
+	}
+	return lb, err
+}
+
 func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, owners []string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 	if l.owns(lb, owners, service) {
 		return lb, nil
@@ -583,114 +556,12 @@ func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []str
 	return false
 }
 
-// applyRouting writes the LoadBalancerRouting of lb from the Nodes' NetworkInterfaces, if it
-// differs from what is there.
-func (l *loadBalancers) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (targetReport, error) {
-	lock, _ := l.routingLocks.LoadOrStore(lb.UID, &sync.Mutex{})
-	lock.(*sync.Mutex).Lock()
-	defer lock.(*sync.Mutex).Unlock()
-	destinations, report, err := l.targets.destinations(ctx, service, nodes)
-	if err != nil {
-		return targetReport{}, err
-	}
-	network, err := l.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
-	if err != nil {
-		return targetReport{}, err
-	}
-	routing := &networkingv1alpha1.LoadBalancerRouting{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: lb.Name,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: networkingv1alpha1.SchemeGroupVersion.String(),
-				Kind:       "LoadBalancer",
-				Name:       lb.Name,
-				UID:        lb.UID,
-			}},
-		},
-		NetworkRef:   networkRefOf(network),
-		Destinations: destinations,
-	}
-	written, err := l.routingWritten(ctx, lb, routing)
-	if err != nil {
-		return targetReport{}, err
-	}
-	if written {
-		metrics.LoadBalancerRoutingSyncs.WithLabelValues("unchanged").Inc()
-		return report, nil
-	}
-	if err := l.ironcore.ApplyLoadBalancerRouting(ctx, routing); err != nil {
-		l.routings.Delete(lb.UID)
-		return targetReport{}, err
-	}
-	l.rememberRouting(lb, routing)
-	metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
-	klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
-	return report, nil
-}
-
-// routingRecordAge bounds how long a record of a written routing is trusted; after that the
-// routing is compared with IronCore's again, which corrects one changed by hand.
-const routingRecordAge = 5 * time.Minute
-
-// writtenRouting is the record of a routing this process wrote or found as desired.
-type writtenRouting struct {
-	digest string
-	at     time.Time
-}
-
-// routingWritten reports whether lb's routing already is the desired one. Only this CCM writes
-// the routing of a LoadBalancer that does not select, so what this process last wrote is
-// compared first: the cache may not show that write yet, and a sync that wants the routing as
-// it was before would otherwise find it unchanged and write nothing. In selector mode, where
-// routings are read live, it also spares a request per sync. Without a recent record, the
-// routing is read (from the cache, or live). A LoadBalancer that stopped selecting forgets its
-// record (see forgetRouting), since IronCore may have written its routing since. The CCM exits
-// when it stops leading, so a record never outlives another replica's writes.
-func (l *loadBalancers) routingWritten(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
-	if last, ok := l.routings.Load(lb.UID); ok && time.Since(last.(writtenRouting).at) < routingRecordAge {
-		return last.(writtenRouting).digest == routingDigest(routing), nil
-	}
-	existing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
-	if errors.Is(err, ironcore.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef && equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations) {
-		l.rememberRouting(lb, routing)
-		return true, nil
-	}
-	return false, nil
-}
-
-// rememberRouting records lb's routing as written.
-func (l *loadBalancers) rememberRouting(lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) {
-	l.routings.Store(lb.UID, writtenRouting{digest: routingDigest(routing), at: time.Now()})
-}
-
-// forgetRouting drops the record of lb's routing, which someone else may have written since.
-func (l *loadBalancers) forgetRouting(lb *networkingv1alpha1.LoadBalancer) { l.routings.Delete(lb.UID) }
-
 // ForgetRouting drops the record of the routing of the Service's LoadBalancer, so that its
-// next sync reads the routing from IronCore.
+// next sync compares with IronCore's.
 func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
 	if lb, err := l.find(ctx, clusterName, service, false); err == nil && lb != nil {
-		l.forgetRouting(lb)
+		l.targets.ForgetRouting(lb.UID)
 	}
-}
-
-// routingDigest identifies a routing's network and destinations.
-func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
-	var b strings.Builder
-	b.WriteString(routing.NetworkRef.Name + "/" + string(routing.NetworkRef.UID))
-	for _, destination := range routing.Destinations {
-		b.WriteString(";" + destination.IP.String())
-		if ref := destination.TargetRef; ref != nil {
-			b.WriteString("," + string(ref.UID) + "," + ref.Name + "," + ref.ProviderID)
-		}
-	}
-	return b.String()
 }
 
 // loadBalancerStatus turns the LoadBalancer's addresses into ingress points. Their ipMode is
@@ -743,15 +614,15 @@ func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
 // reportTargets records what a target sync found: a Warning naming the Nodes that could not
 // be made targets, a Warning when the health rule failed open, an event when a Local Service
 // has no serving endpoint, each when it changes; and the number of target Nodes.
-func (l *loadBalancers) reportTargets(service *corev1.Service, report targetReport) {
+func (l *loadBalancers) reportTargets(service *corev1.Service, report lbtargets.Report) {
 	var message string
-	if len(report.skipped) > 0 {
-		message = report.skipped.err().Error()
+	if len(report.Skipped) > 0 {
+		message = report.Skipped.Err().Error()
 	}
 	if l.notices.changed(service.UID, ReasonTargetsIncomplete, message) && message != "" {
 		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
 	}
-	choice := report.choice
+	choice := report.Choice
 	message = ""
 	if choice.FailedOpen {
 		message = fmt.Sprintf("Every Node that could serve the Service is unhealthy, so all %d stay load balancer targets: %s",

@@ -558,12 +558,15 @@ func TestSelectorModeKeepsNoRoutingCache(t *testing.T) {
 // TestANewLoadBalancerDoesNotWaitForTargetLabels: a new LoadBalancer's address does not depend
 // on the target labels, which all LoadBalancers share and which queue with the Nodes' other
 // writes while Nodes join. With every NetworkInterface write refused, EnsureLoadBalancer still
-// returns the address; the label follows once IronCore takes writes again, with no other call.
+// returns the address; the label follows once IronCore takes writes again, with no other call:
+// the label reconciler's queue retries.
 func TestANewLoadBalancerDoesNotWaitForTargetLabels(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, startCloudWithConfig(t, ""))
+	h := startTargets(t, nil)
+	lbs := h.lbs
 	const machine = "lb-labels-later"
-	nodes := workerNodes(t, machine)
+	nodes := clusterNodes(t, machine)
+	h.waitForNodesInLister(t, nodes)
 	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
 		return r.Verb == "patch" && r.Resource == "networkinterfaces.networking.ironcore.dev"
 	})
@@ -618,7 +621,6 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 		ClusterName:     "kubernetes",
 		Services:        factory.Core().V1().Services(),
 		Nodes:           factory.Core().V1().Nodes(),
-		Eligible:        provider.EligibleForLoadBalancers,
 		PendingWarning:  2 * time.Second,
 		Client:          stack.TargetClientset,
 		Recorder:        recorder,

@@ -172,7 +172,7 @@ func (p *podCIDRs) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Al
 			}
 			// The entries make the NetworkInterface this cluster's, so that they are found
 			// again (and released) by the cluster label.
-			if err := claimForCluster(nic, p.cluster); err != nil {
+			if err := ironcore.ClaimForCluster(nic, p.cluster); err != nil {
 				return false, err
 			}
 			return true, nil

@@ -114,7 +114,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		// The route makes the NetworkInterface this cluster's. Labelled in the same write, it
 		// is listed (so the route can be deleted) at once, also for a Node not initialized yet,
 		// and the cluster-label controller has nothing left to write.
-		if err := claimForCluster(nic, r.cluster); err != nil {
+		if err := ironcore.ClaimForCluster(nic, r.cluster); err != nil {
 			added = false
 			return false, err
 		}

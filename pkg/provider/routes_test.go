@@ -22,28 +22,35 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-// routesOf returns the cloud's Routes, wired to a Node informer of the target cluster as the
-// framework wires it.
+// routesOf returns the Routes of a provider of its own for the test, wired to a Node informer
+// of the target cluster as the framework wires it. Not the package's shared provider: with a
+// Node lister, a provider's target label reconciler follows every Node of the cluster, and two
+// of them at once would undo each other's labels. Routes do not depend on how load balancers
+// find their targets, so this one writes routings (of Services that exist) rather than labels:
+// it makes no IronCore request of its own while a test counts them.
 func routesOf(t *testing.T) cloudprovider.Routes {
 	t.Helper()
-	routesOnce.Do(func() {
-		factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-		cloud.SetInformers(factory)
-		factory.Start(make(chan struct{}))
-		factory.WaitForCacheSync(make(chan struct{}))
-	})
-	r, ok := cloud.Routes()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(context.Background(), stop, func(o *config.Options) { o.UseNICSelector = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	c.SetInformers(factory)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	r, ok := c.Routes()
 	if !ok {
 		t.Fatal("Routes is not implemented")
 	}
 	return r
 }
-
-var routesOnce sync.Once
 
 // routeNode creates a running dual-stack Machine and an initialized Node for it, with its pod
 // CIDRs and its NetworkInterface's IPs as InternalIPs, and returns the Node.

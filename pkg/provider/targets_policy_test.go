@@ -56,17 +56,17 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 	c.SetInformers(factory)
 	lbs := loadBalancerOf(t, c)
 	controller, err := lbtargets.New(lbtargets.Config{
-		IronCore:       c.IronCore(),
-		LoadBalancers:  lbs,
-		ClusterName:    "kubernetes",
-		Health:         c.NodeHealth(),
-		Services:       factory.Core().V1().Services(),
-		Nodes:          factory.Core().V1().Nodes(),
-		EndpointSlices: factory.Discovery().V1().EndpointSlices(),
-		Eligible:       provider.EligibleForLoadBalancers,
-		ForgetRouting:  c.ForgetRouting,
-		Nudge:          c.NudgeSelectingLoadBalancers,
-		Recorder:       recorder,
+		IronCore:        c.IronCore(),
+		LoadBalancers:   lbs,
+		ClusterName:     "kubernetes",
+		Health:          c.NodeHealth(),
+		Services:        factory.Core().V1().Services(),
+		Nodes:           factory.Core().V1().Nodes(),
+		EndpointSlices:  factory.Discovery().V1().EndpointSlices(),
+		ForgetRouting:   c.ForgetRouting,
+		Targets:         c.Targets(),
+		ExplicitRouting: !c.Options().UseNICSelector,
+		Recorder:        recorder,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,15 +127,35 @@ func setEndpoints(t *testing.T, service *corev1.Service, endpoints []testenv.End
 	}
 }
 
-// destinationWatcher records, from a watch that sees every change, the fewest destinations a
-// LoadBalancerRouting held once it first had some.
-type destinationWatcher struct {
-	mu     sync.Mutex
-	seen   bool
-	fewest int
+// ipWatcher records every destination address a LoadBalancerRouting held, from a watch that
+// sees every change.
+type ipWatcher struct {
+	mu  sync.Mutex
+	ips map[string]bool
 }
 
-func watchDestinations(t *testing.T, name string) *destinationWatcher {
+func (w *ipWatcher) had(ip string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ips[ip]
+}
+
+func watchRoutingIPs(t *testing.T, name string) *ipWatcher {
+	t.Helper()
+	w := &ipWatcher{ips: map[string]bool{}}
+	watchRouting(t, name, func(routing *networkingv1alpha1.LoadBalancerRouting, _ bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, destination := range routing.Destinations {
+			w.ips[destination.IP.String()] = true
+		}
+	})
+	return w
+}
+
+// watchRouting calls observe with the named routing as listed, and with every change a watch
+// sees until the test ends (deleted tells a deletion).
+func watchRouting(t *testing.T, name string, observe func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
 	t.Helper()
 	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
 	if err != nil {
@@ -146,10 +166,9 @@ func watchDestinations(t *testing.T, name string) *destinationWatcher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &destinationWatcher{}
-	for _, routing := range list.Items {
-		if routing.Name == name {
-			w.observe(len(routing.Destinations), false)
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			observe(&list.Items[i], false)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -166,7 +185,7 @@ func watchDestinations(t *testing.T, name string) *destinationWatcher {
 		defer close(done)
 		for event := range watcher.ResultChan() {
 			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok && routing.Name == name {
-				w.observe(len(routing.Destinations), event.Type == watch.Deleted)
+				observe(routing, event.Type == watch.Deleted)
 			}
 		}
 	}()
@@ -174,6 +193,22 @@ func watchDestinations(t *testing.T, name string) *destinationWatcher {
 		watcher.Stop()
 		cancel()
 		<-done
+	})
+}
+
+// destinationWatcher records, from a watch that sees every change, the fewest destinations a
+// LoadBalancerRouting held once it first had some.
+type destinationWatcher struct {
+	mu     sync.Mutex
+	seen   bool
+	fewest int
+}
+
+func watchDestinations(t *testing.T, name string) *destinationWatcher {
+	t.Helper()
+	w := &destinationWatcher{}
+	watchRouting(t, name, func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool) {
+		w.observe(len(routing.Destinations), deleted)
 	})
 	return w
 }
@@ -561,8 +596,9 @@ func waitForNodeEvent(t *testing.T, node, reason, text string) {
 }
 
 // TestLocalTargetsWaitForTheEndpointCache: right after a start, before the EndpointSlice cache
-// has synced, a Local Service's endpoints are unknown; the sync fails and is retried rather
-// than send the Service's traffic to every Node as if it had none.
+// has synced, a Local Service's endpoints are unknown; its routing waits for the cache rather
+// than send the Service's traffic to every Node as if it had none, and once the cache has
+// synced it holds only the Node with an endpoint.
 func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	ctx := context.Background()
 	stop := make(chan struct{})
@@ -571,18 +607,25 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The informers are set but never started: the caches never sync.
-	c.SetInformers(informers.NewSharedInformerFactory(stack.TargetClientset, 0))
+	// The informers are set but not started yet: the caches have not synced.
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	c.SetInformers(factory)
 	lbs := loadBalancerOf(t, c)
-	nodes := workerNodes(t, "unsynced-1", "unsynced-2")
+	nodes := clusterNodes(t, "unsynced-1", "unsynced-2")
 	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn("unsynced-1"))
-	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-	if err == nil || !strings.Contains(err.Error(), "cache has not synced") {
-		t.Fatalf("EnsureLoadBalancer = %v, want an error saying the EndpointSlices are not known yet", err)
-	}
-	if ips, err := routingIPs(ctx, provider.LoadBalancerName(service)); err == nil && len(ips) > 0 {
+	name := provider.LoadBalancerName(service)
+	seen := watchRoutingIPs(t, name)
+	ensureUntilReady(t, lbs, service, nodes)
+	if ips, err := routingIPs(ctx, name); err == nil && len(ips) > 0 {
 		t.Fatalf("the routing was written without the endpoints: %v", ips)
+	}
+	factory.Start(stop)
+	waitForRouting(t, name, nicIPs(t, "unsynced-1"))
+	for _, ip := range nicIPs(t, "unsynced-2") {
+		if seen.had(ip) {
+			t.Fatalf("the routing held %s, of the Node without an endpoint, while the endpoints were not known", ip)
+		}
 	}
 }
 

@@ -94,6 +94,10 @@ type Proxy struct {
 	faults   []Fault
 	random   *mathrand.Rand
 	injected map[FaultKind]int
+	// held are the resources whose watch events are held back; released is closed when the
+	// current hold ends.
+	held     sets.Set[string]
+	released chan struct{}
 }
 
 // Start listens on a loopback port and forwards to the API server of upstream, authenticating
@@ -282,6 +286,9 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 	}
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	if info, err := p.info.NewRequestInfo(r); err == nil && info.IsResourceRequest && info.Verb == "watch" {
+		recorder.ResponseWriter = &heldWriter{ResponseWriter: w, proxy: p, resource: req.Resource}
+	}
 	p.handler.ServeHTTP(recorder, r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -292,6 +299,59 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writes[index].Status = recorder.status
 	}
 }
+
+// HoldWatches holds back the events of every watch of the resource (as the proxy counts it, for
+// example "networkinterfaces.networking.ironcore.dev"), open or opened later, until release is
+// called: the clients' caches fall behind the API server, as they do when a watch lags.
+// Requests other than watches pass.
+func (p *Proxy) HoldWatches(resource string) (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = sets.New[string]()
+	}
+	if p.released == nil {
+		p.released = make(chan struct{})
+	}
+	p.held.Insert(resource)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.held.Delete(resource)
+			close(p.released)
+			p.released = make(chan struct{})
+		})
+	}
+}
+
+// waitWhileHeld blocks while the resource's watch events are held back.
+func (p *Proxy) waitWhileHeld(resource string) {
+	for {
+		p.mu.Lock()
+		held, released := p.held.Has(resource), p.released
+		p.mu.Unlock()
+		if !held {
+			return
+		}
+		<-released
+	}
+}
+
+// heldWriter writes a watch's events once they are no longer held back.
+type heldWriter struct {
+	http.ResponseWriter
+	proxy    *Proxy
+	resource string
+}
+
+func (w *heldWriter) Write(data []byte) (int, error) {
+	w.proxy.waitWhileHeld(w.resource)
+	return w.ResponseWriter.Write(data)
+}
+
+func (w *heldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // statusRecorder remembers the status code of a response. It keeps http.Flusher reachable
 // (through Unwrap, for http.ResponseController), which watches need.

@@ -1,0 +1,423 @@
+package lbtargets
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// The label reconciler keeps the target label (keys.LabelLoadBalancerTarget) on exactly the
+// NetworkInterfaces of the Nodes the target rules choose, and nudges IronCore when it would
+// miss a change of them. It is level-triggered, as Kubernetes' EndpointSlice controller is:
+// every trigger (a request of the provider, a NetworkInterface change, a Node change through
+// the targets controller, a resync) only queues its one key; the sync computes the desired
+// labels from the listers and the IronCore cache, and compares them with the labels as this
+// process knows them newest, from the cache or, where the cache does not show them yet, from
+// its own last write of the NetworkInterface. Retries are the queue's.
+const labelsKey = "target-labels"
+
+// errCacheBehind is returned by a sync that must not act before the cache shows this process's
+// own writes; the queue retries it, and the cache's event for the write queues it too.
+var errCacheBehind = errors.New("the IronCore cache does not show this process's last writes yet")
+
+// labelRecord is what the label reconciler last found in place, to tell drift (a label changed
+// behind its back) from a change of the desired targets, and the digests it wrote on
+// LoadBalancers, so that a cache behind that write does not make it write the same again.
+type labelRecord struct {
+	mu sync.Mutex
+	// labelled are the NetworkInterfaces labelled after the last sync that succeeded; nil
+	// before the first.
+	labelled map[string]bool
+	// nudged holds, by LoadBalancer UID, the digest written and the resource version it left.
+	nudged map[types.UID]writtenDigest
+}
+
+type writtenDigest struct {
+	digest, resourceVersion string
+}
+
+// RequestLabels queues a sync of the target labels for the Nodes (the Node lister decides
+// once it is set) and returns what the latest sync found. It does not wait for the writes.
+func (t *Targets) RequestLabels(nodes []*corev1.Node) Report {
+	t.mu.Lock()
+	t.requested, t.asked = nodes, true
+	last := t.last
+	t.mu.Unlock()
+	t.queue.Add(labelsKey)
+	return last
+}
+
+// QueueLabels queues a sync of the target labels.
+func (t *Targets) QueueLabels() { t.queue.Add(labelsKey) }
+
+// workers is how many syncs run at once: the label key is synced by one at a time, each
+// Service's routing by one at a time, and a burst of Services needs several.
+const workers = 10
+
+// Run syncs the target labels and routings until ctx ends. A LoadBalancer created or changed
+// and a routing changed (drift, in explicit mode, where routings are cached) queue the routing
+// of their Service.
+func (t *Targets) Run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	defer t.queue.ShutDown()
+	if err := t.ironcore.OnLoadBalancerSpecChange(t.queueOwnerOf); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancers for their routings; they are synced on requests and resyncs only")
+	}
+	if err := t.ironcore.OnLoadBalancerRoutingChange(t.queueRoutingOwner); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancerRoutings; drift is repaired on resyncs only")
+	}
+	if !t.ironcore.WaitForCacheSync(ctx) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, t.work, time.Second)
+	}
+	<-ctx.Done()
+}
+
+// watchNetworkInterfaces queues a label sync on every NetworkInterface change that concerns
+// the labels: a target label changed (by this process, which the nudge waits for, or by anyone
+// else, which is drift), the cluster label, the addresses and the attachment. Only with a Node
+// lister: without one, the desired targets are the latest request's, which no event changes.
+func (t *Targets) watchNetworkInterfaces() {
+	if !t.selecting {
+		return
+	}
+	if err := t.ironcore.OnNetworkInterfaceUpdate(func(old, nic *networkingv1alpha1.NetworkInterface) {
+		if old == nil || targetInputsChanged(old, nic) {
+			t.queue.Add(labelsKey)
+		}
+	}); err != nil {
+		klog.ErrorS(err, "Cannot watch NetworkInterfaces for their load balancer target labels; they are synced on requests and resyncs only")
+	}
+}
+
+// targetInputsChanged tells whether a NetworkInterface change concerns the target labels or
+// what IronCore routes to (its state and addresses).
+func targetInputsChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
+	return old.Labels[keys.LabelLoadBalancerTarget] != nic.Labels[keys.LabelLoadBalancerTarget] ||
+		old.Labels[keys.LabelCluster] != nic.Labels[keys.LabelCluster] ||
+		old.Status.State != nic.Status.State || !slices.Equal(old.Status.IPs, nic.Status.IPs) ||
+		(old.Spec.MachineRef == nil) != (nic.Spec.MachineRef == nil)
+}
+
+func (t *Targets) work(ctx context.Context) {
+	for {
+		key, shutdown := t.queue.Get()
+		if shutdown {
+			return
+		}
+		if synced := t.lister().synced; len(synced) > 0 && !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+			t.queue.Done(key)
+			return
+		}
+		var err error
+		if key == labelsKey {
+			err = t.syncLabels(ctx)
+		} else {
+			err = t.syncRouting(ctx, key)
+		}
+		switch {
+		case errors.Is(err, targetrules.ErrNodesSkipped) && !errors.Is(err, errCacheBehind):
+			// The other Nodes were applied; the skipped ones' own changes bring them in.
+			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", "key", key, "reason", err)
+			t.queue.Forget(key)
+		case err != nil && key == labelsKey && t.lister().nodes == nil:
+			// Without a Node lister the desired targets are only the latest request's, and a
+			// retry would apply a list that may be stale by then: the next request retries.
+			klog.ErrorS(err, "Cannot sync load balancer target labels; the next request tries again")
+			t.queue.Forget(key)
+		case errors.Is(err, errCacheBehind):
+			klog.V(4).InfoS("Load balancer targets wait for the IronCore cache", "key", key, "reason", err)
+			t.queue.AddRateLimited(key)
+		case err != nil:
+			klog.ErrorS(err, "Cannot sync load balancer targets; retrying", "key", key)
+			t.queue.AddRateLimited(key)
+		default:
+			t.queue.Forget(key)
+		}
+		t.queue.Done(key)
+	}
+}
+
+// syncLabels labels the NetworkInterfaces of the Nodes the target rules choose and unlabels
+// this cluster's other targets, writing only what differs from the labels as this process
+// knows them newest, then nudges IronCore if it would miss the change (nudgeSelecting).
+func (t *Targets) syncLabels(ctx context.Context) error {
+	t.mu.Lock()
+	requested, asked := t.requested, t.asked
+	t.mu.Unlock()
+	if !asked && t.lister().nodes == nil {
+		// Neither a request nor a Node lister says which Nodes are eligible: an empty list
+		// here is not "no targets".
+		return nil
+	}
+	nodes, err := t.candidates(requested)
+	if err != nil {
+		return err
+	}
+	resolved, skipped, err := t.resolve(ctx, nodes, false)
+	if err != nil {
+		return err
+	}
+	chosen, choice, err := t.choose(ctx, nil, resolved)
+	if err != nil {
+		return err
+	}
+	keep := t.keptMachines(nodes, resolved, chosen)
+	labelled, err := t.ironcore.NetworkInterfacesLabelledView(ctx, keys.LabelLoadBalancerTarget, t.cluster)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(labelled))
+	for _, nic := range labelled {
+		have[nic.Name] = true
+	}
+	want := map[string]bool{}
+	var add, remove []string
+	for _, nic := range networkInterfacesOf(chosen) {
+		want[nic.Name] = true
+		if !have[nic.Name] {
+			add = append(add, nic.Name)
+		}
+	}
+	for _, nic := range labelled {
+		switch {
+		case want[nic.Name]:
+		case nic.Spec.MachineRef != nil && keep[nic.Spec.MachineRef.Name]:
+			// Its Node is eligible but could not be resolved this time (a cache behind by a
+			// moment): keeping the target is safe, dropping it would cut traffic.
+			want[nic.Name] = true
+		default:
+			remove = append(remove, nic.Name)
+		}
+	}
+	t.countDrift(have, want, nodesByNetworkInterface(resolved))
+	err = t.writeLabels(ctx, add, remove)
+	t.mu.Lock()
+	t.last = Report{Skipped: skipped, Choice: choice}
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	t.labels.mu.Lock()
+	t.labels.labelled = want
+	t.labels.mu.Unlock()
+	return t.nudgeSelecting(ctx, want)
+}
+
+// countDrift counts the labels that differ from what the last sync left in place while the
+// desired targets did not change for them: labels removed from a target, or added to a
+// NetworkInterface that is not one, behind this reconciler's back. Each is recorded on its
+// Node, which is what gained or lost traffic.
+func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) {
+	t.labels.mu.Lock()
+	before := t.labels.labelled
+	t.labels.mu.Unlock()
+	if before == nil {
+		return
+	}
+	var drifted []string
+	for name := range before {
+		if want[name] && !have[name] {
+			drifted = append(drifted, name)
+		}
+	}
+	for name := range have {
+		if !want[name] && !before[name] {
+			drifted = append(drifted, name)
+		}
+	}
+	if len(drifted) == 0 {
+		return
+	}
+	slices.Sort(drifted)
+	metrics.LoadBalancerTargetDriftRepaired.WithLabelValues("label").Add(float64(len(drifted)))
+	klog.InfoS("Load balancer target labels were changed outside the CCM; putting them back", "networkInterfaces", drifted)
+	for _, name := range drifted {
+		if node := nodes[name]; node != nil && t.recorder != nil {
+			t.recorder.Eventf(node, corev1.EventTypeNormal, ReasonDriftRepaired,
+				"The load balancer target label %s of NetworkInterface %s was changed outside the CCM; it was put back (target: %t)",
+				keys.LabelLoadBalancerTarget, name, want[name])
+		}
+	}
+}
+
+// nodesByNetworkInterface maps the resolved Nodes' NetworkInterfaces to their Nodes.
+func nodesByNetworkInterface(resolved []resolvedNode) map[string]*corev1.Node {
+	nodes := map[string]*corev1.Node{}
+	for _, r := range resolved {
+		for _, nic := range r.nics {
+			nodes[nic.Name] = r.node
+		}
+	}
+	return nodes
+}
+
+// writeLabels labels and unlabels the named NetworkInterfaces, all at once: each write joins
+// whatever else is due for its NetworkInterface (a new Node's route, say) in one patch, and
+// the client's rate limiter, not a round trip per NetworkInterface, sets the pace.
+func (t *Targets) writeLabels(ctx context.Context, add, remove []string) error {
+	var (
+		writes sync.WaitGroup
+		mu     sync.Mutex
+		errs   []error
+	)
+	write := func(name string, label bool) {
+		writes.Go(func() {
+			err := t.ironcore.UpdateNetworkInterface(ctx, name, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+				return setTargetLabel(nic, t.cluster, label)
+			})
+			if ironcore.IsNotFound(err) {
+				// Gone with its Machine: nothing left to label.
+				return
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			klog.V(2).InfoS("Load balancer target label written", "networkInterface", klog.KRef(t.ironcore.Namespace(), name), "target", label)
+		})
+	}
+	for _, name := range add {
+		write(name, true)
+	}
+	for _, name := range remove {
+		write(name, false)
+	}
+	writes.Wait()
+	return errors.Join(errs...)
+}
+
+// setTargetLabel makes nic a target of the cluster's load balancers, or not. A
+// NetworkInterface not yet labelled as the cluster's (its Node is not initialized yet) gets
+// that label in the same write: the LoadBalancers' selector wants both.
+func setTargetLabel(nic *networkingv1alpha1.NetworkInterface, cluster string, target bool) (bool, error) {
+	if !target {
+		if _, ok := nic.Labels[keys.LabelLoadBalancerTarget]; !ok {
+			return false, nil
+		}
+		delete(nic.Labels, keys.LabelLoadBalancerTarget)
+		return true, nil
+	}
+	if nic.Labels[keys.LabelCluster] == cluster && nic.Labels[keys.LabelLoadBalancerTarget] == cluster {
+		return false, nil
+	}
+	if err := ironcore.ClaimForCluster(nic, cluster); err != nil {
+		return false, err
+	}
+	nic.Labels[keys.LabelLoadBalancerTarget] = cluster
+	return true, nil
+}
+
+// nudgeSelecting writes the digest of the targets on every selecting LoadBalancer of the
+// cluster that does not carry it yet, if a LoadBalancer on the Network does not select.
+// IronCore v0.5.0, looking for the LoadBalancers a NetworkInterface change concerns, stops at
+// the first LoadBalancer on the Network without a selector (a Local Service's, or one of a CCM
+// in explicit mode): while one exists, selecting LoadBalancers may miss a target that is
+// labelled, unlabelled, or gains or loses its addresses, and the digest makes IronCore
+// recompute their routings. IronCore must see the labels before the digest, or it recomputes
+// from the old ones: the nudge waits until this process's cache shows its own label writes.
+func (t *Targets) nudgeSelecting(ctx context.Context, targets map[string]bool) error {
+	lbs, err := t.ironcore.LoadBalancers(ctx)
+	if err != nil {
+		return err
+	}
+	mixed := false
+	var selecting []*networkingv1alpha1.LoadBalancer
+	for i := range lbs {
+		lb := &lbs[i]
+		switch {
+		case lb.Spec.NetworkRef.Name != t.network || lb.DeletionTimestamp != nil:
+		case lb.Spec.NetworkInterfaceSelector == nil:
+			mixed = true
+		case lb.Labels[keys.LabelClusterName] == t.cluster && lb.Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] == t.cluster:
+			selecting = append(selecting, lb)
+		}
+	}
+	if !mixed || len(selecting) == 0 {
+		return nil
+	}
+	digest, err := t.targetsDigest(ctx, targets)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, lb := range selecting {
+		if t.nudgedDigest(lb) == digest {
+			continue
+		}
+		written, err := t.ironcore.AnnotateLoadBalancer(ctx, lb, keys.AnnotationTargets, digest)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.labels.mu.Lock()
+		if t.labels.nudged == nil {
+			t.labels.nudged = map[types.UID]writtenDigest{}
+		}
+		t.labels.nudged[lb.UID] = writtenDigest{digest: digest, resourceVersion: written.ResourceVersion}
+		t.labels.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// nudgedDigest is the digest lb carries as this process knows it newest.
+func (t *Targets) nudgedDigest(lb *networkingv1alpha1.LoadBalancer) string {
+	t.labels.mu.Lock()
+	defer t.labels.mu.Unlock()
+	if written, ok := t.labels.nudged[lb.UID]; ok {
+		if ironcore.NewerVersion(written.resourceVersion, lb.ResourceVersion) {
+			return written.digest
+		}
+		delete(t.labels.nudged, lb.UID)
+	}
+	return lb.Annotations[keys.AnnotationTargets]
+}
+
+// targetsDigest identifies the targets as IronCore routes them: by name, state and
+// addresses, as the cache shows them, once it shows this process's writes of each.
+func (t *Targets) targetsDigest(ctx context.Context, targets map[string]bool) (string, error) {
+	entries := make([]string, 0, len(targets))
+	for name := range targets {
+		if t.ironcore.NetworkInterfaceCacheBehind(ctx, name) {
+			return "", fmt.Errorf("%w: NetworkInterface %s", errCacheBehind, name)
+		}
+		nic, err := t.ironcore.NetworkInterface(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		entry := nic.Name + "=" + string(nic.Status.State)
+		for _, ip := range nic.Status.IPs {
+			entry += "," + ip.String()
+		}
+		entries = append(entries, entry)
+	}
+	slices.Sort(entries)
+	hash := sha256.Sum256([]byte(strings.Join(entries, ";")))
+	return hex.EncodeToString(hash[:8]), nil
+}

@@ -1,0 +1,282 @@
+package lbtargets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// The routing reconciler writes the LoadBalancerRoutings the CCM owns: every one with
+// --use-nic-selector=false, and those of Local Services, whose targets are their own. Its keys
+// are routingPrefix + the Service's namespace/name, on the label reconciler's queue: one sync
+// per Service at a time, retries by the queue. The sync computes the destinations from the
+// listers and compares them with the routing as this process knows it newest: the one it last
+// wrote while the cache does not show that write yet, else IronCore's.
+const routingPrefix = "routing/"
+
+// routingState is the routing reconciler's memory.
+type routingState struct {
+	mu sync.Mutex
+	// requests holds, by key, the Service and Nodes of the latest request, for Targets without
+	// listers (and for a Service its lister does not show yet).
+	requests map[string]routingRequest
+	// written holds, by LoadBalancer UID, the routing this process last wrote.
+	written map[types.UID]writtenRouting
+	// reports holds, by key, what the latest sync found.
+	reports map[string]Report
+}
+
+type routingRequest struct {
+	service *corev1.Service
+	nodes   []*corev1.Node
+}
+
+// writtenRouting is a routing this process wrote: its digest and the resource version the
+// write left.
+type writtenRouting struct {
+	digest, resourceVersion string
+}
+
+// RequestRouting records the Nodes the service controller passes for the Service and queues a
+// sync of its LoadBalancerRouting; it returns what the latest sync of it found. It does not wait
+// for the write.
+func (t *Targets) RequestRouting(service *corev1.Service, nodes []*corev1.Node) Report {
+	key := routingPrefix + service.Namespace + "/" + service.Name
+	t.routing.mu.Lock()
+	if t.routing.requests == nil {
+		t.routing.requests = map[string]routingRequest{}
+	}
+	t.routing.requests[key] = routingRequest{service: service, nodes: nodes}
+	report := t.routing.reports[key]
+	t.routing.mu.Unlock()
+	t.queue.Add(key)
+	return report
+}
+
+// QueueRouting queues a sync of the routing of the Service with the namespace and name.
+func (t *Targets) QueueRouting(namespace, name string) {
+	t.queue.Add(routingPrefix + namespace + "/" + name)
+}
+
+// ForgetRouting drops the record of the routing this process last wrote for the LoadBalancer:
+// someone else (IronCore, while the LoadBalancer still selected) may have written it since, and
+// the next sync compares with IronCore's.
+func (t *Targets) ForgetRouting(uid types.UID) {
+	t.routing.mu.Lock()
+	defer t.routing.mu.Unlock()
+	delete(t.routing.written, uid)
+}
+
+// syncRouting writes the Service's routing if it differs from the desired one.
+func (t *Targets) syncRouting(ctx context.Context, key string) error {
+	service, nodes, err := t.routingInputs(key)
+	if err != nil || service == nil {
+		return err
+	}
+	if t.selecting && !targetrules.Local(service) {
+		// IronCore writes the routing of a LoadBalancer that selects.
+		return nil
+	}
+	lb, err := t.findLoadBalancer(ctx, service)
+	if err != nil || lb == nil || lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil {
+		// Without a LoadBalancer there is nothing to route to (its creation queues this key
+		// again); one that still selects is IronCore's to route (a Service turning Local,
+		// before the selector is removed).
+		return err
+	}
+	destinations, report, err := t.Destinations(ctx, service, nodes)
+	if err != nil {
+		return err
+	}
+	network, err := t.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
+	if err != nil {
+		return err
+	}
+	routing := &networkingv1alpha1.LoadBalancerRouting{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: lb.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: networkingv1alpha1.SchemeGroupVersion.String(),
+				Kind:       "LoadBalancer",
+				Name:       lb.Name,
+				UID:        lb.UID,
+			}},
+		},
+		NetworkRef:   commonv1alpha1.LocalUIDReference{Name: network.Name, UID: network.UID},
+		Destinations: destinations,
+	}
+	unchanged, err := t.routingInPlace(ctx, service, lb, routing)
+	if err != nil {
+		return err
+	}
+	if unchanged {
+		metrics.LoadBalancerRoutingSyncs.WithLabelValues("unchanged").Inc()
+	} else {
+		written, err := t.ironcore.ApplyLoadBalancerRouting(ctx, routing)
+		if err != nil {
+			t.ForgetRouting(lb.UID)
+			return err
+		}
+		t.routing.mu.Lock()
+		if t.routing.written == nil {
+			t.routing.written = map[types.UID]writtenRouting{}
+		}
+		t.routing.written[lb.UID] = writtenRouting{digest: routingDigest(written), resourceVersion: written.ResourceVersion}
+		t.routing.mu.Unlock()
+		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
+		klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
+	}
+	t.routing.mu.Lock()
+	if t.routing.reports == nil {
+		t.routing.reports = map[string]Report{}
+	}
+	t.routing.reports[key] = report
+	t.routing.mu.Unlock()
+	if t.onReport != nil {
+		t.onReport(service, report)
+	}
+	return report.Skipped.Err()
+}
+
+// routingInputs returns the Service of a routing key, from the lister, or the latest request
+// where the lister does not know it (yet), and the Nodes of its latest request; a nil Service
+// when it does not want a load balancer.
+func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
+	namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix))
+	if err != nil {
+		return nil, nil, nil //nolint:nilerr // a malformed key cannot be retried into shape
+	}
+	t.routing.mu.Lock()
+	request := t.routing.requests[key]
+	t.routing.mu.Unlock()
+	service := request.service
+	if lister := t.lister().services; lister != nil {
+		listed, err := lister.Services(namespace).Get(name)
+		switch {
+		case apierrors.IsNotFound(err) && service == nil:
+			t.forgetRoutingKey(key)
+			return nil, nil, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
+		case err == nil:
+			service = listed
+		}
+	}
+	if service == nil || !targetrules.WantsLoadBalancer(service) {
+		t.forgetRoutingKey(key)
+		return nil, nil, nil
+	}
+	return service, request.nodes, nil
+}
+
+func (t *Targets) forgetRoutingKey(key string) {
+	t.routing.mu.Lock()
+	defer t.routing.mu.Unlock()
+	delete(t.routing.requests, key)
+	delete(t.routing.reports, key)
+}
+
+// routingInPlace reports whether lb's routing already is the desired one, comparing it with
+// the routing as this process knows it newest: the one it last wrote while the cache does not
+// show that write yet (a sync that wants the routing as it was before would otherwise find it
+// unchanged and write nothing), else the one IronCore has (the cache, or a live read in
+// selector mode). A routing that differs from this process's last write although IronCore's is
+// newer was changed behind its back: that drift is counted and reported, and written back.
+func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
+	existing, err := t.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
+		return false, err
+	}
+	t.routing.mu.Lock()
+	last, recorded := t.routing.written[lb.UID]
+	t.routing.mu.Unlock()
+	if recorded {
+		if existing == nil && !t.ironcore.RoutingsLive() {
+			// Not in the cache: deleted since this process wrote it, or written too recently
+			// for the cache to show it. Only the API server tells.
+			existing, err = t.ironcore.LiveLoadBalancerRouting(ctx, lb.Name)
+			if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
+				return false, err
+			}
+		}
+		if existing != nil && ironcore.NewerVersion(last.resourceVersion, existing.ResourceVersion) {
+			return last.digest == routingDigest(routing), nil
+		}
+		if existing == nil || !ownedBy(existing, lb) || routingDigest(existing) != last.digest {
+			t.ForgetRouting(lb.UID)
+			t.driftRepaired(service, lb)
+		}
+	}
+	if existing == nil {
+		return false, nil
+	}
+	return ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef && equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations), nil
+}
+
+// driftRepaired counts and reports a routing found changed behind this process's back; the
+// caller writes it back.
+func (t *Targets) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) {
+	metrics.LoadBalancerTargetDriftRepaired.WithLabelValues("routing").Inc()
+	klog.InfoS("A LoadBalancerRouting was changed outside the CCM; writing it back", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
+	if t.recorder != nil {
+		t.recorder.Eventf(service, corev1.EventTypeNormal, ReasonDriftRepaired,
+			"The LoadBalancerRouting of IronCore LoadBalancer %s was changed outside the CCM; its targets were written back", lb.Name)
+	}
+}
+
+// routingDigest identifies a routing's network and destinations.
+func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
+	var b strings.Builder
+	b.WriteString(routing.NetworkRef.Name + "/" + string(routing.NetworkRef.UID))
+	for _, destination := range routing.Destinations {
+		b.WriteString(";" + destination.IP.String())
+		if ref := destination.TargetRef; ref != nil {
+			b.WriteString("," + string(ref.UID) + "," + ref.Name + "," + ref.ProviderID)
+		}
+	}
+	return b.String()
+}
+
+func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == owner.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// queueOwnerOf queues the routing key of the Service that the LoadBalancer was made for.
+func (t *Targets) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
+	if owner := ironcore.OwnerOf(lb); owner.Namespace != "" && owner.Name != "" {
+		t.QueueRouting(owner.Namespace, owner.Name)
+	}
+}
+
+// queueRoutingOwner queues the routing key of the Service whose LoadBalancer owns the routing.
+func (t *Targets) queueRoutingOwner(routing *networkingv1alpha1.LoadBalancerRouting) {
+	for _, ref := range routing.OwnerReferences {
+		if ref.Kind != "LoadBalancer" {
+			continue
+		}
+		if lb, err := t.ironcore.LoadBalancer(context.Background(), ref.Name); err == nil && lb.UID == ref.UID {
+			t.queueOwnerOf(lb)
+		}
+	}
+}

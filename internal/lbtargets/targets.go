@@ -1,0 +1,453 @@
+package lbtargets
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// Targets decides which NetworkInterfaces load balancers send traffic to (those on the cluster
+// Network of the Nodes the target rules choose), and is the only writer of what carries them:
+// the target label that selecting LoadBalancers select by (labels.go), and the
+// LoadBalancerRoutings the CCM writes (routing.go). Both are level-triggered syncs on one
+// client-go workqueue; the provider and the targets controller only queue them.
+type Targets struct {
+	ironcore *ironcore.Client
+	cluster  string
+	network  string
+	// selecting tells whether this cluster's LoadBalancers select their targets by label.
+	selecting bool
+	// health is the Node health rule.
+	health targetrules.Health
+	// recorder records the repairs of drifted labels on the Nodes concerned; may be nil.
+	recorder record.EventRecorder
+	// listers are the CCM's listers, set once informers exist (SetListers), which may be after
+	// syncs began. Every Service's sync passes a Node list, but a list may be older than
+	// another's, so the Node lister, which is at least as new as any list, decides which Nodes
+	// are eligible; Local Services go only to Nodes with a serving endpoint, from the
+	// EndpointSlice lister.
+	listers atomic.Pointer[listers]
+	// findLoadBalancer returns the Service's LoadBalancer from the cache, or nil.
+	findLoadBalancer func(context.Context, *corev1.Service) (*networkingv1alpha1.LoadBalancer, error)
+	// onReport, if set, is told what each routing sync found.
+	onReport func(*corev1.Service, Report)
+
+	// queue holds the label reconciler's key and the routing reconciler's keys.
+	queue workqueue.TypedRateLimitingInterface[string]
+	// routing is the routing reconciler's memory.
+	routing routingState
+	// mu guards requested and last.
+	mu sync.Mutex
+	// requested is the Node list of the latest request, for a Targets without a Node lister;
+	// asked tells whether there was one.
+	requested []*corev1.Node
+	asked     bool
+	// last is what the latest label sync found.
+	last Report
+	// labels is the label reconciler's record of the target labels it last found in place; see
+	// labels.go.
+	labels labelRecord
+	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
+	// that each is logged once, not on every sync of every Service.
+	leftOut sync.Map
+}
+
+// TargetsConfig builds Targets.
+type TargetsConfig struct {
+	IronCore *ironcore.Client
+	Cluster  string
+	Network  string
+	// Selecting is --use-nic-selector: LoadBalancers select their targets by the target label.
+	Selecting bool
+	Health    targetrules.Health
+	Recorder  record.EventRecorder
+	// FindLoadBalancer returns the Service's LoadBalancer from the cache, or nil if it has none.
+	FindLoadBalancer func(context.Context, *corev1.Service) (*networkingv1alpha1.LoadBalancer, error)
+	// OnReport, if set, is told what each routing sync found, for events and metrics.
+	OnReport func(*corev1.Service, Report)
+}
+
+// NewTargets builds Targets; SetListers gives it the CCM's listers, Run starts its label
+// reconciler.
+func NewTargets(config TargetsConfig) *Targets {
+	return &Targets{
+		ironcore:         config.IronCore,
+		cluster:          config.Cluster,
+		network:          config.Network,
+		selecting:        config.Selecting,
+		health:           config.Health,
+		recorder:         config.Recorder,
+		findLoadBalancer: config.FindLoadBalancer,
+		onReport:         config.OnReport,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ironcore-load-balancer-target-labels"}),
+	}
+}
+
+// listers are the CCM's listers Targets reads; all nil without informers (in tests).
+type listers struct {
+	nodes                corelisters.NodeLister
+	services             corelisters.ServiceLister
+	endpointSlices       discoverylisters.EndpointSliceLister
+	endpointSlicesSynced func() bool
+	// synced tell whether the Node and Service caches have synced: until then an empty lister
+	// is not an empty cluster, and no sync may act on it.
+	synced []toolscache.InformerSynced
+}
+
+// SetListers gives Targets the CCM's Node, Service and EndpointSlice listers, and whether the
+// Node and Service caches have synced; from then on, changes of NetworkInterfaces queue label
+// syncs too.
+func (t *Targets) SetListers(nodes corelisters.NodeLister, services corelisters.ServiceLister, endpointSlices discoverylisters.EndpointSliceLister,
+	endpointSlicesSynced func() bool, synced ...toolscache.InformerSynced) {
+	t.listers.Store(&listers{nodes: nodes, services: services, endpointSlices: endpointSlices, endpointSlicesSynced: endpointSlicesSynced, synced: synced})
+	t.watchNetworkInterfaces()
+}
+
+// lister returns the listers, empty until SetListers.
+func (t *Targets) lister() listers {
+	if l := t.listers.Load(); l != nil {
+		return *l
+	}
+	return listers{}
+}
+
+// Health is the Node health rule the targets follow.
+func (t *Targets) Health() targetrules.Health { return t.health }
+
+// Report is what a target sync found: the Nodes that could not be made targets, and what the
+// target rules chose among the others.
+type Report struct {
+	Skipped Skipped
+	Choice  targetrules.Choice
+}
+
+// Skipped lists Nodes that could not be made targets, and why.
+type Skipped []string
+
+// Err names the skipped Nodes in an error that wraps targetrules.ErrNodesSkipped, or is nil.
+func (s Skipped) Err() error {
+	if len(s) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", targetrules.ErrNodesSkipped, strings.Join(s, "; "))
+}
+
+// resolvedNode is a Node with its Machine and its NetworkInterfaces on the cluster Network.
+type resolvedNode struct {
+	node    *corev1.Node
+	machine *computev1alpha1.Machine
+	nics    []networkingv1alpha1.NetworkInterface
+}
+
+// endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
+const endpointSlicesSyncWait = 10 * time.Second
+
+// cachedMachineOf finds the Machine of a Node without a provider ID as its initialization
+// will, by the Node's name as Machine name or guest hostname, from the cache only.
+func (t *Targets) cachedMachineOf(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+	machine, err := t.ironcore.Machine(ctx, node.Name)
+	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+		return machine, err
+	}
+	return t.ironcore.MachineByHostname(ctx, node.Name)
+}
+
+// resolve finds the Nodes' Machines and NetworkInterfaces on the cluster Network, from the
+// cache. A Node that is not initialized yet (no provider ID) is found as its initialization
+// will find it, by its name, as Machine name or guest hostname: the service controller passes
+// it as a target, and its labels are then due with its route, in one write. If the cache knows
+// no such Machine, it is passed over quietly and becomes a target when the framework passes it
+// again with its provider ID. So is a Node that is not an IronCore Machine of this namespace,
+// or whose Machine is gone (the node lifecycle controller deletes it): they can never be
+// targets, and failing every Service's sync over them would help no one.
+func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]resolvedNode, Skipped, error) {
+	var resolved []resolvedNode
+	var skipped Skipped
+	for _, node := range nodes {
+		var (
+			machine  *computev1alpha1.Machine
+			nodeNICs []networkingv1alpha1.NetworkInterface
+			reason   string
+			quiet    bool
+			err      error
+		)
+		if node.Spec.ProviderID == "" {
+			var lookupErr error
+			machine, lookupErr = t.cachedMachineOf(ctx, node)
+			if errors.Is(lookupErr, ironcore.ErrNotFound) || errors.Is(lookupErr, ironcore.ErrAmbiguousHostname) {
+				klog.V(4).InfoS("Node has no provider ID yet and no Machine of its name, not a load balancer target yet", "node", klog.KObj(node))
+				continue
+			}
+			if lookupErr != nil {
+				return nil, nil, lookupErr
+			}
+			nodeNICs, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
+		} else {
+			machine, nodeNICs, reason, quiet, err = t.nodeNetworkInterfaces(ctx, node, needIPs)
+		}
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case quiet:
+			t.logLeftOut(node, reason)
+		case reason != "":
+			skipped = append(skipped, fmt.Sprintf("Node %s: %s", node.Name, reason))
+		default:
+			resolved = append(resolved, resolvedNode{node: node, machine: machine, nics: nodeNICs})
+		}
+	}
+	return resolved, skipped, nil
+}
+
+// networkInterfacesOf lists the resolved Nodes' NetworkInterfaces, sorted by name.
+func networkInterfacesOf(resolved []resolvedNode) []networkingv1alpha1.NetworkInterface {
+	var nics []networkingv1alpha1.NetworkInterface
+	for _, r := range resolved {
+		nics = append(nics, r.nics...)
+	}
+	slices.SortFunc(nics, func(a, b networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
+	return nics
+}
+
+// logLeftOut logs once per Node and reason that the Node is not a load balancer target.
+func (t *Targets) logLeftOut(node *corev1.Node, reason string) {
+	if previous, loaded := t.leftOut.Swap(node.Name, reason); loaded && previous == reason {
+		return
+	}
+	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
+}
+
+// nodeNetworkInterfaces returns one Node's NetworkInterfaces on the cluster Network, or the
+// reason it has none that can be used; quiet reasons are facts about the Node that no retry
+// changes. Errors are failures to read, not facts about the Node.
+func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (machine *computev1alpha1.Machine, nics []networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
+	id, parseErr := providerid.Parse(node.Spec.ProviderID)
+	if parseErr != nil {
+		// A provider ID of another cloud is a fact about the Node, not a failure to report.
+		return nil, nil, parseErr.Error(), true, nil //nolint:nilerr
+	}
+	if id.Namespace != t.ironcore.Namespace() {
+		return nil, nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
+	}
+	machine, err = t.ironcore.Machine(ctx, id.Machine)
+	if errors.Is(err, ironcore.ErrNotFound) {
+		// The cache may lag a Machine the Node was just initialized from: only the API server
+		// says it is gone, the one case that no retry changes.
+		machine, err = t.ironcore.LiveMachine(ctx, id.Machine)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			return nil, nil, "its Machine does not exist", true, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	nics, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
+	return machine, nics, reason, false, err
+}
+
+// machineNetworkInterfaces returns the Machine's NetworkInterfaces on the cluster Network, or
+// the reason it has none that can be used.
+func (t *Targets) machineNetworkInterfaces(ctx context.Context, machine *computev1alpha1.Machine, needIPs bool) ([]networkingv1alpha1.NetworkInterface, string, error) {
+	var nics []networkingv1alpha1.NetworkInterface
+	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
+		nic, err := t.ironcore.NetworkInterface(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if nic.Spec.NetworkRef.Name != t.network {
+			continue
+		}
+		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
+			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), nil
+		}
+		if needIPs && len(nic.Status.IPs) == 0 {
+			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), nil
+		}
+		nics = append(nics, *nic)
+	}
+	if len(nics) == 0 {
+		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), nil
+	}
+	return nics, "", nil
+}
+
+// candidates returns the Nodes the target rules choose from. A list given may be older than
+// the CCM's Node lister, which the service controller's lists come from, so once the lister is
+// set it alone decides: a Node of an old list that was deleted or excluded since is not
+// brought back. Without a lister the list decides. With the health rule on, a Node being
+// deleted or tainted for deletion by the cluster autoscaler is a candidate that the rule
+// finds unhealthy, so that it is never the reason a load balancer has no targets; without it,
+// such Nodes are left out here, as the service controller leaves them out.
+func (t *Targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
+	lister := t.lister().nodes
+	if lister == nil {
+		return nodes, nil
+	}
+	known, err := lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	result := make([]*corev1.Node, 0, len(known))
+	for _, node := range known {
+		if targetrules.Excluded(node) || (!t.health.Enabled && !targetrules.Eligible(node)) {
+			continue
+		}
+		result = append(result, node)
+	}
+	return result, nil
+}
+
+// choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
+// the shared targets of the selector). It returns the chosen Nodes, in the order given.
+func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode) ([]resolvedNode, targetrules.Choice, error) {
+	local := service != nil && targetrules.Local(service)
+	var serving map[string]bool
+	if local {
+		var err error
+		if serving, err = t.servingNodes(ctx, service); err != nil {
+			return nil, targetrules.Choice{}, err
+		}
+	}
+	now := time.Now()
+	candidates := make([]targetrules.Candidate, 0, len(resolved))
+	for _, r := range resolved {
+		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: t.health.Check(r.node, r.machine, now)})
+	}
+	choice := targetrules.Choose(candidates, local, serving)
+	targets := make(map[string]bool, len(choice.Targets))
+	for _, name := range choice.Targets {
+		targets[name] = true
+	}
+	chosen := make([]resolvedNode, 0, len(choice.Targets))
+	for _, r := range resolved {
+		if targets[r.node.Name] {
+			chosen = append(chosen, r)
+		}
+	}
+	return chosen, choice, nil
+}
+
+// servingNodes names the Nodes with an endpoint serving the Service. Without an EndpointSlice
+// lister (no informers) no endpoints are known, which the rules treat as a Local Service
+// without endpoints. Until the cache has synced it knows none either, so a sync waits for it
+// rather than send a Local Service's traffic to every Node.
+func (t *Targets) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
+	l := t.lister()
+	if l.endpointSlices == nil {
+		return nil, nil
+	}
+	if l.endpointSlicesSynced != nil && !l.endpointSlicesSynced() {
+		waitCtx, cancel := context.WithTimeout(ctx, endpointSlicesSyncWait)
+		defer cancel()
+		if !toolscache.WaitForCacheSync(waitCtx.Done(), l.endpointSlicesSynced) {
+			return nil, fmt.Errorf("the EndpointSlices of Service %s/%s are not known yet: the cache has not synced", service.Namespace, service.Name)
+		}
+	}
+	slices, err := l.endpointSlices.EndpointSlices(service.Namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service.Name}))
+	if err != nil {
+		return nil, fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", service.Namespace, service.Name, err)
+	}
+	return targetrules.ServingNodes(slices), nil
+}
+
+// keptMachines names the Machines whose labelled NetworkInterfaces stay targets even if their
+// Node did not resolve this time: those of chosen Nodes, and those of candidates that did not
+// resolve and that the health rule, from the Node alone, finds healthy.
+func (t *Targets) keptMachines(candidates []*corev1.Node, resolved, chosen []resolvedNode) map[string]bool {
+	keep := map[string]bool{}
+	seen := make(map[string]bool, len(resolved))
+	for _, r := range resolved {
+		seen[r.node.Name] = true
+	}
+	now := time.Now()
+	for _, node := range candidates {
+		if seen[node.Name] || !t.health.Check(node, nil, now).Healthy() {
+			continue
+		}
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
+			keep[id.Machine] = true
+		}
+	}
+	for _, r := range chosen {
+		if r.machine != nil {
+			keep[r.machine.Name] = true
+		}
+	}
+	return keep
+}
+
+// EligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
+// (see candidates and choose).
+func (t *Targets) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node) (map[string]bool, error) {
+	nodes, err := t.candidates(nodes)
+	if err != nil {
+		return nil, err
+	}
+	resolved, _, err := t.resolve(ctx, nodes, false)
+	if err != nil {
+		return nil, err
+	}
+	chosen, _, err := t.choose(ctx, nil, resolved)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, nic := range networkInterfacesOf(chosen) {
+		names[nic.Name] = true
+	}
+	return names, nil
+}
+
+// Destinations lists a LoadBalancerRouting destination for every IP of the NetworkInterfaces
+// of the Nodes the target rules choose for the Service, in a stable order.
+func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+	nodes, err := t.candidates(nodes)
+	if err != nil {
+		return nil, Report{}, err
+	}
+	resolved, skipped, err := t.resolve(ctx, nodes, true)
+	if err != nil {
+		return nil, Report{}, err
+	}
+	chosen, choice, err := t.choose(ctx, service, resolved)
+	if err != nil {
+		return nil, Report{}, err
+	}
+	destinations := []networkingv1alpha1.LoadBalancerDestination{}
+	for _, nic := range networkInterfacesOf(chosen) {
+		for _, ip := range nic.Status.IPs {
+			destinations = append(destinations, networkingv1alpha1.LoadBalancerDestination{
+				IP:        ip,
+				TargetRef: &networkingv1alpha1.LoadBalancerTargetRef{UID: nic.UID, Name: nic.Name, ProviderID: nic.Spec.ProviderID},
+			})
+		}
+	}
+	return destinations, Report{Skipped: skipped, Choice: choice}, nil
+}

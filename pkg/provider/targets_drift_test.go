@@ -1,0 +1,156 @@
+package provider_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// networkInterfacesResource is how the API proxy names NetworkInterfaces.
+const networkInterfacesResource = "networkinterfaces.networking.ironcore.dev"
+
+// TestAFlappingNodeIsNotLostToALaggingCache: while the CCM's NetworkInterface watch is held
+// back, so that its cache shows none of its own label writes, a Node is tainted for deletion
+// by the cluster autoscaler and untainted, twice. Each step must reach IronCore: the label
+// reconciler decides from its own last write where the cache is older, so the untaint puts
+// back the label the cache still shows, and the second taint removes the label the cache
+// does not show yet.
+func TestAFlappingNodeIsNotLostToALaggingCache(t *testing.T) {
+	h := startTargets(t, nil)
+	names := []string{"flap-1", "flap-2"}
+	nodes := clusterNodes(t, names...)
+	h.waitForNodesInLister(t, nodes)
+	service := createService(t, "flap", testenv.ServiceOptions{})
+	ensureUntilReady(t, h.lbs, service, nodes)
+	waitForNICLabel(t, names[0], true)
+	waitForNICLabel(t, names[1], true)
+
+	release := stack.IronCoreProxy.HoldWatches(networkInterfacesResource)
+	t.Cleanup(release)
+	for round := range 2 {
+		taintNode(t, names[0], "ToBeDeletedByClusterAutoscaler")
+		waitForNICLabel(t, names[0], false)
+		untaintNode(t, names[0], "ToBeDeletedByClusterAutoscaler")
+		waitForNICLabel(t, names[0], true)
+		t.Logf("round %d: the label followed the Node with the watch held back", round+1)
+	}
+	release()
+	waitForNICLabel(t, names[0], true)
+	if !hasTargetLabel(t, names[1]) {
+		t.Error("the Node that did not flap lost its target label")
+	}
+}
+
+// TestTargetDriftIsRepaired: target labels removed by hand (selector mode) and a routing
+// edited by hand (explicit mode) are put back by the watch, without any call from the service
+// controller, with a Normal event on the Node or the Service and the drift counted.
+func TestTargetDriftIsRepaired(t *testing.T) {
+	for _, mode := range []struct {
+		name        string
+		useSelector bool
+	}{{"selector", true}, {"explicit", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
+			prefix := "drift-" + mode.name + "-"
+			names := []string{prefix + "1", prefix + "2", prefix + "3"}
+			nodes := clusterNodes(t, names...)
+			h.waitForNodesInLister(t, nodes)
+			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+			lbName := provider.LoadBalancerName(service)
+			ensureUntilReady(t, h.lbs, service, nodes)
+			waitForRouting(t, lbName, nicIPs(t, names...))
+
+			if mode.useSelector {
+				before := driftRepaired(t, "label")
+				started := time.Now()
+				for _, name := range names[:2] {
+					removeTargetLabel(t, name)
+				}
+				waitForNICLabel(t, names[0], true)
+				waitForNICLabel(t, names[1], true)
+				t.Logf("target labels removed by hand were back after %s", time.Since(started).Round(time.Millisecond))
+				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
+				if after := driftRepaired(t, "label"); after < before+2 {
+					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
+				}
+				waitForRouting(t, lbName, nicIPs(t, names...))
+			} else {
+				before := driftRepaired(t, "routing")
+				started := time.Now()
+				dropDestinations(t, lbName, 2)
+				waitForRouting(t, lbName, nicIPs(t, names...))
+				t.Logf("a routing edited by hand was back after %s", time.Since(started).Round(time.Millisecond))
+				waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
+				if after := driftRepaired(t, "routing"); after < before+1 {
+					t.Errorf("drift repaired (routing) went from %v to %v, want 1 more", before, after)
+				}
+			}
+		})
+	}
+}
+
+func untaintNode(t *testing.T, name, key string) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == key })
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// removeTargetLabel removes the target label from the Machine's NetworkInterface, as an
+// operator's kubectl would.
+func removeTargetLabel(t *testing.T, machine string) {
+	t.Helper()
+	nic := networkInterface(t, machine)
+	base := nic.DeepCopy()
+	delete(nic.Labels, keys.LabelLoadBalancerTarget)
+	if err := stack.IronCore.Client.Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dropDestinations removes the first destinations of the routing, as a script would.
+func dropDestinations(t *testing.T, name string, drop int) {
+	t.Helper()
+	ctx := context.Background()
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
+		t.Fatal(err)
+	}
+	if len(routing.Destinations) < drop {
+		t.Fatalf("the routing has %d destinations, fewer than the %d to drop", len(routing.Destinations), drop)
+	}
+	routing.Destinations = routing.Destinations[drop:]
+	if err := stack.IronCore.Client.Update(ctx, routing); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// driftRepaired reads the CCM's count of repaired drift of the kind.
+func driftRepaired(t *testing.T, kind string) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(metrics.LoadBalancerTargetDriftRepaired.WithLabelValues(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value
+}
