@@ -163,14 +163,13 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
 // or a RetryError while IronCore has not allocated them yet.
 //
-// A new LoadBalancer is applied first, and its targets' labels, which all LoadBalancers share,
-// are written in the background: its addresses do not wait for them, and while Nodes join, the
-// labels queue with the Nodes' other writes. An existing one already carries traffic, so when
-// its NetworkInterface selector is to move (adoption of a reference CCM LoadBalancer, a change
-// of --use-nic-selector), its targets are written first and waited for, and the selector moves
-// only once every eligible target it routes to is selected by the new selector, or once the
-// routing this CCM writes holds them; until then it keeps its selector and the Service is
-// retried. A LoadBalancerRouting never loses an eligible destination on the way.
+// It waits for nothing but, once per LoadBalancer and at most addressWait, its addresses. Its
+// targets (the shared target labels, or its routing) are recorded and queued for package
+// lbtargets, which writes them. An existing LoadBalancer already carries traffic, so when its
+// NetworkInterface selector is to move (adoption of a reference CCM LoadBalancer, a change of
+// --use-nic-selector), the selector moves only once every eligible target it routes to is
+// selected by the new selector; until then it keeps its selector and the Service is retried.
+// A LoadBalancerRouting never loses an eligible destination on the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	desired, err := desiredLoadBalancer(service, l.settings)
 	if err != nil {
@@ -195,15 +194,15 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	}
 	l.warnOnce(service, append(ignoredFields(service), kept...))
 
+	// The targets are queued first: a selector that is to move waits for its labels.
+	l.syncTargets(service, nodes)
 	var lb *networkingv1alpha1.LoadBalancer
 	waitingForTargets := false
 	if existing == nil {
 		if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
-		l.syncTargets(service, nodes)
 	} else {
-		l.syncTargets(service, nodes)
 		if waitingForTargets, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
 			return nil, err
 		}
@@ -214,9 +213,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			}
 			if desired.Spec.NetworkInterfaceSelector == nil && existing.Spec.NetworkInterfaceSelector != nil {
 				// IronCore may have rewritten the routing until the selector was gone, and a
-				// rewrite it began before may still land: the targets are checked again soon.
+				// rewrite it began before may still land: the routing is compared with
+				// IronCore's (the LoadBalancer's change queues it) and checked again soon.
 				l.targets.ForgetRouting(lb.UID)
-				l.syncTargets(service, nodes)
 				l.recheckSoon(service)
 			}
 		}
