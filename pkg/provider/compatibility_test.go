@@ -153,7 +153,7 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 	ctx := context.Background()
 	h := startTargets(t, nil)
 	nodes := clusterNodes(t, "lb-retry-1", "lb-retry-2")
-	taintNode(t, "lb-retry-2", "ToBeDeletedByClusterAutoscaler")
+	taintNode(t, "lb-retry-2")
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "label-retry", testenv.ServiceOptions{})
 	ensureUntilReady(t, h.lbs, service, nodes)
@@ -164,7 +164,7 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 
 	stack.IronCoreProxy.Reset()
 	setProxyMode(t, apiproxy.Fail)
-	untaintNode(t, "lb-retry-2", "ToBeDeletedByClusterAutoscaler")
+	untaintNode(t, "lb-retry-2")
 	err := testenv.WaitFor(ctx, waitTimeout, "a refused write of the target label", func(context.Context) error {
 		for _, count := range stack.IronCoreProxy.Counts() {
 			if count.Verb == "patch" && count.Resource == "networkinterfaces.networking.ironcore.dev" {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,12 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -64,74 +58,6 @@ type loadBalancers struct {
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
 	addressesReported atomic.Bool
-}
-
-// retryDelays remembers, per Service, how long the last retry delay was, which LoadBalancer
-// EnsureLoadBalancer last waited for, and when this process began provisioning it.
-type retryDelays struct {
-	mu      sync.Mutex
-	delays  map[types.UID]time.Duration
-	waited  map[types.UID]types.UID
-	started map[types.UID]time.Time
-}
-
-// firstWait reports whether EnsureLoadBalancer has not yet waited for the addresses of the
-// Service's LoadBalancer lb, and records that it does now.
-func (r *retryDelays) firstWait(uid, lb types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.waited == nil {
-		r.waited = map[types.UID]types.UID{}
-	}
-	if r.waited[uid] == lb {
-		return false
-	}
-	r.waited[uid] = lb
-	return true
-}
-
-// next returns the delay for the Service's next retry.
-func (r *retryDelays) next(uid types.UID) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.delays == nil {
-		r.delays = map[types.UID]time.Duration{}
-	}
-	delay := firstRetryDelay
-	if previous, ok := r.delays[uid]; ok {
-		delay = min(2*previous, maxRetryDelay)
-	}
-	r.delays[uid] = delay
-	return delay
-}
-
-// begin records when provisioning of the Service's LoadBalancer began, unless it already did.
-func (r *retryDelays) begin(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started == nil {
-		r.started = map[types.UID]time.Time{}
-	}
-	if _, ok := r.started[uid]; !ok {
-		r.started[uid] = time.Now()
-	}
-}
-
-// forget resets the Service's delay, once it needs no more retries, and returns how long
-// provisioning took if it had begun.
-func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.delays, uid)
-	delete(r.waited, uid)
-	started, ok := r.started[uid]
-	delete(r.started, uid)
-	return time.Since(started), ok
-}
-
-func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
-	delay := l.retries.next(service.UID)
-	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
@@ -440,121 +366,6 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 	return nil
 }
 
-func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == owner.UID {
-			return true
-		}
-	}
-	return false
-}
-
-// find returns the Service's LoadBalancer, or nil if it has none. It looks for LoadBalancers
-// recording the Service's UID, then at the names this and the reference CCM give them, in the
-// cache and, with confirmMiss, if the cache knows none, at the API server, so that a
-// LoadBalancer created a moment ago is not mistaken for a missing one (which would let a
-// Service go without deleting it). A LoadBalancer under one of those names that belongs to
-// another cluster or Service is an ownership conflict.
-func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
-	// The cluster's names: the configured one, the --cluster-name the service controller passes
-	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
-	owners := append([]string{l.settings.cluster, clusterName}, l.settings.aliases...)
-	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
-	if err != nil {
-		return nil, err
-	}
-	for i := range candidates {
-		if l.owns(&candidates[i], owners, service) {
-			return &candidates[i], nil
-		}
-	}
-	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
-	// cluster's names, each once.
-	names := []string{LoadBalancerName(service)}
-	for _, owner := range owners {
-		legacy := legacyLoadBalancerName(owner, service)
-		seen := false
-		for _, name := range names {
-			seen = seen || name == legacy
-		}
-		if owner != "" && !seen {
-			names = append(names, legacy)
-		}
-	}
-	for _, name := range names {
-		lb, err := l.ironcore.LoadBalancer(ctx, name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return l.ownedOrConflict(lb, owners, service)
-	}
-	if !confirmMiss {
-		return nil, nil
-	}
-	lb, err := l.ironcore.LiveLoadBalancer(ctx, names[0])
-	if errors.Is(err, ironcore.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return l.ownedOrConflict(lb, owners, service)
-}
-
-// findOwn is find from the cache, for the target reconcilers: a LoadBalancer of someone else
-// under the Service's name is none of theirs (the Service's sync reports the conflict).
-func (l *loadBalancers) findOwn(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	lb, err := l.find(ctx, clusterName, service, false)
-	var conflict *serviceError
-	if errors.As(err, &conflict) {
-		return nil, nil
-	}
-	return lb, err
-}
-
-func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, owners []string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	if l.owns(lb, owners, service) {
-		return lb, nil
-	}
-	owner := ironcore.OwnerOf(lb)
-	hint := ""
-	if id, known := l.settings.clusterID.Known(); known && lb.Labels[keys.LabelClusterID] != "" && lb.Labels[keys.LabelClusterID] != id {
-		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", lb.Labels[keys.LabelClusterID])
-	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
-		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
-	}
-	return nil, &serviceError{reason: ReasonOwnershipConflict, message: fmt.Sprintf(
-		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
-		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.cluster)}
-}
-
-// owns reports whether lb was made for this Service (by UID, which a re-created Service does
-// not share) of this cluster. The cluster may be recorded as the configured name, one of its
-// aliases or, by the reference CCM, as the --cluster-name it was given; an adopted
-// LoadBalancer records the configured name from its next apply on. A LoadBalancer marked with
-// another cluster's identity is never this cluster's: only a CCM writes that mark, so another
-// CCM manages it, and taking it over would make the two fight over it.
-func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []string, service *corev1.Service) bool {
-	owner := ironcore.OwnerOf(lb)
-	if owner.UID != string(service.UID) {
-		return false
-	}
-	if mark, marked := lb.Labels[keys.LabelClusterID]; marked {
-		if id, known := l.settings.clusterID.Known(); known && mark != id {
-			return false
-		}
-	}
-	for _, cluster := range clusters {
-		if cluster != "" && owner.Cluster == cluster {
-			return true
-		}
-	}
-	return false
-}
-
 // ForgetRouting drops the record of the routing of the Service's LoadBalancer, so that its
 // next sync compares with IronCore's.
 func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
@@ -563,153 +374,8 @@ func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, s
 	}
 }
 
-// loadBalancerStatus turns the LoadBalancer's addresses into ingress points. Their ipMode is
-// VIP: IronCore LoadBalancers forward packets with the load balancer address as destination,
-// so kube-proxy on the Node must handle that address, and in-cluster clients may be sent
-// straight to the Service (KEP-1860).
-func loadBalancerStatus(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
-	status := &corev1.LoadBalancerStatus{}
-	for _, ip := range lb.Status.IPs {
-		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
-	}
-	return status
-}
-
-// allocated reports whether IronCore has given the LoadBalancer an address of every family,
-// including every requested one.
-func allocated(lb, desired *networkingv1alpha1.LoadBalancer) bool {
-	have := map[corev1.IPFamily]bool{}
-	addresses := map[string]bool{}
-	for _, ip := range lb.Status.IPs {
-		have[ip.Family()] = true
-		addresses[ip.String()] = true
-	}
-	for _, family := range desired.Spec.IPFamilies {
-		if !have[family] {
-			return false
-		}
-	}
-	for _, source := range desired.Spec.IPs {
-		if source.Value != nil && !addresses[source.Value.String()] {
-			return false
-		}
-	}
-	return true
-}
-
-// report records a serviceError as a Warning event on the Service; every error is returned.
-func (l *loadBalancers) report(service *corev1.Service, err error) error {
-	var serviceErr *serviceError
-	if errors.As(err, &serviceErr) {
-		l.warn(service, serviceErr)
-	}
-	return err
-}
-
-func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
-	l.recorder.Event(service, corev1.EventTypeWarning, err.reason, err.message)
-}
-
-// reportTargets records what a target sync found: a Warning naming the Nodes that could not
-// be made targets, a Warning when the health rule failed open, an event when a Local Service
-// has no serving endpoint, each when it changes; and the number of target Nodes.
-func (l *loadBalancers) reportTargets(service *corev1.Service, report lbtargets.Report) {
-	var message string
-	if len(report.Skipped) > 0 {
-		message = report.Skipped.Err().Error()
-	}
-	if l.notices.changed(service.UID, ReasonTargetsIncomplete, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
-	}
-	choice := report.Choice
-	message = ""
-	if choice.FailedOpen {
-		message = fmt.Sprintf("Every Node that could serve the Service is unhealthy, so all %d stay load balancer targets: %s",
-			len(choice.Targets), describeUnhealthy(choice.Unhealthy))
-	}
-	if l.notices.changed(service.UID, ReasonTargetsFailedOpen, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsFailedOpen, message)
-	}
-	message = ""
-	if choice.NoLocalEndpoints && targetrules.Local(service) {
-		message = fmt.Sprintf("The Service has externalTrafficPolicy Local and no serving endpoint on a target Node; its load balancer sends "+
-			"traffic to all %d healthy Nodes, where kube-proxy refuses it, until an endpoint serves", len(choice.Targets))
-	}
-	if l.notices.changed(service.UID, ReasonNoLocalEndpoints, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeNormal, ReasonNoLocalEndpoints, message)
-	}
-	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name).Set(float64(len(choice.Targets)))
-}
-
-// describeUnhealthy names the unhealthy Nodes and why, the first few of them.
-func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
-	names := slices.Sorted(maps.Keys(unhealthy))
-	const shown = 5
-	var parts []string
-	for i, name := range names {
-		if i == shown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(names)-shown))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("Node %s: %s", name, unhealthy[name].Reason))
-	}
-	return strings.Join(parts, "; ")
-}
-
 // usesSelector reports whether the Service's LoadBalancer selects its targets by label. A Local
 // Service's targets are its own, so it always has a routing written by the CCM.
 func usesSelector(service *corev1.Service, settings loadBalancerSettings) bool {
 	return settings.useNICSelector && !targetrules.Local(service)
-}
-
-// warnOnce records the events about what the Service asks for and does not get, each time
-// that changes, not on every sync: the service controller retries a Service often while
-// IronCore works, and the same Warning every few hundred milliseconds buries the others.
-func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []serviceError) {
-	messages := make([]string, 0, len(warnings))
-	for _, warning := range warnings {
-		messages = append(messages, warning.reason+": "+warning.message)
-	}
-	if !l.notices.changed(service.UID, "fields", strings.Join(messages, "\n")) {
-		return
-	}
-	for _, warning := range warnings {
-		l.recorder.Event(service, corev1.EventTypeWarning, warning.reason, warning.message)
-	}
-}
-
-// notices remembers, per Service and kind, the last events recorded, so that an event is
-// recorded again only when its content changes. A restart records them once more.
-type notices struct {
-	mu   sync.Mutex
-	last map[types.UID]map[string]string
-}
-
-// changed records content as the Service's latest of kind and reports whether it differs
-// from the one before. Empty content clears it.
-func (n *notices) changed(uid types.UID, kind, content string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	previous := n.last[uid][kind]
-	if previous == content {
-		return false
-	}
-	if n.last == nil {
-		n.last = map[types.UID]map[string]string{}
-	}
-	if n.last[uid] == nil {
-		n.last[uid] = map[string]string{}
-	}
-	if content == "" {
-		delete(n.last[uid], kind)
-	} else {
-		n.last[uid][kind] = content
-	}
-	return true
-}
-
-func (n *notices) forget(uid types.UID) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.last, uid)
 }

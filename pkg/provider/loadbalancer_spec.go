@@ -13,6 +13,7 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -319,4 +320,38 @@ func hostPrefixLength(family corev1.IPFamily) int32 {
 		return 128
 	}
 	return 32
+}
+
+// loadBalancerStatus turns the LoadBalancer's addresses into ingress points. Their ipMode is
+// VIP: IronCore LoadBalancers forward packets with the load balancer address as destination,
+// so kube-proxy on the Node must handle that address, and in-cluster clients may be sent
+// straight to the Service (KEP-1860).
+func loadBalancerStatus(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
+	status := &corev1.LoadBalancerStatus{}
+	for _, ip := range lb.Status.IPs {
+		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
+	}
+	return status
+}
+
+// allocated reports whether IronCore has given the LoadBalancer an address of every family,
+// including every requested one.
+func allocated(lb, desired *networkingv1alpha1.LoadBalancer) bool {
+	have := map[corev1.IPFamily]bool{}
+	addresses := map[string]bool{}
+	for _, ip := range lb.Status.IPs {
+		have[ip.Family()] = true
+		addresses[ip.String()] = true
+	}
+	for _, family := range desired.Spec.IPFamilies {
+		if !have[family] {
+			return false
+		}
+	}
+	for _, source := range desired.Spec.IPs {
+		if source.Value != nil && !addresses[source.Value.String()] {
+			return false
+		}
+	}
+	return true
 }

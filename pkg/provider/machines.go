@@ -60,3 +60,33 @@ func (m machines) cached(ctx context.Context, name, hostname string) (*computev1
 	}
 	return m.ironcore.MachineByHostname(ctx, hostname)
 }
+
+// nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
+// initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname, from
+// the cache.
+func (m machines) nodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[string]*corev1.Node, error) {
+	byMachine := map[string]*corev1.Node{}
+	for _, node := range nodes {
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == m.ironcore.Namespace() {
+			byMachine[id.Machine] = node
+		}
+	}
+	for _, node := range nodes {
+		if node.Spec.ProviderID != "" {
+			continue
+		}
+		machine, err := m.cachedForUninitializedNode(ctx, node)
+		switch {
+		case errors.Is(err, ironcore.ErrNotFound) || errors.Is(err, ironcore.ErrAmbiguousHostname):
+			// No route can have been created for it either.
+			continue
+		case err != nil:
+			// Better no listing than a route listed without its Node, which would be deleted.
+			return nil, fmt.Errorf("find the Machine of Node %s: %w", node.Name, err)
+		}
+		if _, taken := byMachine[machine.Name]; !taken {
+			byMachine[machine.Name] = node
+		}
+	}
+	return byMachine, nil
+}

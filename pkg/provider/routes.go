@@ -21,7 +21,6 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
 // routes implements Routes as prefixes on the NetworkInterfaces of the cluster's Machines: a
@@ -247,38 +246,14 @@ func (r *routes) networkInterfaceOfNode(ctx context.Context, node *corev1.Node, 
 	return "", fmt.Errorf("no NetworkInterface of Machine %s on Network %s has one of the Node's InternalIPs yet: %w", machine.Name, r.network, errNotReady)
 }
 
-// nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
-// initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname. It
-// reads only the cache: ListRoutes runs on every pass of the route controller.
+// nodesByMachine maps Machine names to the Nodes on them (see machines.nodesByMachine), from
+// the cache only: ListRoutes runs on every pass of the route controller.
 func (r *routes) nodesByMachine(ctx context.Context) (map[string]*corev1.Node, error) {
 	nodes, err := r.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	byMachine := map[string]*corev1.Node{}
-	for _, node := range nodes {
-		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == r.ironcore.Namespace() {
-			byMachine[id.Machine] = node
-		}
-	}
-	for _, node := range nodes {
-		if node.Spec.ProviderID != "" {
-			continue
-		}
-		machine, err := r.machines.cachedForUninitializedNode(ctx, node)
-		switch {
-		case errors.Is(err, ironcore.ErrNotFound) || errors.Is(err, ironcore.ErrAmbiguousHostname):
-			// No route can have been created for it either.
-			continue
-		case err != nil:
-			// Better no listing than a route listed without its Node, which would be deleted.
-			return nil, fmt.Errorf("find the Machine of Node %s: %w", node.Name, err)
-		}
-		if _, taken := byMachine[machine.Name]; !taken {
-			byMachine[machine.Name] = node
-		}
-	}
-	return byMachine, nil
+	return r.machines.nodesByMachine(ctx, nodes)
 }
 
 // routeName names a route by its NetworkInterface and CIDR; DeleteRoute reads the

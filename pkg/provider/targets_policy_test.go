@@ -21,6 +21,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	cloudprovider "k8s.io/cloud-provider"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -509,7 +510,7 @@ func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
 			waitForRoutingToInclude(t, lbName, nicIPs(t, names[2]))
 
 			// The cluster autoscaler's deletion taint.
-			taintNode(t, names[3], "ToBeDeletedByClusterAutoscaler")
+			taintNode(t, names[3])
 			waitForRoutingToExclude(t, lbName, nicIPs(t, names[3]))
 			waitForRoutingToInclude(t, lbName, nicIPs(t, names[0], names[1], names[2]))
 		})
@@ -576,14 +577,15 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 	waitForRouting(t, lbName, nicIPs(t, names...))
 }
 
-func taintNode(t *testing.T, name, key string) {
+// taintNode taints the Node for deletion by the cluster autoscaler.
+func taintNode(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule})
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

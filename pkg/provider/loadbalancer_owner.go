@@ -1,0 +1,129 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == owner.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns the Service's LoadBalancer, or nil if it has none. It looks for LoadBalancers
+// recording the Service's UID, then at the names this and the reference CCM give them, in the
+// cache and, with confirmMiss, if the cache knows none, at the API server, so that a
+// LoadBalancer created a moment ago is not mistaken for a missing one (which would let a
+// Service go without deleting it). A LoadBalancer under one of those names that belongs to
+// another cluster or Service is an ownership conflict.
+func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
+	// The cluster's names: the configured one, the --cluster-name the service controller passes
+	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
+	owners := append([]string{l.settings.cluster, clusterName}, l.settings.aliases...)
+	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range candidates {
+		if l.owns(&candidates[i], owners, service) {
+			return &candidates[i], nil
+		}
+	}
+	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
+	// cluster's names, each once.
+	names := []string{LoadBalancerName(service)}
+	for _, owner := range owners {
+		legacy := legacyLoadBalancerName(owner, service)
+		seen := false
+		for _, name := range names {
+			seen = seen || name == legacy
+		}
+		if owner != "" && !seen {
+			names = append(names, legacy)
+		}
+	}
+	for _, name := range names {
+		lb, err := l.ironcore.LoadBalancer(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.ownedOrConflict(lb, owners, service)
+	}
+	if !confirmMiss {
+		return nil, nil
+	}
+	lb, err := l.ironcore.LiveLoadBalancer(ctx, names[0])
+	if errors.Is(err, ironcore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.ownedOrConflict(lb, owners, service)
+}
+
+// findOwn is find from the cache, for the target reconcilers: a LoadBalancer of someone else
+// under the Service's name is none of theirs (the Service's sync reports the conflict).
+func (l *loadBalancers) findOwn(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	lb, err := l.find(ctx, clusterName, service, false)
+	var conflict *serviceError
+	if errors.As(err, &conflict) {
+		return nil, nil
+	}
+	return lb, err
+}
+
+func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, owners []string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	if l.owns(lb, owners, service) {
+		return lb, nil
+	}
+	owner := ironcore.OwnerOf(lb)
+	hint := ""
+	if id, known := l.settings.clusterID.Known(); known && lb.Labels[keys.LabelClusterID] != "" && lb.Labels[keys.LabelClusterID] != id {
+		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", lb.Labels[keys.LabelClusterID])
+	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
+		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
+	}
+	return nil, &serviceError{reason: ReasonOwnershipConflict, message: fmt.Sprintf(
+		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
+		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.cluster)}
+}
+
+// owns reports whether lb was made for this Service (by UID, which a re-created Service does
+// not share) of this cluster. The cluster may be recorded as the configured name, one of its
+// aliases or, by the reference CCM, as the --cluster-name it was given; an adopted
+// LoadBalancer records the configured name from its next apply on. A LoadBalancer marked with
+// another cluster's identity is never this cluster's: only a CCM writes that mark, so another
+// CCM manages it, and taking it over would make the two fight over it.
+func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []string, service *corev1.Service) bool {
+	owner := ironcore.OwnerOf(lb)
+	if owner.UID != string(service.UID) {
+		return false
+	}
+	if mark, marked := lb.Labels[keys.LabelClusterID]; marked {
+		if id, known := l.settings.clusterID.Known(); known && mark != id {
+			return false
+		}
+	}
+	for _, cluster := range clusters {
+		if cluster != "" && owner.Cluster == cluster {
+			return true
+		}
+	}
+	return false
+}
