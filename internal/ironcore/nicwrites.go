@@ -249,9 +249,7 @@ func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterf
 	if !ok {
 		return cached, false
 	}
-	writtenVersion, err1 := strconv.ParseUint(written.ResourceVersion, 10, 64)
-	cachedVersion, err2 := strconv.ParseUint(cached.ResourceVersion, 10, 64)
-	if err1 != nil || err2 != nil || cached.UID != written.UID || cachedVersion >= writtenVersion {
+	if cached.UID != written.UID || !NewerVersion(written.ResourceVersion, cached.ResourceVersion) {
 		delete(w.written, name)
 		return cached, false
 	}
