@@ -19,12 +19,18 @@ import (
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // ErrNotFound is wrapped by every error that means the object does not exist.
@@ -52,6 +58,8 @@ type Client struct {
 	nics *nicWriter
 	// routingsLive reads LoadBalancerRoutings from the API server instead of a cache.
 	routingsLive bool
+	// ownRoutings watches, while routingsLive, the routings this cluster's CCM wrote.
+	ownRoutings toolscache.SharedIndexInformer
 	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
 	podCIDRPrefixesCached bool
 	// writeGate holds the check every write must pass; see GateWrites.
@@ -158,12 +166,28 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 func (c *Client) GateWrites(check func() error) { c.writeGate.check.Store(&check) }
 
 // ReadRoutingsLive has LoadBalancerRouting read from the API server, and RegisterInformers
-// leave LoadBalancerRoutings uncached. Call it before RegisterInformers. For a CCM whose
-// LoadBalancers select their targets: IronCore then rewrites every routing whenever a target
-// joins or leaves, so a cache would decode every routing once per change to the targets
-// (Nodes × Services in a burst) and hold them all, for reads that are needed only when a
-// selector moves or a LoadBalancer is deleted.
-func (c *Client) ReadRoutingsLive() { c.routingsLive = true }
+// watch only the routings labelled as the cluster's (keys.LabelRoutingCluster), the ones the
+// CCM writes itself. Call it before RegisterInformers. For a CCM whose LoadBalancers select
+// their targets: IronCore then rewrites every other routing whenever a target joins or leaves,
+// so a cache of all would decode every routing once per change to the targets (Nodes ×
+// Services in a burst) and hold them all, for reads that are needed only when a selector moves
+// or a LoadBalancer is deleted.
+func (c *Client) ReadRoutingsLive(cluster string) {
+	c.routingsLive = true
+	selector := labels.SelectorFromSet(labels.Set{keys.LabelRoutingCluster: cluster}).String()
+	routings := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace)
+	c.ownRoutings = toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+			options.LabelSelector = selector
+			return routings.List(ctx, options)
+		},
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.LabelSelector = selector
+			return routings.Watch(ctx, options)
+		},
+	}, &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
+	_ = c.ownRoutings.SetTransform(cache.TransformStripManagedFields())
+}
 
 // CachePodCIDRPrefixes has RegisterInformers cache the Prefixes IronCore allocates for pod
 // CIDRs. Call it before RegisterInformers, when the CCM allocates pod CIDRs; otherwise they
@@ -221,10 +245,20 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 func (c *Client) Namespace() string { return c.namespace }
 
 // Start runs the cache until ctx ends.
-func (c *Client) Start(ctx context.Context) error { return c.cache.Start(ctx) }
+func (c *Client) Start(ctx context.Context) error {
+	if c.ownRoutings != nil {
+		go c.ownRoutings.RunWithContext(ctx)
+	}
+	return c.cache.Start(ctx)
+}
 
 // WaitForCacheSync blocks until the cache has listed every registered kind, or ctx ends.
-func (c *Client) WaitForCacheSync(ctx context.Context) bool { return c.cache.WaitForCacheSync(ctx) }
+func (c *Client) WaitForCacheSync(ctx context.Context) bool {
+	if c.ownRoutings != nil && !toolscache.WaitForCacheSync(ctx.Done(), c.ownRoutings.HasSynced) {
+		return false
+	}
+	return c.cache.WaitForCacheSync(ctx)
+}
 
 // CheckNetwork confirms, with a live read, that the API is reachable and the Network exists.
 func (c *Client) CheckNetwork(ctx context.Context, name string) error {

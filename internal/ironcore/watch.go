@@ -76,15 +76,16 @@ func onAddOrChange[T client.Object](c *Client, obj T, kind string, changed func(
 }
 
 // OnLoadBalancerRoutingChange calls handler with each LoadBalancerRouting the cache sees added,
-// changed or deleted. Without a routing cache (ReadRoutingsLive) it does nothing: IronCore
-// writes the routings then, and repairs them itself.
+// changed or deleted; after ReadRoutingsLive, with each of those labelled as the cluster's.
 func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.LoadBalancerRouting)) error {
-	if c.routingsLive {
-		return nil
-	}
-	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancerRouting{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return fmt.Errorf("informer for LoadBalancerRoutings: %w", err)
+	var informer interface {
+		AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+	} = c.ownRoutings
+	if !c.routingsLive {
+		var err error
+		if informer, err = c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancerRouting{}, cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("informer for LoadBalancerRoutings: %w", err)
+		}
 	}
 	call := func(obj any) {
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -94,7 +95,7 @@ func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.Lo
 			handler(routing)
 		}
 	}
-	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    call,
 		UpdateFunc: func(_, newObj any) { call(newObj) },
 		DeleteFunc: call,

@@ -21,6 +21,8 @@ const (
 	// AnnotationTargets is a digest of the NetworkInterfaces that carry the target label, on
 	// the LoadBalancers that select them.
 	AnnotationTargets = Prefix + "load-balancer-targets"
+	// LabelRoutingCluster marks the LoadBalancerRoutings this CCM writes with its cluster's name.
+	LabelRoutingCluster = Prefix + "routing-cluster"
 )
 
 // Labels on Nodes (see All).

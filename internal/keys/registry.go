@@ -41,6 +41,7 @@ const (
 	OnNetworkInterface = "IronCore NetworkInterface"
 	OnLoadBalancer     = "IronCore LoadBalancer"
 	OnPrefix           = "IronCore Prefix"
+	OnRouting          = "IronCore LoadBalancerRouting"
 )
 
 // Key documents one label or annotation the CCM reads or writes.
@@ -143,6 +144,14 @@ func ironCoreKeys() []Key {
 				"LoadBalancers a NetworkInterface change concerns at the first LoadBalancer on its Network without a selector, so while one exists, " +
 				"selecting LoadBalancers may miss target changes; the CCM writes the new digest on each of them when the targets change, and IronCore " +
 				"then recomputes their routing.",
+		},
+		{
+			Name: LabelRoutingCluster, Kind: Label, Origin: OriginOurs, On: []string{OnRouting},
+			WrittenBy: "service-lb-controller, on every LoadBalancerRouting it writes (all with `--use-nic-selector=false`, a Local Service's otherwise)",
+			ReadBy:    "service-lb-controller",
+			Meaning: "The cluster name. With `--use-nic-selector=true` IronCore writes the routings of selecting LoadBalancers, and the CCM " +
+				"watches only the routings carrying this label with its cluster's name: a hand edit of one of them is written back within " +
+				"seconds, while IronCore's rewrites of the others cost the CCM nothing.",
 		},
 		{
 			Name: LabelPodCIDR, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface, OnPrefix},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -111,6 +112,8 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	routing := &networkingv1alpha1.LoadBalancerRouting{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: lb.Name,
+			// The label lets a CCM whose other routings IronCore writes watch these alone.
+			Labels: map[string]string{keys.LabelRoutingCluster: t.cluster},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: networkingv1alpha1.SchemeGroupVersion.String(),
 				Kind:       "LoadBalancer",
@@ -224,6 +227,11 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 		}
 	}
 	if existing == nil {
+		return false, nil
+	}
+	if t.selecting && existing.Labels[keys.LabelRoutingCluster] != t.cluster {
+		// Unlabelled, it is not watched (a routing IronCore wrote while the LoadBalancer
+		// selected, or one written before the label existed).
 		return false, nil
 	}
 	return ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef && equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations), nil

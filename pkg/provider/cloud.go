@@ -134,7 +134,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	if options.UseNICSelector {
 		// IronCore writes the routings; this CCM reads one only when a selector moves or a
 		// LoadBalancer is deleted.
-		client.ReadRoutingsLive()
+		client.ReadRoutingsLive(cloudConfig.ClusterName)
 	}
 	if err := retryTransient(checkCtx, "Registering the IronCore informers", func() error { return client.RegisterInformers(checkCtx) }); err != nil {
 		return nil, err

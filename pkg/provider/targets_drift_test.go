@@ -58,9 +58,17 @@ func TestAFlappingNodeIsNotLostToALaggingCache(t *testing.T) {
 	}
 }
 
-// TestTargetDriftIsRepaired: target labels removed by hand (selector mode) and a routing
-// edited by hand (explicit mode) are put back by the watch, without any call from the service
-// controller, with a Normal event on the Node or the Service and the drift counted.
+// driftNodes is the cluster size the drift tests run at, and driftBound the time within which
+// a drift is back.
+const (
+	driftNodes = 50
+	driftBound = 5 * time.Second
+)
+
+// TestTargetDriftIsRepaired: at 50 Nodes, target labels removed by hand (selector mode) and
+// routings edited by hand (a Local Service's in both modes, a Cluster Service's in explicit
+// mode) are put back by the watch within 5 s, without any call from the service controller,
+// with a Normal event on the Node or the Service and the drift counted.
 func TestTargetDriftIsRepaired(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
@@ -69,13 +77,19 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
 			prefix := "drift-" + mode.name + "-"
-			names := []string{prefix + "1", prefix + "2", prefix + "3"}
+			var names []string
+			for i := range driftNodes {
+				names = append(names, fmt.Sprintf("%s%d", prefix, i))
+			}
 			nodes := clusterNodes(t, names...)
 			h.waitForNodesInLister(t, nodes)
 			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
-			lbName := provider.LoadBalancerName(service)
+			local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+			setEndpoints(t, local, endpointsOn(names[:3]...))
 			ensureUntilReady(t, h.lbs, service, nodes)
-			waitForRouting(t, lbName, nicIPs(t, names...))
+			ensureUntilReady(t, h.lbs, local, nodes)
+			waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
+			waitForRouting(t, provider.LoadBalancerName(local), nicIPs(t, names[:3]...))
 
 			if mode.useSelector {
 				before := driftRepaired(t, "label")
@@ -85,24 +99,44 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 				}
 				waitForNICLabel(t, names[0], true)
 				waitForNICLabel(t, names[1], true)
-				t.Logf("target labels removed by hand were back after %s", time.Since(started).Round(time.Millisecond))
+				requireWithinDriftBound(t, "target labels removed by hand", started)
 				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
 				if after := driftRepaired(t, "label"); after < before+2 {
 					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
 				}
-				waitForRouting(t, lbName, nicIPs(t, names...))
+				waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
 			} else {
-				before := driftRepaired(t, "routing")
-				started := time.Now()
-				dropDestinations(t, lbName, 2)
-				waitForRouting(t, lbName, nicIPs(t, names...))
-				t.Logf("a routing edited by hand was back after %s", time.Since(started).Round(time.Millisecond))
-				waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
-				if after := driftRepaired(t, "routing"); after < before+1 {
-					t.Errorf("drift repaired (routing) went from %v to %v, want 1 more", before, after)
-				}
+				repairedRouting(t, service, nicIPs(t, names...))
 			}
+			repairedRouting(t, local, nicIPs(t, names[:3]...))
 		})
+	}
+}
+
+// repairedRouting edits the Service's routing by hand and requires it back as wanted within
+// the drift bound, with an event on the Service and the drift counted.
+func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
+	t.Helper()
+	lbName := provider.LoadBalancerName(service)
+	before := driftRepaired(t, "routing")
+	started := time.Now()
+	dropDestinations(t, lbName, 2)
+	waitForRouting(t, lbName, want)
+	requireWithinDriftBound(t, "the routing of "+service.Name+" edited by hand", started)
+	waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
+	if after := driftRepaired(t, "routing"); after < before+1 {
+		t.Errorf("drift repaired (routing) went from %v to %v, want 1 more", before, after)
+	}
+}
+
+// requireWithinDriftBound fails the test if the repair of what started took longer than
+// driftBound.
+func requireWithinDriftBound(t *testing.T, what string, started time.Time) {
+	t.Helper()
+	took := time.Since(started)
+	t.Logf("%s: back after %s", what, took.Round(time.Millisecond))
+	if took > driftBound {
+		t.Errorf("%s: back after %s, later than %s", what, took.Round(time.Millisecond), driftBound)
 	}
 }
 
