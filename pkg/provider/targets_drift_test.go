@@ -99,7 +99,7 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 				}
 				waitForNICLabel(t, names[0], true)
 				waitForNICLabel(t, names[1], true)
-				requireWithinDriftBound(t, "target labels removed by hand", started)
+				requireWithinDriftBound(t, "target labels removed by hand back", started)
 				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
 				if after := driftRepaired(t, "label"); after < before+2 {
 					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
@@ -122,7 +122,7 @@ func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	started := time.Now()
 	dropDestinations(t, lbName, 2)
 	waitForRouting(t, lbName, want)
-	requireWithinDriftBound(t, "the routing of "+service.Name+" edited by hand", started)
+	requireWithinDriftBound(t, "the routing of "+service.Name+" edited by hand back", started)
 	waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
 	if after := driftRepaired(t, "routing"); after < before+1 {
 		t.Errorf("drift repaired (routing) went from %v to %v, want 1 more", before, after)
@@ -134,9 +134,9 @@ func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 func requireWithinDriftBound(t *testing.T, what string, started time.Time) {
 	t.Helper()
 	took := time.Since(started)
-	t.Logf("%s: back after %s", what, took.Round(time.Millisecond))
+	t.Logf("%s after %s", what, took.Round(time.Millisecond))
 	if took > driftBound {
-		t.Errorf("%s: back after %s, later than %s", what, took.Round(time.Millisecond), driftBound)
+		t.Errorf("%s after %s, later than %s", what, took.Round(time.Millisecond), driftBound)
 	}
 }
 
@@ -241,5 +241,56 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 		if !hasTargetLabel(t, name) {
 			t.Errorf("the NetworkInterface of %s is not a target after its flaps", name)
 		}
+	}
+}
+
+// TestSelectingRoutingsFollowNodeHealthBesideALocalService: in selector mode, with a Local
+// Service's LoadBalancer (which does not select) on the Network beside five selecting ones,
+// Nodes go NotReady past the grace period and Ready again, one after another; every selecting
+// routing leaves the Node within 5 s and takes it back within 5 s. IronCore v0.5.0 alone would
+// not recompute them (it stops at the LoadBalancer that does not select).
+func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
+	ctx := context.Background()
+	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = true })
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("mixed-%d", i))
+	}
+	nodes := clusterNodes(t, names...)
+	h.waitForNodesInLister(t, nodes)
+	local := createService(t, "mixed-local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+	setEndpoints(t, local, endpointsOn(names[:2]...))
+	ensureUntilReady(t, h.lbs, local, nodes)
+	var selecting []string
+	for i := range 5 {
+		service := createService(t, fmt.Sprintf("mixed-%d", i), testenv.ServiceOptions{})
+		ensureUntilReady(t, h.lbs, service, nodes)
+		selecting = append(selecting, provider.LoadBalancerName(service))
+	}
+	for _, lbName := range selecting {
+		waitForRouting(t, lbName, nicIPs(t, names...))
+	}
+
+	for _, name := range names[2:] {
+		ip := nicIPs(t, name)
+		started := time.Now()
+		if _, err := stack.SetNodeReadySince(ctx, name, corev1.ConditionFalse, time.Now().Add(-2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for _, lbName := range selecting {
+			waitForRoutingToExclude(t, lbName, ip)
+		}
+		requireWithinDriftBound(t, "every selecting routing without NotReady "+name+" (after the grace period)", started)
+		started = time.Now()
+		if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionTrue); err != nil {
+			t.Fatal(err)
+		}
+		for _, lbName := range selecting {
+			waitForRoutingToInclude(t, lbName, ip)
+		}
+		requireWithinDriftBound(t, "every selecting routing with "+name+" Ready again", started)
+	}
+	for _, lbName := range selecting {
+		waitForRouting(t, lbName, nicIPs(t, names...))
 	}
 }
