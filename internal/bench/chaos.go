@@ -68,7 +68,7 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
 		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
-		byLoadBalancer: map[string]*chaosService{}}
+		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
@@ -110,6 +110,10 @@ type chaos struct {
 	// drops are the destinations of present Nodes that a routing lost, by routing and IP,
 	// with when; they end when the destination is back.
 	drops map[string]time.Time
+	// excused Nodes are disturbed on purpose (unhealthy, or their target label removed by
+	// hand): routings leave them by design. handEdits are destinations removed by hand, by
+	// routing and key.
+	excused, handEdits map[string]bool
 }
 
 // chaosService is what a Service should have.
@@ -118,10 +122,11 @@ type chaosService struct {
 	internal bool
 	ports    []int32
 	wave     int
-	// local is externalTrafficPolicy Local, with endpoints on the Nodes in endpoints;
-	// localEver, whether it ever was: its routing then loses Nodes by design.
-	local, localEver bool
-	endpoints        []string
+	// local is externalTrafficPolicy Local, with endpoints on the Nodes in endpoints: its
+	// routing holds those Nodes only. It is set before the Service turns Local, and cleared
+	// once it has turned back.
+	local     bool
+	endpoints []string
 }
 
 func (c *chaos) log(format string, args ...any) {
@@ -232,7 +237,7 @@ func (c *chaos) run(ctx context.Context) error {
 func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 	c.log("wave %d: %d new Services, faults on", wave+1, count)
 	c.setFaults(true)
-	disruptions := make(chan error, 1)
+	disruptions, targets := make(chan error, 1), make(chan error, 1)
 	go func() { disruptions <- c.disruptions(ctx, wave) }()
 
 	created := make([]string, count)
@@ -259,6 +264,7 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 		return err
 	}
 	c.result.ServicesCreated += count
+	go func() { targets <- c.targetChaos(ctx, wave) }()
 	if err := c.nodeChurn(ctx); err != nil {
 		return err
 	}
@@ -272,7 +278,7 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 	c.result.SilentPeriods++
 	time.Sleep(5 * time.Second) // the providers stay silent this long: part of the scenario
 	c.stack.Simulator.SetSilent(false)
-	if err := <-disruptions; err != nil {
+	if err := errors.Join(<-disruptions, <-targets); err != nil {
 		return err
 	}
 	c.setFaults(false)
@@ -565,6 +571,9 @@ func (c *chaos) editWave(ctx context.Context, wave int) error {
 			if err := c.placeEndpoints(ctx, state); err != nil {
 				return err
 			}
+			c.mu.Lock()
+			state.local = true
+			c.mu.Unlock()
 		}
 		updated, err := c.updateService(ctx, name, func(service *corev1.Service) {
 			service.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
@@ -591,7 +600,6 @@ func (c *chaos) editWave(ctx context.Context, wave int) error {
 		}
 		c.mu.Lock()
 		state.service, state.internal, state.ports, state.local = updated, internal, ports, local
-		state.localEver = state.localEver || local
 		if switchType {
 			c.result.TypeSwitches++
 		}

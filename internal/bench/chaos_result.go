@@ -50,9 +50,20 @@ type ChaosResult struct {
 	Leftovers        int `json:"leftovers"`
 	// TargetDrops are how long each destination of a Node still there was missing from a
 	// routing.
-	TargetDrops []Seconds     `json:"targetDropsSeconds"`
-	Problems    []string      `json:"problems"`
-	Timeline    []ChaosSample `json:"timeline"`
+	TargetDrops []Seconds `json:"targetDropsSeconds"`
+	// HealthFlaps are the Nodes made unhealthy and healthy again; FlapLeftSeconds how long
+	// until every routing that held one had left it, FlapBackSeconds how long after it was
+	// healthy until they all held it again.
+	HealthFlaps     int       `json:"healthFlaps"`
+	FlapLeftSeconds []Seconds `json:"flapLeftSeconds"`
+	FlapBackSeconds []Seconds `json:"flapBackSeconds"`
+	// LabelRepairSeconds is, per target label removed by hand, how long until the CCM put it
+	// back; RoutingRepairSeconds, per destination removed by hand from a Local Service's
+	// routing, how long until the CCM put it back.
+	LabelRepairSeconds   []Seconds     `json:"labelRepairSeconds"`
+	RoutingRepairSeconds []Seconds     `json:"routingRepairSeconds"`
+	Problems             []string      `json:"problems"`
+	Timeline             []ChaosSample `json:"timeline"`
 }
 
 // Takeover is one disruption of the leader and how long the other replica took to lead.
@@ -118,7 +129,9 @@ func (r *ChaosResult) Markdown() string {
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
 	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal); every Service of the previous wave edited (ports; one in four "+
 		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
-		"killed or paused %d times right after an IronCore write; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
+		"killed or paused %d times right after an IronCore write; one Node made unhealthy and healthy again (NotReady past the grace period, "+
+		"or tainted for deletion by the cluster autoscaler, in turn), one target label removed by hand and one destination removed by hand "+
+		"from a Local Service's routing; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
 		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
 		"run waits for the last waves' Services to be served right, checks every pod CIDR, deletes every Service, and waits for IronCore's "+
 		"garbage collector.\n\n", o.Waves, o.Services/o.Waves, o.Disruptions, o.FaultRate)
@@ -129,6 +142,8 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| Nodes joined / left | %d / %d |\n", r.NodesJoined, r.NodesLeft)
 	fmt.Fprintf(&b, "| IronCore requests failed on purpose | %s |\n", kinds(r.FaultsInjected))
 	fmt.Fprintf(&b, "| target API requests failed on purpose | %s |\n", kinds(r.TargetFaultsInjected))
+	fmt.Fprintf(&b, "| Nodes made unhealthy and healthy again / target labels removed by hand / Local routing destinations removed by hand | %d / %d / %d |\n",
+		r.HealthFlaps, len(r.LabelRepairSeconds), len(r.RoutingRepairSeconds))
 	fmt.Fprintf(&b, "| silent provider periods | %d |\n", r.SilentPeriods)
 	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
 
@@ -152,12 +167,25 @@ func (r *ChaosResult) Markdown() string {
 		t := newTimings(row.times)
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
+	fmt.Fprintf(&b, "\n| Targets disturbed on purpose (must be followed or repaired within %s) | count | p50 | max |\n|---|---:|---:|---:|\n", targetBound)
+	for _, row := range []struct {
+		name    string
+		seconds []Seconds
+	}{
+		{"Node unhealthy: until every routing that held it left it", r.FlapLeftSeconds},
+		{"Node healthy again: until every such routing held it again", r.FlapBackSeconds},
+		{"target label removed by hand: until the CCM put it back", r.LabelRepairSeconds},
+		{"destination removed by hand from a Local Service's routing: until the CCM put it back", r.RoutingRepairSeconds},
+	} {
+		t := timingsOf(row.seconds)
+		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
+	}
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| IronCore writes by a paused leader after the other took over | %d |\n", writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
 	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers | %d |\n", r.Duplicates)
-	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped | %d |\n", len(r.TargetDrops))
+	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
 	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface | %d |\n", r.PodCIDRsChecked)
 	fmt.Fprintf(&b, "| from the end of the chaos until every Service was served right | %.1fs |\n\n", r.ConvergenceSeconds)
@@ -170,6 +198,16 @@ func (r *ChaosResult) Markdown() string {
 	}
 	fmt.Fprintf(&b, "The plot (%s.png) shows the Services, those with an address and the IronCore LoadBalancers over the run; the grey line is up while faults were on, and the dots mark leader kills and pauses.\n", r.Name())
 	return b.String()
+}
+
+// timingsOf summarizes durations in seconds.
+func timingsOf(seconds []Seconds) Timings {
+	durations := make([]time.Duration, 0, len(seconds))
+	for _, s := range seconds {
+		durations = append(durations, time.Duration(float64(s)*float64(time.Second)))
+	}
+	slices.Sort(durations)
+	return newTimings(durations)
 }
 
 func kinds(counts map[string]int) string {

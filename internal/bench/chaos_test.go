@@ -9,8 +9,8 @@ import (
 )
 
 // TestChaosSmoke runs the churn-and-chaos scenario at a small size: two replicas, a leader
-// killed and a leader paused, faults on both APIs, silent providers; it must break no
-// invariant.
+// killed and a leader paused, faults on both APIs, silent providers, a Node unhealthy and a
+// target label removed by hand per wave; it must break no invariant.
 func TestChaosSmoke(t *testing.T) {
 	result, err := RunChaos(context.Background(), ChaosOptions{
 		Nodes: 3, Services: 24, Waves: 2, Disruptions: 1, FaultRate: 0.05, Seed: 3, Latency: 50 * time.Millisecond, Progress: os.Stderr,
@@ -34,6 +34,10 @@ func TestChaosSmoke(t *testing.T) {
 	if result.ServicesCreated != 24 || result.ServicesEdited != 12 || result.NodesJoined != 2 || result.NodesLeft != 2 || result.LeftNodesDeleted != 2 || result.PodCIDRsChecked != 3 {
 		t.Errorf("created %d, edited %d Services, %d Nodes joined, %d left, %d pod CIDRs checked; want 24, 12, 2, 2, 3",
 			result.ServicesCreated, result.ServicesEdited, result.NodesJoined, result.NodesLeft, result.PodCIDRsChecked)
+	}
+	if result.HealthFlaps != 2 || len(result.FlapBackSeconds) != 2 || len(result.LabelRepairSeconds) != 2 {
+		t.Errorf("%d health flaps (%d back), %d target labels removed by hand; want 2 each",
+			result.HealthFlaps, len(result.FlapBackSeconds), len(result.LabelRepairSeconds))
 	}
 	if len(result.FaultsInjected) == 0 || len(result.Timeline) == 0 {
 		t.Errorf("faults injected %v, %d samples", result.FaultsInjected, len(result.Timeline))

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -76,17 +77,20 @@ func (c *chaos) watch(ctx context.Context) error {
 }
 
 // routingChanged records each destination of a present Node that a routing lost, and when it
-// came back. A destination is its NetworkInterface where the routing names it: an address
-// alone is no identity, as IronCore gives a leaving Node's address to the next new one.
+// came back: of a Local Service, only the Nodes of its endpoints count, and a Node disturbed on
+// purpose (excused) or a destination removed by hand does not. A destination is its
+// NetworkInterface where the routing names it: an address alone is no identity, as IronCore
+// gives a leaving Node's address to the next new one.
 func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRouting) {
 	had, has := destinations(before), destinations(after)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if state := c.byLoadBalancer[after.Name]; state != nil && state.localEver {
-		return // a Local Service's routing holds only the Nodes with its endpoints
-	}
+	state := c.byLoadBalancer[after.Name]
 	present := map[string]string{}
 	for node := range c.present {
+		if c.excused[node] || (state != nil && state.local && !slices.Contains(state.endpoints, node)) {
+			continue
+		}
 		present["nic:"+testenv.NetworkInterfaceName(node)] = node
 		for _, ip := range c.nodeIPs[node] {
 			present["ip:"+ip] = node
@@ -94,7 +98,7 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 	}
 	for key := range had {
 		drop := after.Name + " " + key
-		if node, ok := present[key]; ok && !has[key] {
+		if node, ok := present[key]; ok && !has[key] && !c.handEdits[drop] {
 			if _, open := c.drops[drop]; !open {
 				c.drops[drop] = time.Now()
 				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there", after.Name, node, key))
@@ -110,18 +114,22 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 	}
 }
 
-// destinations names a routing's destinations by NetworkInterface, or by address where it
-// names none.
+// destinations names a routing's destinations by destinationKey.
 func destinations(routing *networkingv1alpha1.LoadBalancerRouting) map[string]bool {
 	keys := map[string]bool{}
 	for _, destination := range routing.Destinations {
-		if destination.TargetRef != nil && destination.TargetRef.Name != "" {
-			keys["nic:"+destination.TargetRef.Name] = true
-		} else {
-			keys["ip:"+destination.IP.String()] = true
-		}
+		keys[destinationKey(destination)] = true
 	}
 	return keys
+}
+
+// destinationKey names a destination by its NetworkInterface, or by its address where it names
+// none.
+func destinationKey(destination networkingv1alpha1.LoadBalancerDestination) string {
+	if destination.TargetRef != nil && destination.TargetRef.Name != "" {
+		return "nic:" + destination.TargetRef.Name
+	}
+	return "ip:" + destination.IP.String()
 }
 
 // sample records every second how many Services exist and have an address, how many

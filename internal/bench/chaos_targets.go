@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+// targetBound is how long a flapped Node or a hand edit may take to be followed or repaired
+// before the run calls it a problem; the measured times are in the result.
+const targetBound = 2 * time.Minute
+
+// targetChaos disturbs the load balancer targets once each per wave, one after another: a Node
+// goes unhealthy and healthy again (NotReady past the grace period, or the cluster
+// autoscaler's deletion taint, in turn), a target label is removed by hand, and a Local
+// Service's routing loses a destination by hand. While a Node is disturbed on purpose, its
+// leaving routings is no drop; every routing must leave it and take it back, and every hand
+// edit must be put back, within targetBound.
+func (c *chaos) targetChaos(ctx context.Context, wave int) error {
+	if err := c.flapNode(ctx, wave%2 == 1); err != nil {
+		return err
+	}
+	if err := c.removeTargetLabel(ctx); err != nil {
+		return err
+	}
+	return c.editLocalRouting(ctx)
+}
+
+// flapNode makes a Node unhealthy until every routing that held it has left it, then healthy
+// until they all hold it again.
+func (c *chaos) flapNode(ctx context.Context, taint bool) error {
+	node, nic := c.excuseNode()
+	if node == "" {
+		return nil
+	}
+	defer c.pardon(node)
+	held, err := c.routingsHolding(ctx, nic)
+	if err != nil {
+		return err
+	}
+	how := "NotReady past the grace period"
+	if taint {
+		how = "tainted for deletion by the cluster autoscaler"
+	}
+	if taint {
+		err = c.setDeletionTaint(ctx, node, true)
+	} else {
+		_, err = c.stack.SetNodeReadySince(ctx, node, corev1.ConditionFalse, time.Now().Add(-2*time.Minute))
+	}
+	if err != nil {
+		return err
+	}
+	left := c.waitForRoutings(ctx, held, nic, false, fmt.Sprintf("Node %s %s", node, how))
+	if taint {
+		err = c.setDeletionTaint(ctx, node, false)
+	} else {
+		_, err = c.stack.SetNodeReady(ctx, node, corev1.ConditionTrue)
+	}
+	if err != nil {
+		return err
+	}
+	returned := c.waitForRoutings(ctx, held, nic, true, fmt.Sprintf("Node %s healthy again", node))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.result.HealthFlaps++
+	c.result.FlapLeftSeconds = append(c.result.FlapLeftSeconds, newSeconds(left))
+	c.result.FlapBackSeconds = append(c.result.FlapBackSeconds, newSeconds(returned))
+	c.log("Node %s %s: out of %d routings after %s, back in them %s after it was healthy again", node, how, len(held),
+		left.Round(time.Millisecond), returned.Round(time.Millisecond))
+	return nil
+}
+
+// removeTargetLabel removes the target label from a Node's NetworkInterface, as a mistaken
+// kubectl would, and waits until the CCM has put it back and every routing that held the Node
+// holds it again.
+func (c *chaos) removeTargetLabel(ctx context.Context) error {
+	node, nic := c.excuseNode()
+	if node == "" {
+		return nil
+	}
+	defer c.pardon(node)
+	held, err := c.routingsHolding(ctx, nic)
+	if err != nil {
+		return err
+	}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, keys.LabelLoadBalancerTarget))
+	object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
+	started := time.Now()
+	if err := c.stack.IronCore.Client.Patch(ctx, object, patch); err != nil {
+		return fmt.Errorf("remove the target label of NetworkInterface %s: %w", nic, err)
+	}
+	err = testenv.WaitFor(ctx, targetBound, "the target label of "+nic+" back", func(ctx context.Context) error {
+		current := &networkingv1alpha1.NetworkInterface{}
+		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(object), current); err != nil {
+			return err
+		}
+		if _, ok := current.Labels[keys.LabelLoadBalancerTarget]; !ok {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	repaired := time.Since(started)
+	if err != nil {
+		c.problem("the target label removed by hand from %s: %v", nic, err)
+	}
+	c.waitForRoutings(ctx, held, nic, true, "the target label of "+nic+" back")
+	c.mu.Lock()
+	c.result.LabelRepairSeconds = append(c.result.LabelRepairSeconds, newSeconds(repaired))
+	c.mu.Unlock()
+	c.log("the target label removed by hand from %s was back after %s", nic, repaired.Round(time.Millisecond))
+	return nil
+}
+
+// editLocalRouting removes, by hand, a destination from the routing of a Local Service (a
+// routing the CCM writes) and waits until the CCM has put it back.
+func (c *chaos) editLocalRouting(ctx context.Context) error {
+	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+	if err := c.stack.IronCore.Client.List(ctx, routings, client.InNamespace(c.stack.Namespace)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var routing *networkingv1alpha1.LoadBalancerRouting
+	var key string
+	for i := range routings.Items {
+		candidate := &routings.Items[i]
+		state := c.byLoadBalancer[candidate.Name]
+		if state == nil || !state.local {
+			continue
+		}
+		for destination := range destinations(candidate) {
+			if node, ok := c.nodeOf(destination); ok && slices.Contains(state.endpoints, node) && !c.excused[node] {
+				routing, key = candidate, destination
+				break
+			}
+		}
+		if routing != nil {
+			break
+		}
+	}
+	if routing != nil {
+		c.handEdits[routing.Name+" "+key] = true
+	}
+	c.mu.Unlock()
+	if routing == nil {
+		return nil // no Local Service has a routing yet
+	}
+	defer func() {
+		c.mu.Lock()
+		delete(c.handEdits, routing.Name+" "+key)
+		c.mu.Unlock()
+	}()
+	started := time.Now()
+	routing.Destinations = slices.DeleteFunc(routing.Destinations, func(d networkingv1alpha1.LoadBalancerDestination) bool {
+		return destinationKey(d) == key
+	})
+	if err := c.stack.IronCore.Client.Update(ctx, routing); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // changed or gone since the list: no edit made
+	} else if err != nil {
+		return fmt.Errorf("edit LoadBalancerRouting %s: %w", routing.Name, err)
+	}
+	err := testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(ctx context.Context) error {
+		current := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(routing), current); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !destinations(current)[key] && c.stillWanted(routing.Name, key) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	repaired := time.Since(started)
+	if err != nil {
+		c.problem("a destination removed by hand from the routing of a Local Service: %v", err)
+	}
+	c.mu.Lock()
+	c.result.RoutingRepairSeconds = append(c.result.RoutingRepairSeconds, newSeconds(repaired))
+	c.mu.Unlock()
+	c.log("a destination removed by hand from Local routing %s was back after %s", routing.Name, repaired.Round(time.Millisecond))
+	return nil
+}
+
+// excuseNode picks a present Node that is neither the next to leave nor already disturbed,
+// and excuses its leaving routings until pardon.
+func (c *chaos) excuseNode() (node, nic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var candidates []string
+	oldest := ""
+	for name := range c.present {
+		if oldest == "" || name < oldest {
+			oldest = name
+		}
+		if !c.excused[name] {
+			candidates = append(candidates, name)
+		}
+	}
+	// The oldest is the one the wave's Node churn lets leave.
+	candidates = slices.DeleteFunc(candidates, func(name string) bool { return name == oldest })
+	if len(candidates) == 0 {
+		return "", ""
+	}
+	slices.Sort(candidates)
+	node = candidates[c.random.IntN(len(candidates))]
+	c.excused[node] = true
+	return node, testenv.NetworkInterfaceName(node)
+}
+
+func (c *chaos) pardon(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.excused, node)
+}
+
+// routingsHolding names the routings that hold the NetworkInterface, of Services that are not
+// Local (a Local Service's routing holds the Nodes of its endpoints only). Early in a run, it
+// waits a little for the first.
+func (c *chaos) routingsHolding(ctx context.Context, nic string) ([]string, error) {
+	var held []string
+	err := testenv.WaitFor(ctx, 30*time.Second, "a routing holding "+nic, func(ctx context.Context) error {
+		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+		if err := c.stack.IronCore.Client.List(ctx, routings, client.InNamespace(c.stack.Namespace)); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		held = nil
+		for i := range routings.Items {
+			if state := c.byLoadBalancer[routings.Items[i].Name]; state != nil && !state.local && destinations(&routings.Items[i])["nic:"+nic] {
+				held = append(held, routings.Items[i].Name)
+			}
+		}
+		if len(held) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// waitForRoutings waits until none (held false) or all (held true) of the routings hold the
+// NetworkInterface, counting only routings that still exist, of Services that still exist and
+// are not Local. It returns how long that took; past targetBound it records a problem.
+func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic string, held bool, what string) time.Duration {
+	started := time.Now()
+	err := testenv.WaitFor(ctx, targetBound, what, func(ctx context.Context) error {
+		for _, name := range routings {
+			c.mu.Lock()
+			state := c.byLoadBalancer[name]
+			counted := state != nil && !state.local && c.services[state.service.Name] == state
+			c.mu.Unlock()
+			if !counted {
+				continue
+			}
+			routing := &networkingv1alpha1.LoadBalancerRouting{}
+			if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: name}, routing); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return err
+			}
+			if destinations(routing)["nic:"+nic] != held {
+				return fmt.Errorf("routing %s", name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		verb := "leave"
+		if held {
+			verb = "take back"
+		}
+		c.problem("%s: the routings did not %s %s: %v", what, verb, nic, err)
+	}
+	return time.Since(started)
+}
+
+// stillWanted tells whether the Local Service of the routing still wants the destination:
+// its endpoints may have moved since the edit.
+func (c *chaos) stillWanted(routing, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	state := c.byLoadBalancer[routing]
+	node, ok := c.nodeOf(key)
+	return state != nil && state.local && ok && slices.Contains(state.endpoints, node) && c.services[state.service.Name] == state
+}
+
+// nodeOf names the present Node of a destination key. The caller holds c.mu.
+func (c *chaos) nodeOf(key string) (string, bool) {
+	for node := range c.present {
+		if key == "nic:"+testenv.NetworkInterfaceName(node) {
+			return node, true
+		}
+		for _, ip := range c.nodeIPs[node] {
+			if key == "ip:"+ip {
+				return node, true
+			}
+		}
+	}
+	return "", false
+}
+
+// setDeletionTaint adds or removes the cluster autoscaler's deletion taint on the Node.
+func (c *chaos) setDeletionTaint(ctx context.Context, name string, on bool) error {
+	nodes := c.stack.TargetClientset.CoreV1().Nodes()
+	for {
+		node, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == servicecontroller.ToBeDeletedTaint })
+		if on {
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: servicecontroller.ToBeDeletedTaint, Value: "1", Effect: corev1.TaintEffectNoSchedule})
+		}
+		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
