@@ -28,7 +28,7 @@ func TestCodeRecordsExactlyTheDocumentedEventReasons(t *testing.T) {
 		reason, known := documented[emission.Reason]
 		switch {
 		case emission.Reason == "":
-			t.Errorf("%s: the reason %s is not a constant; record events with a reason constant documented in provider.EventReasons", emission.Position, emission.Expression)
+			t.Errorf("%s: the reason %s is not a constant; record events with a reason constant documented in provider.EventReasons, or carry it in a struct parameter (see ScanEmissions)", emission.Position, emission.Expression)
 		case emission.Type == "":
 			t.Errorf("%s: the type of the %s event is not corev1.EventTypeNormal or corev1.EventTypeWarning", emission.Position, emission.Reason)
 		case !known:
@@ -69,13 +69,19 @@ func TestScanEmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Emission{
-		{Reason: "Literal", Type: "Warning", Position: "a/a.go:17", Expression: "ReasonLiteral"},
-		{Reason: "PrefixedConcat", Type: "Normal", Position: "a/a.go:18", Expression: `reasonPrefix + "Concat"`},
-		{Reason: "Imported", Type: "Warning", Position: "a/a.go:19", Expression: "b.ReasonImported"},
-		{Reason: "Annotated", Type: "Warning", Position: "a/a.go:20", Expression: `"Annotated"`},
-		{Reason: "", Type: "Warning", Position: "a/a.go:22", Expression: "name"},
-		{Reason: "Carried", Type: "Warning", Position: "a/a.go:24", Expression: `"Carried"`},
-		{Reason: "", Type: "Warning", Position: "a/a.go:25", Expression: "name"},
+		{Reason: "Literal", Type: "Warning", Position: "a/a.go:18", Expression: "ReasonLiteral"},
+		{Reason: "PrefixedConcat", Type: "Normal", Position: "a/a.go:19", Expression: `reasonPrefix + "Concat"`},
+		{Reason: "Imported", Type: "Warning", Position: "a/a.go:20", Expression: "b.ReasonImported"},
+		{Reason: "Annotated", Type: "Warning", Position: "a/a.go:21", Expression: `"Annotated"`},
+		{Reason: "", Type: "Warning", Position: "a/a.go:23", Expression: "name"},
+		{Reason: "", Type: "Warning", Position: "a/a.go:38", Expression: "n.reason"},
+		{Reason: "ImportedAliased", Type: "Warning", Position: "a/aliased.go:5", Expression: "ReasonAliased"},
+		{Reason: "Carried", Type: "Warning", Position: "a/a.go:25", Expression: `"Carried"`},
+		{Reason: "", Type: "Warning", Position: "a/a.go:26", Expression: "name"},
+		{Reason: "CarriedElided", Type: "Warning", Position: "a/a.go:27", Expression: `"CarriedElided"`},
+		{Reason: "ImportedAcross", Type: "Normal", Position: "a/a.go:40", Expression: `b.ReasonImported + "Across"`},
+		{Reason: "CarriedFromB", Type: "Normal", Position: "b/b.go:13", Expression: `"CarriedFromB"`},
+		{Reason: "Imported", Type: "Normal", Position: "b/b.go:13", Expression: "ReasonImported"},
 	}
 	if len(emissions) != len(want) {
 		t.Fatalf("got %d emissions, want %d:\n%+v", len(emissions), len(want), emissions)

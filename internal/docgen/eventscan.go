@@ -42,9 +42,12 @@ func recorderArguments(method string) (typeArg, reasonArg int, ok bool) {
 
 // ScanEmissions parses the non-test Go files under the given directories of the module at root
 // and returns every event they record, in a fixed order. A reason is found when it is a
-// constant (a literal, or a constant of the module, concatenated or not) or when it is a
-// struct field (err.reason): then every keyed literal of that field in the same package counts
-// as an emission of the type the recording call uses.
+// constant (a literal, or a constant of the module, concatenated or not) or when it is carried
+// in a struct: the recording call reads a field of a parameter of its function whose type is a
+// struct type of the module (problem.Reason, with problem *lbspec.Problem). Then every keyed
+// literal of that field in a literal of that type, in any scanned package, counts as an
+// emission of the type the recording calls use. A field of anything else (a local variable) is
+// not followed: its reason counts as not constant.
 func ScanEmissions(root string, dirs ...string) ([]Emission, error) {
 	modulePath, err := readModulePath(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -56,9 +59,17 @@ func ScanEmissions(root string, dirs ...string) ([]Emission, error) {
 			return nil, err
 		}
 	}
+	// Carriers may be filled in one package and read in another, so every package's calls are
+	// scanned before any literals are.
+	carriers := map[carrier][]string{}
+	calls := map[string][]Emission{}
+	for _, dir := range sortedKeys(s.packages) {
+		calls[dir] = s.recordingCalls(s.packages[dir], carriers)
+	}
 	var emissions []Emission
 	for _, dir := range sortedKeys(s.packages) {
-		emissions = append(emissions, s.emissionsOf(s.packages[dir])...)
+		emissions = append(emissions, calls[dir]...)
+		emissions = append(emissions, s.carriedReasons(s.packages[dir], carriers)...)
 	}
 	return emissions, nil
 }
@@ -71,8 +82,17 @@ type scanner struct {
 }
 
 type scannedPackage struct {
+	// dir is the package's directory relative to root, in slash form.
+	dir       string
 	files     []*ast.File
-	constants map[string]ast.Expr
+	constants map[string]constant
+}
+
+// constant is a named constant's expression with the file that declares it: the names in the
+// expression resolve through that file's imports, not those of the file using the constant.
+type constant struct {
+	expr ast.Expr
+	file *ast.File
 }
 
 func (s *scanner) parseTree(dir string) error {
@@ -93,10 +113,11 @@ func (s *scanner) parseTree(dir string) error {
 		if err != nil {
 			return err
 		}
-		pkg := s.packages[filepath.ToSlash(rel)]
+		rel = filepath.ToSlash(rel)
+		pkg := s.packages[rel]
 		if pkg == nil {
-			pkg = &scannedPackage{constants: map[string]ast.Expr{}}
-			s.packages[filepath.ToSlash(rel)] = pkg
+			pkg = &scannedPackage{dir: rel, constants: map[string]constant{}}
+			s.packages[rel] = pkg
 		}
 		pkg.files = append(pkg.files, file)
 		collectConstants(file, pkg.constants)
@@ -105,7 +126,7 @@ func (s *scanner) parseTree(dir string) error {
 }
 
 // collectConstants records the expressions of the file's named constants.
-func collectConstants(file *ast.File, into map[string]ast.Expr) {
+func collectConstants(file *ast.File, into map[string]constant) {
 	for _, decl := range file.Decls {
 		gen, ok := decl.(*ast.GenDecl)
 		if !ok || gen.Tok != token.CONST {
@@ -115,20 +136,26 @@ func collectConstants(file *ast.File, into map[string]ast.Expr) {
 			value := spec.(*ast.ValueSpec)
 			for i, name := range value.Names {
 				if i < len(value.Values) {
-					into[name.Name] = value.Values[i]
+					into[name.Name] = constant{expr: value.Values[i], file: file}
 				}
 			}
 		}
 	}
 }
 
-// emissionsOf finds the recording calls of a package, then the literals of the fields that
-// carry reasons to them.
-func (s *scanner) emissionsOf(pkg *scannedPackage) []Emission {
+// recordingCalls returns the events a package records with a known reason or none, and adds
+// the fields that carry reasons to its calls to carriers, with the calls' event types.
+func (s *scanner) recordingCalls(pkg *scannedPackage, carriers map[carrier][]string) []Emission {
 	var emissions []Emission
-	carriers := map[string][]string{} // field name -> event types of the calls it reaches
 	for _, file := range pkg.files {
+		// path holds the nodes enclosing the current one, for the parameters of its functions.
+		var path []ast.Node
 		ast.Inspect(file, func(node ast.Node) bool {
+			if node == nil {
+				path = path[:len(path)-1]
+				return true
+			}
+			path = append(path, node)
 			call, ok := node.(*ast.CallExpr)
 			if !ok {
 				return true
@@ -145,25 +172,12 @@ func (s *scanner) emissionsOf(pkg *scannedPackage) []Emission {
 			reasonExpr := call.Args[reasonArg]
 			reason, constant := s.constantString(pkg, file, reasonExpr)
 			if field, isField := reasonExpr.(*ast.SelectorExpr); !constant && isField {
-				carriers[field.Sel.Name] = append(carriers[field.Sel.Name], eventType)
-				return true
+				if key, ok := s.carrierOf(pkg, file, path, field); ok {
+					carriers[key] = append(carriers[key], eventType)
+					return true
+				}
 			}
 			emissions = append(emissions, Emission{Reason: reason, Type: eventType, Position: s.position(call), Expression: types.ExprString(reasonExpr)})
-			return true
-		})
-	}
-	for _, file := range pkg.files {
-		ast.Inspect(file, func(node ast.Node) bool {
-			pair, ok := node.(*ast.KeyValueExpr)
-			if !ok {
-				return true
-			}
-			key, ok := pair.Key.(*ast.Ident)
-			if !ok || carriers[key.Name] == nil {
-				return true
-			}
-			reason, _ := s.constantString(pkg, file, pair.Value)
-			emissions = append(emissions, Emission{Reason: reason, Type: sameType(carriers[key.Name]), Position: s.position(pair), Expression: types.ExprString(pair.Value)})
 			return true
 		})
 	}
@@ -213,13 +227,13 @@ func (s *scanner) constantString(pkg *scannedPackage, file *ast.File, expr ast.E
 		right, okRight := s.constantString(pkg, file, e.Y)
 		return left + right, okLeft && okRight
 	case *ast.Ident:
-		if value, ok := pkg.constants[e.Name]; ok {
-			return s.constantString(pkg, file, value)
+		if c, ok := pkg.constants[e.Name]; ok {
+			return s.constantString(pkg, c.file, c.expr)
 		}
 	case *ast.SelectorExpr:
 		if other := s.importedPackage(file, e.X); other != nil {
-			if value, ok := other.constants[e.Sel.Name]; ok {
-				return s.constantString(other, nil, value)
+			if c, ok := other.constants[e.Sel.Name]; ok {
+				return s.constantString(other, c.file, c.expr)
 			}
 		}
 	}

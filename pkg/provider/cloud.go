@@ -20,6 +20,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
@@ -145,13 +146,13 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 
 	loadBalancers := &loadBalancers{
 		ironcore: client,
-		settings: loadBalancerSettings{
-			cluster:          cloudConfig.ClusterName,
-			aliases:          cloudConfig.ClusterNameAliases,
-			clusterID:        clusterID,
-			network:          cloudConfig.NetworkName,
-			internalPrefixes: internalPrefixes,
-			useNICSelector:   options.UseNICSelector,
+		settings: lbspec.Settings{
+			Cluster:          cloudConfig.ClusterName,
+			Aliases:          cloudConfig.ClusterNameAliases,
+			ClusterID:        clusterID,
+			Network:          cloudConfig.NetworkName,
+			InternalPrefixes: internalPrefixes,
+			UseNICSelector:   options.UseNICSelector,
 		},
 		recorder: settings.Recorder,
 	}

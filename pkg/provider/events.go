@@ -6,23 +6,25 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
-// runbooks may match on them. EventReasons documents each.
+// runbooks may match on them. EventReasons documents each. Those of the Problems package
+// lbspec finds in a Service are defined there.
 const (
-	ReasonInvalidAnnotation     = "InvalidLoadBalancerAnnotation"
-	ReasonInvalidLoadBalancerIP = "InvalidLoadBalancerIP"
-	ReasonUnsupportedPort       = "UnsupportedLoadBalancerPort"
-	ReasonInternalPrefixMissing = "InternalLoadBalancerPrefixMissing"
+	ReasonInvalidAnnotation     = lbspec.ReasonInvalidAnnotation
+	ReasonInvalidLoadBalancerIP = lbspec.ReasonInvalidLoadBalancerIP
+	ReasonUnsupportedPort       = lbspec.ReasonUnsupportedPort
+	ReasonInternalPrefixMissing = lbspec.ReasonInternalPrefixMissing
 	ReasonOwnershipConflict     = "LoadBalancerOwnershipConflict"
 	ReasonNetworkChanged        = "LoadBalancerNetworkChanged"
 	ReasonTypeChanged           = "LoadBalancerTypeChanged"
-	ReasonSourceRangesOnNodes   = "LoadBalancerSourceRangesEnforcedOnNodes"
-	ReasonLoadBalancerIPIgnored = "LoadBalancerIPIgnored"
-	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
+	ReasonSourceRangesOnNodes   = lbspec.ReasonSourceRangesOnNodes
+	ReasonLoadBalancerIPIgnored = lbspec.ReasonLoadBalancerIPIgnored
+	ReasonLoadBalancerIPKept    = lbspec.ReasonLoadBalancerIPKept
 	ReasonTargetsIncomplete     = "LoadBalancerTargetsIncomplete"
 	ReasonTargetsFailedOpen     = "LoadBalancerTargetsFailedOpen"
 	ReasonNoLocalEndpoints      = "LoadBalancerNoLocalEndpoints"
@@ -184,12 +186,3 @@ func EventReasons() []EventReason {
 		},
 	}
 }
-
-// serviceError is a problem with a Service that its owner must fix; it is recorded as a
-// Warning event with its reason and returned to the framework.
-type serviceError struct {
-	reason  string
-	message string
-}
-
-func (e *serviceError) Error() string { return e.message }

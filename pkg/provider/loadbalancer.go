@@ -19,9 +19,9 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // While IronCore works on a LoadBalancer, the service controller is asked to come back after
@@ -46,7 +46,7 @@ const addressWait = time.Second
 // is waiting for this CCM's own writes.
 type loadBalancers struct {
 	ironcore *ironcore.Client
-	settings loadBalancerSettings
+	settings lbspec.Settings
 	targets  *lbtargets.Targets
 	recorder record.EventRecorder
 	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
@@ -65,14 +65,14 @@ var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
 // GetLoadBalancerName returns the name a new LoadBalancer of the Service gets. It makes no
 // request; an adopted LoadBalancer of the reference CCM may have an older name.
 func (l *loadBalancers) GetLoadBalancerName(_ context.Context, _ string, service *corev1.Service) string {
-	return LoadBalancerName(service)
+	return lbspec.Name(service)
 }
 
 // GetLoadBalancer reports the Service's LoadBalancer, or (nil, false, nil) when it has none,
 // so that a Service whose LoadBalancer is gone can still be deleted.
 func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	lb, err := l.find(ctx, clusterName, service, true)
-	var conflict *serviceError
+	var conflict *lbspec.Problem
 	switch {
 	case errors.As(err, &conflict):
 		// Someone else's LoadBalancer is not the Service's.
@@ -83,7 +83,7 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 	case lb == nil:
 		return nil, false, nil
 	}
-	return loadBalancerStatus(lb), true, nil
+	return lbspec.Status(lb), true, nil
 }
 
 // EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
@@ -97,7 +97,7 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // selected by the new selector; until then it keeps its selector and the Service is retried.
 // A LoadBalancerRouting never loses an eligible destination on the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	desired, err := desiredLoadBalancer(service, l.settings)
+	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
 		return nil, l.report(service, err)
 	}
@@ -110,15 +110,15 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return nil, l.report(service, err)
 	}
-	var kept []serviceError
+	var kept []lbspec.Problem
 	if existing != nil {
 		if ready, err := l.prepareUpdate(ctx, service, existing, desired); !ready || err != nil {
 			return nil, err
 		}
 		desired.Name = existing.Name
-		kept = keepAddresses(service, existing, desired)
+		kept = lbspec.KeepAddresses(service, existing, desired)
 	}
-	l.warnOnce(service, append(ignoredFields(service), kept...))
+	l.warnOnce(service, append(lbspec.IgnoredFields(service), kept...))
 
 	// The targets are queued first: a selector that is to move waits for its labels.
 	l.syncTargets(service, nodes)
@@ -133,7 +133,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, err
 		}
 		lb = existing
-		if needsApply(existing, desired) {
+		if lbspec.NeedsApply(existing, desired) {
 			if lb, err = l.apply(ctx, service, desired); err != nil {
 				return nil, err
 			}
@@ -150,7 +150,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if waitingForTargets {
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
-	if !allocated(lb, desired) {
+	if !lbspec.Allocated(lb, desired) {
 		ready, err := l.waitForAddresses(ctx, service, lb, desired)
 		if err != nil {
 			return nil, err
@@ -159,14 +159,14 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			// The repair controller writes the rest into the Service's status on arrival;
 			// meanwhile the Service shows what IronCore has allocated, if anything.
 			klog.V(2).InfoS("IronCore has not yet allocated the LoadBalancer's addresses; they are reported on arrival", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
-			return loadBalancerStatus(lb), nil
+			return lbspec.Status(lb), nil
 		}
 		lb = ready
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
-	return loadBalancerStatus(lb), nil
+	return lbspec.Status(lb), nil
 }
 
 // waitForAddresses returns lb once IronCore has allocated its addresses. IronCore usually
@@ -177,7 +177,7 @@ func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Se
 	if l.retries.firstWait(service.UID, lb.UID) {
 		uid := lb.UID
 		ready, err := l.ironcore.WaitForLoadBalancer(ctx, lb.Name, addressWait, func(seen *networkingv1alpha1.LoadBalancer) bool {
-			return seen.UID == uid && allocated(seen, desired)
+			return seen.UID == uid && lbspec.Allocated(seen, desired)
 		})
 		if err != nil || ready != nil {
 			return ready, err
@@ -204,7 +204,7 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 // place.
 func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report {
 	var report lbtargets.Report
-	if usesSelector(service, l.settings) {
+	if lbspec.UsesSelector(service, l.settings) {
 		report = l.targets.RequestLabels(nodes)
 	} else {
 		report = l.targets.RequestRouting(service, nodes)
@@ -274,7 +274,7 @@ func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Servi
 		return false, l.retry(service, "the previous IronCore LoadBalancer %s is still being deleted", existing.Name)
 	}
 	if existing.Spec.NetworkRef.Name != desired.Spec.NetworkRef.Name {
-		return false, l.report(service, &serviceError{reason: ReasonNetworkChanged, message: fmt.Sprintf(
+		return false, l.report(service, &lbspec.Problem{Reason: ReasonNetworkChanged, Message: fmt.Sprintf(
 			"IronCore LoadBalancer %s is on Network %s, not %s as the cloud-config says; a LoadBalancer cannot move, so it is left as it is",
 			existing.Name, existing.Spec.NetworkRef.Name, desired.Spec.NetworkRef.Name)})
 	}
@@ -304,12 +304,12 @@ func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service 
 // writes: a caller that reports addresses must not create a LoadBalancer for a Service that is
 // going away.
 func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (status *corev1.LoadBalancerStatus, pending bool, err error) {
-	desired, err := desiredLoadBalancer(service, l.settings)
+	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
 		return nil, false, nil //nolint:nilerr // the Service's syncs report its errors
 	}
 	lb, err := l.find(ctx, clusterName, service, false)
-	var conflict *serviceError
+	var conflict *lbspec.Problem
 	switch {
 	case errors.As(err, &conflict):
 		return nil, false, nil
@@ -317,13 +317,13 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 		return nil, false, err
 	case lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type:
 		return nil, false, nil
-	case !allocated(lb, desired):
+	case !lbspec.Allocated(lb, desired):
 		return nil, true, nil
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
-	return loadBalancerStatus(lb), false, nil
+	return lbspec.Status(lb), false, nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
@@ -333,7 +333,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	l.notices.forget(service.UID)
 	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
 	lb, err := l.find(ctx, clusterName, service, true)
-	var conflict *serviceError
+	var conflict *lbspec.Problem
 	switch {
 	case errors.As(err, &conflict):
 		l.warn(service, conflict)
@@ -372,10 +372,4 @@ func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, s
 	if lb, err := l.find(ctx, clusterName, service, false); err == nil && lb != nil {
 		l.targets.ForgetRouting(lb.UID)
 	}
-}
-
-// usesSelector reports whether the Service's LoadBalancer selects its targets by label. A Local
-// Service's targets are its own, so it always has a routing written by the CCM.
-func usesSelector(service *corev1.Service, settings loadBalancerSettings) bool {
-	return settings.useNICSelector && !targetrules.Local(service)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
@@ -86,17 +87,19 @@ func (l *loadBalancers) retry(service *corev1.Service, format string, args ...an
 	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 
-// report records a serviceError as a Warning event on the Service; every error is returned.
+// report records an lbspec.Problem as a Warning event on the Service; every error is returned.
 func (l *loadBalancers) report(service *corev1.Service, err error) error {
-	var serviceErr *serviceError
-	if errors.As(err, &serviceErr) {
-		l.warn(service, serviceErr)
+	var problem *lbspec.Problem
+	if errors.As(err, &problem) {
+		l.warn(service, problem)
 	}
 	return err
 }
 
-func (l *loadBalancers) warn(service *corev1.Service, err *serviceError) {
-	l.recorder.Event(service, corev1.EventTypeWarning, err.reason, err.message)
+// warn is the one place Problems become events: package docgen follows the reason from here
+// to every lbspec.Problem literal to check that each is documented.
+func (l *loadBalancers) warn(service *corev1.Service, problem *lbspec.Problem) {
+	l.recorder.Event(service, corev1.EventTypeWarning, problem.Reason, problem.Message)
 }
 
 // reportTargets records what a target sync found: a Warning naming the Nodes that could not
@@ -148,16 +151,16 @@ func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
 // warnOnce records the events about what the Service asks for and does not get, each time
 // that changes, not on every sync: the service controller retries a Service often while
 // IronCore works, and the same Warning every few hundred milliseconds buries the others.
-func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []serviceError) {
+func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []lbspec.Problem) {
 	messages := make([]string, 0, len(warnings))
 	for _, warning := range warnings {
-		messages = append(messages, warning.reason+": "+warning.message)
+		messages = append(messages, warning.Reason+": "+warning.Message)
 	}
 	if !l.notices.changed(service.UID, "fields", strings.Join(messages, "\n")) {
 		return
 	}
-	for _, warning := range warnings {
-		l.recorder.Event(service, corev1.EventTypeWarning, warning.reason, warning.message)
+	for i := range warnings {
+		l.warn(service, &warnings[i])
 	}
 }
 

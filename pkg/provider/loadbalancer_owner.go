@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
@@ -31,7 +32,7 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
 	// The cluster's names: the configured one, the --cluster-name the service controller passes
 	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
-	owners := append([]string{l.settings.cluster, clusterName}, l.settings.aliases...)
+	owners := append([]string{l.settings.Cluster, clusterName}, l.settings.Aliases...)
 	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
 	if err != nil {
 		return nil, err
@@ -43,9 +44,9 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 	}
 	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
 	// cluster's names, each once.
-	names := []string{LoadBalancerName(service)}
+	names := []string{lbspec.Name(service)}
 	for _, owner := range owners {
-		legacy := legacyLoadBalancerName(owner, service)
+		legacy := lbspec.LegacyName(owner, service)
 		seen := false
 		for _, name := range names {
 			seen = seen || name == legacy
@@ -81,7 +82,7 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 // under the Service's name is none of theirs (the Service's sync reports the conflict).
 func (l *loadBalancers) findOwn(ctx context.Context, clusterName string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 	lb, err := l.find(ctx, clusterName, service, false)
-	var conflict *serviceError
+	var conflict *lbspec.Problem
 	if errors.As(err, &conflict) {
 		return nil, nil
 	}
@@ -94,14 +95,14 @@ func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, own
 	}
 	owner := ironcore.OwnerOf(lb)
 	hint := ""
-	if id, known := l.settings.clusterID.Known(); known && lb.Labels[keys.LabelClusterID] != "" && lb.Labels[keys.LabelClusterID] != id {
+	if id, known := l.settings.ClusterID.Known(); known && lb.Labels[keys.LabelClusterID] != "" && lb.Labels[keys.LabelClusterID] != id {
 		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", lb.Labels[keys.LabelClusterID])
 	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
 		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
 	}
-	return nil, &serviceError{reason: ReasonOwnershipConflict, message: fmt.Sprintf(
+	return nil, &lbspec.Problem{Reason: ReasonOwnershipConflict, Message: fmt.Sprintf(
 		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
-		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.cluster)}
+		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.Cluster)}
 }
 
 // owns reports whether lb was made for this Service (by UID, which a re-created Service does
@@ -116,7 +117,7 @@ func (l *loadBalancers) owns(lb *networkingv1alpha1.LoadBalancer, clusters []str
 		return false
 	}
 	if mark, marked := lb.Labels[keys.LabelClusterID]; marked {
-		if id, known := l.settings.clusterID.Known(); known && mark != id {
+		if id, known := l.settings.ClusterID.Known(); known && mark != id {
 			return false
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 // ReadOnly gives read-only tools (ironcore-ccm-inspect) the CCM's own lookups, so that what
@@ -79,16 +80,20 @@ func ManagedRoutes(nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
 	return managedPrefixes(nic)
 }
 
+// LoadBalancerName is the name of a Service's IronCore LoadBalancer: its UID without dashes,
+// as the reference CCM names them.
+func LoadBalancerName(service *corev1.Service) string { return lbspec.Name(service) }
+
 // LegacyLoadBalancerName is the name older reference CCMs gave a Service's LoadBalancer; the
 // CCM adopts LoadBalancers of that name.
 func LegacyLoadBalancerName(cluster string, service *corev1.Service) string {
-	return legacyLoadBalancerName(cluster, service)
+	return lbspec.LegacyName(cluster, service)
 }
 
 // WantsInternalLoadBalancer reads the Service's internal annotation as the CCM does; an
 // invalid value is an error.
 func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
-	return isInternal(service)
+	return lbspec.Internal(service)
 }
 
 // PodCIDRsAllocatedOn are the pod CIDRs IronCore allocated for the cluster's entries of the

@@ -1,4 +1,4 @@
-package provider
+package lbspec
 
 import (
 	"errors"
@@ -26,19 +26,24 @@ func testService(mutate func(*corev1.Service)) *corev1.Service {
 	return service
 }
 
-var testSettings = loadBalancerSettings{
-	cluster: "lab", network: "net",
-	internalPrefixes: map[corev1.IPFamily]string{corev1.IPv4Protocol: "v4"},
-	useNICSelector:   true,
-}
-
-func TestLegacyLoadBalancerName(t *testing.T) {
-	if got := legacyLoadBalancerName("lab", testService(nil)); got != "lab-web-0b1c2d3e" {
-		t.Fatalf("legacy name %q", got)
+func testSettings() Settings {
+	return Settings{
+		Cluster: "lab", Network: "net",
+		InternalPrefixes: map[corev1.IPFamily]string{corev1.IPv4Protocol: "v4"},
+		UseNICSelector:   true,
 	}
 }
 
-func TestDesiredLoadBalancerRejects(t *testing.T) {
+func TestNames(t *testing.T) {
+	if got := Name(testService(nil)); got != "0b1c2d3e4f5061728394a5b6c7d8e9f0" {
+		t.Errorf("name %q", got)
+	}
+	if got := LegacyName("lab", testService(nil)); got != "lab-web-0b1c2d3e" {
+		t.Errorf("legacy name %q", got)
+	}
+}
+
+func TestDesiredRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(*corev1.Service)
@@ -60,21 +65,21 @@ func TestDesiredLoadBalancerRejects(t *testing.T) {
 		{"internal annotation 1", func(s *corev1.Service) { s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "1"} }, ReasonInvalidAnnotation, `not "1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lb, err := desiredLoadBalancer(testService(tc.mutate), testSettings)
-			var serviceErr *serviceError
-			if !errors.As(err, &serviceErr) || serviceErr.reason != tc.reason || !strings.Contains(err.Error(), tc.text) {
-				t.Fatalf("desiredLoadBalancer = %v, %v; want a %s error containing %q", lb, err, tc.reason, tc.text)
+			lb, err := Desired(testService(tc.mutate), testSettings())
+			var problem *Problem
+			if !errors.As(err, &problem) || problem.Reason != tc.reason || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Desired = %v, %v; want a %s problem containing %q", lb, err, tc.reason, tc.text)
 			}
 		})
 	}
 }
 
-func TestDesiredLoadBalancerInternalMixesRequestedAndAllocated(t *testing.T) {
+func TestDesiredInternalMixesRequestedAndAllocated(t *testing.T) {
 	service := testService(func(s *corev1.Service) {
 		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: " fd00::7 "}
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	})
-	lb, err := desiredLoadBalancer(service, testSettings)
+	lb, err := Desired(service, testSettings())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,37 +91,37 @@ func TestDesiredLoadBalancerInternalMixesRequestedAndAllocated(t *testing.T) {
 }
 
 func TestNeedsApplyIgnoresOtherLabels(t *testing.T) {
-	desired, err := desiredLoadBalancer(testService(nil), testSettings)
+	desired, err := Desired(testService(nil), testSettings())
 	if err != nil {
 		t.Fatal(err)
 	}
 	existing := desired.DeepCopy()
 	existing.Labels["someone-else/label"] = "x"
 	existing.Annotations["someone-else/annotation"] = "y"
-	if needsApply(existing, desired) {
+	if NeedsApply(existing, desired) {
 		t.Fatal("foreign labels and annotations made a write necessary")
 	}
 	existing.Spec.Ports[0].Port = 8080
-	if !needsApply(existing, desired) {
+	if !NeedsApply(existing, desired) {
 		t.Fatal("a changed port did not make a write necessary")
 	}
 }
 
 func TestPublicLoadBalancerIPIsIgnoredWithAnEvent(t *testing.T) {
 	service := testService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.10" })
-	if _, err := desiredLoadBalancer(service, testSettings); err != nil {
+	if _, err := Desired(service, testSettings()); err != nil {
 		t.Fatalf("a Public Service with spec.loadBalancerIP is refused: %v", err)
 	}
-	notes := ignoredFields(service)
-	if len(notes) != 1 || notes[0].reason != ReasonLoadBalancerIPIgnored {
+	notes := IgnoredFields(service)
+	if len(notes) != 1 || notes[0].Reason != ReasonLoadBalancerIPIgnored {
 		t.Fatalf("notes %v, want one %s", notes, ReasonLoadBalancerIPIgnored)
 	}
 }
 
 func TestAnExistingInternalLoadBalancerKeepsItsAddressSources(t *testing.T) {
-	existing, err := desiredLoadBalancer(testService(func(s *corev1.Service) {
+	existing, err := Desired(testService(func(s *corev1.Service) {
 		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
-	}), testSettings)
+	}), testSettings())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +129,15 @@ func TestAnExistingInternalLoadBalancerKeepsItsAddressSources(t *testing.T) {
 		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 		s.Spec.LoadBalancerIP = "10.0.0.9"
 	})
-	desired, err := desiredLoadBalancer(service, testSettings)
+	desired, err := Desired(service, testSettings())
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes := keepAddresses(service, existing, desired)
+	notes := KeepAddresses(service, existing, desired)
 	if desired.Spec.IPs[0].Value != nil || desired.Spec.IPs[0].Ephemeral == nil {
 		t.Fatalf("the requested address replaced the existing allocation: %+v", desired.Spec.IPs)
 	}
-	if len(notes) != 1 || notes[0].reason != ReasonLoadBalancerIPKept {
+	if len(notes) != 1 || notes[0].Reason != ReasonLoadBalancerIPKept {
 		t.Fatalf("notes %v, want one %s", notes, ReasonLoadBalancerIPKept)
 	}
 }

@@ -1,0 +1,123 @@
+package lbspec
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"github.com/ironcore-dev/ironcore/utils/equality"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// IgnoredFields lists what the Service asks for that its LoadBalancer does not do, as events
+// for its owner.
+func IgnoredFields(service *corev1.Service) []Problem {
+	var notes []Problem
+	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
+		notes = append(notes, Problem{Reason: ReasonSourceRangesOnNodes, Message: fmt.Sprintf("IronCore LoadBalancers do not filter "+
+			"clients themselves; they forward packets unchanged, with the client's address and the load balancer address, to the Nodes, "+
+			"where kube-proxy admits only spec.loadBalancerSourceRanges (%s). A replacement for kube-proxy must enforce them itself.",
+			strings.Join(service.Spec.LoadBalancerSourceRanges, ", "))})
+	}
+	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
+		if internal, err := Internal(service); err == nil && !internal {
+			notes = append(notes, Problem{Reason: ReasonLoadBalancerIPIgnored, Message: fmt.Sprintf(
+				"IronCore chooses the address of a Public LoadBalancer; spec.loadBalancerIP %s is ignored. "+
+					"An Internal LoadBalancer (%s: \"true\") can have a requested address.", ip, keys.AnnotationInternalLoadBalancer)})
+		}
+	}
+	return notes
+}
+
+// KeepAddresses keeps the address sources of an existing Internal LoadBalancer in desired:
+// changing them would change the LoadBalancer's address under its clients (a requested
+// address, or the Prefix in the cloud-config, applies to new LoadBalancers). It returns an
+// event for the owner when the Service requests an address the LoadBalancer does not have.
+func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) []Problem {
+	if existing.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal || desired.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
+		return nil
+	}
+	desired.Spec.IPs = slices.Clone(existing.Spec.IPs)
+	requested, err := requestedIPs(service, desired.Spec.IPFamilies)
+	if err != nil {
+		return nil
+	}
+	have := map[netip.Addr]bool{}
+	for _, ip := range existing.Status.IPs {
+		have[ip.Addr] = true
+	}
+	for _, source := range existing.Spec.IPs {
+		if source.Value != nil {
+			have[source.Value.Addr] = true
+		}
+	}
+	var missing []string
+	for _, family := range desired.Spec.IPFamilies {
+		if addr, ok := requested[family]; ok && !have[addr] {
+			missing = append(missing, addr.String())
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []Problem{{Reason: ReasonLoadBalancerIPKept, Message: fmt.Sprintf(
+		"IronCore LoadBalancer %s keeps its addresses; the requested %s would change them under the Service's clients. "+
+			"A requested address applies when a LoadBalancer is created: re-create the Service to move it.",
+		existing.Name, strings.Join(missing, ", "))}}
+}
+
+// NeedsApply reports whether the stored LoadBalancer differs from the desired one in anything
+// the CCM sets.
+func NeedsApply(existing, desired *networkingv1alpha1.LoadBalancer) bool {
+	return !equality.Semantic.DeepEqual(existing.Spec, desired.Spec) ||
+		!containsAll(existing.Labels, desired.Labels) ||
+		!containsAll(existing.Annotations, desired.Annotations)
+}
+
+func containsAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if value, ok := have[k]; !ok || value != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Status turns the LoadBalancer's addresses into ingress points. Their ipMode is VIP:
+// IronCore LoadBalancers forward packets with the load balancer address as destination, so
+// kube-proxy on the Node must handle that address, and in-cluster clients may be sent
+// straight to the Service (KEP-1860).
+func Status(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
+	status := &corev1.LoadBalancerStatus{}
+	for _, ip := range lb.Status.IPs {
+		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
+	}
+	return status
+}
+
+// Allocated reports whether IronCore has given the LoadBalancer an address of every family,
+// including every requested one.
+func Allocated(lb, desired *networkingv1alpha1.LoadBalancer) bool {
+	have := map[corev1.IPFamily]bool{}
+	addresses := map[string]bool{}
+	for _, ip := range lb.Status.IPs {
+		have[ip.Family()] = true
+		addresses[ip.String()] = true
+	}
+	for _, family := range desired.Spec.IPFamilies {
+		if !have[family] {
+			return false
+		}
+	}
+	for _, source := range desired.Spec.IPs {
+		if source.Value != nil && !addresses[source.Value.String()] {
+			return false
+		}
+	}
+	return true
+}

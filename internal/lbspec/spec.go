@@ -1,0 +1,259 @@
+// Package lbspec is the IronCore LoadBalancer a Service of type LoadBalancer asks for: its
+// name, type, IPs, ports and owner labels and annotations, built from the Service and the
+// cloud settings; and the checks of an existing LoadBalancer against it. Nothing here reads or
+// writes IronCore or records events, so that the translation can be tested and fuzzed alone:
+// package provider does both, and records the Problems found here on the Service.
+package lbspec
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// Settings are the cloud settings IronCore LoadBalancers are built from.
+type Settings struct {
+	Cluster string
+	// Aliases are the cluster's earlier names; LoadBalancers recording one are adopted.
+	Aliases []string
+	// ClusterID is the cluster's identity, written on LoadBalancers once it is known.
+	ClusterID *clusterid.ID
+	Network   string
+	// InternalPrefixes are the parent Prefixes of internal load balancer addresses, by family.
+	InternalPrefixes map[corev1.IPFamily]string
+	UseNICSelector   bool
+}
+
+// Name is the name of a Service's IronCore LoadBalancer: its UID without dashes, as the
+// reference CCM names them.
+func Name(service *corev1.Service) string {
+	return strings.ReplaceAll(string(service.UID), "-", "")
+}
+
+// LegacyName is the name older reference CCMs gave a Service's LoadBalancer.
+func LegacyName(cluster string, service *corev1.Service) string {
+	uidPrefix, _, _ := strings.Cut(string(service.UID), "-")
+	return cluster + "-" + service.Name + "-" + uidPrefix
+}
+
+// Desired returns the IronCore LoadBalancer a Service asks for, or a *Problem naming what in
+// the Service cannot be served.
+func Desired(service *corev1.Service, settings Settings) (*networkingv1alpha1.LoadBalancer, error) {
+	internal, err := Internal(service)
+	if err != nil {
+		return nil, err
+	}
+	families := service.Spec.IPFamilies
+	if len(families) == 0 {
+		families = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	ports, err := loadBalancerPorts(service)
+	if err != nil {
+		return nil, err
+	}
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        Name(service),
+			Labels:      ownerLabels(settings, service),
+			Annotations: ownerAnnotations(settings.Cluster, service),
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: slices.Clone(families),
+			NetworkRef: corev1.LocalObjectReference{Name: settings.Network},
+			Ports:      ports,
+		},
+	}
+	if internal {
+		requested, err := requestedIPs(service, families)
+		if err != nil {
+			return nil, err
+		}
+		lb.Spec.Type = networkingv1alpha1.LoadBalancerTypeInternal
+		lb.Spec.IPs, err = internalIPs(families, requested, settings.InternalPrefixes)
+		if err != nil {
+			return nil, err
+		}
+	} else if strings.TrimSpace(service.Annotations[keys.AnnotationLoadBalancerIPs]) != "" {
+		// spec.loadBalancerIP on a Public Service is ignored with an event (IgnoredFields), as
+		// the reference CCM ignored it; our own annotation was never accepted there.
+		return nil, &Problem{Reason: ReasonInvalidLoadBalancerIP, Message: fmt.Sprintf(
+			"a Public IronCore LoadBalancer cannot have a requested address (%s); remove it, or make the load balancer Internal with %s: \"true\"",
+			keys.AnnotationLoadBalancerIPs, keys.AnnotationInternalLoadBalancer)}
+	}
+	if UsesSelector(service, settings) {
+		lb.Spec.NetworkInterfaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{
+			keys.LabelCluster:            settings.Cluster,
+			keys.LabelLoadBalancerTarget: settings.Cluster,
+		}}
+	}
+	return lb, nil
+}
+
+// Internal reads the internal annotation. Only "true" and "false" are accepted: the reference
+// CCM treated anything but "true" as Public, so guessing at other spellings could turn an
+// existing Public LoadBalancer Internal and change its address.
+func Internal(service *corev1.Service) (bool, error) {
+	value, ok := service.Annotations[keys.AnnotationInternalLoadBalancer]
+	switch {
+	case !ok || value == "false":
+		return false, nil
+	case value == "true":
+		return true, nil
+	default:
+		return false, &Problem{Reason: ReasonInvalidAnnotation, Message: fmt.Sprintf(
+			"annotation %s must be \"true\" or \"false\", not %q", keys.AnnotationInternalLoadBalancer, value)}
+	}
+}
+
+// UsesSelector reports whether the Service's LoadBalancer selects its targets by label. A
+// Local Service's targets are its own, so it always has a routing written by the CCM.
+func UsesSelector(service *corev1.Service, settings Settings) bool {
+	return settings.UseNICSelector && !targetrules.Local(service)
+}
+
+// requestedIPs collects the addresses asked for with spec.loadBalancerIP and our annotation,
+// at most one per IP family of the Service. Each problem names the field it is in.
+func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[corev1.IPFamily]netip.Addr, error) {
+	type request struct{ field, value string }
+	var requests []request
+	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
+		requests = append(requests, request{"spec.loadBalancerIP", ip})
+	}
+	if list, ok := service.Annotations[keys.AnnotationLoadBalancerIPs]; ok {
+		for _, ip := range strings.Split(list, ",") {
+			if ip = strings.TrimSpace(ip); ip != "" {
+				requests = append(requests, request{"annotation " + keys.AnnotationLoadBalancerIPs, ip})
+			}
+		}
+	}
+	requested := map[corev1.IPFamily]netip.Addr{}
+	fieldOf := map[corev1.IPFamily]string{}
+	for _, r := range requests {
+		addr, err := netip.ParseAddr(r.value)
+		if err != nil || addr.Zone() != "" {
+			return nil, &Problem{Reason: ReasonInvalidLoadBalancerIP, Message: fmt.Sprintf("requested load balancer address %q (%s) is not an IP address", r.value, r.field)}
+		}
+		addr = addr.Unmap()
+		family := familyOf(addr)
+		if !slices.Contains(families, family) {
+			return nil, &Problem{Reason: ReasonInvalidLoadBalancerIP, Message: fmt.Sprintf(
+				"requested load balancer address %s (%s) is %s, but the Service's IP families are %v", addr, r.field, family, families)}
+		}
+		if previous, ok := requested[family]; ok && previous != addr {
+			return nil, &Problem{Reason: ReasonInvalidLoadBalancerIP, Message: fmt.Sprintf(
+				"requested load balancer addresses %s (%s) and %s (%s) are both %s; give at most one per family", previous, fieldOf[family], addr, r.field, family)}
+		}
+		requested[family], fieldOf[family] = addr, r.field
+	}
+	return requested, nil
+}
+
+// internalIPs gives each family the requested address, or one allocated from the family's
+// Prefix. The prefix template is spelled out in full, as IronCore would default it, so that
+// the desired spec compares equal to the stored one and an unchanged Service causes no write.
+func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip.Addr, prefixes map[corev1.IPFamily]string) ([]networkingv1alpha1.IPSource, error) {
+	var sources []networkingv1alpha1.IPSource
+	for _, family := range families {
+		if addr, ok := requested[family]; ok {
+			sources = append(sources, networkingv1alpha1.IPSource{Value: &commonv1alpha1.IP{Addr: addr}})
+			continue
+		}
+		parent := prefixes[family]
+		if parent == "" {
+			key := "prefixName"
+			if family == corev1.IPv6Protocol {
+				key = "ipv6PrefixName"
+			}
+			return nil, &Problem{Reason: ReasonInternalPrefixMissing, Message: fmt.Sprintf(
+				"an Internal LoadBalancer needs an %s address, but the cloud-config names no Prefix to allocate it from (%s); request one with %s, or ask the cluster operator to set %s",
+				family, key, keys.AnnotationLoadBalancerIPs, key)}
+		}
+		sources = append(sources, networkingv1alpha1.IPSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+			PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{Spec: ipamv1alpha1.PrefixSpec{
+				IPFamily:     family,
+				PrefixLength: hostPrefixLength(family),
+				ParentRef:    &corev1.LocalObjectReference{Name: parent},
+			}},
+		}})
+	}
+	return sources, nil
+}
+
+// loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid
+// ports (it accepts a lone port 70000, checking a port only against the ones before it), so they
+// are checked here, before anything is written.
+func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalancerPort, error) {
+	var errs []error
+	ports := make([]networkingv1alpha1.LoadBalancerPort, 0, len(service.Spec.Ports))
+	for i, port := range service.Spec.Ports {
+		protocol := port.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		switch {
+		case protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP && protocol != corev1.ProtocolSCTP:
+			errs = append(errs, fmt.Errorf("spec.ports[%d] (%q): protocol %s is not supported (TCP, UDP or SCTP)", i, port.Name, protocol))
+		case port.Port < 1 || port.Port > 65535:
+			errs = append(errs, fmt.Errorf("spec.ports[%d] (%q): %d is not a port number (1-65535)", i, port.Name, port.Port))
+		default:
+			ports = append(ports, networkingv1alpha1.LoadBalancerPort{Protocol: &protocol, Port: port.Port})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &Problem{Reason: ReasonUnsupportedPort, Message: errors.Join(errs...).Error()}
+	}
+	return ports, nil
+}
+
+// ownerLabels record the Service and cluster a LoadBalancer is for and, once it is known, the
+// cluster's identity, which the orphan collector requires before it deletes anything. Until
+// then the label is left out; the first apply after it is known adds it, as NeedsApply sees
+// it missing.
+func ownerLabels(settings Settings, service *corev1.Service) map[string]string {
+	labels := map[string]string{
+		keys.LabelClusterName:      settings.Cluster,
+		keys.LabelServiceNamespace: service.Namespace,
+		keys.LabelServiceName:      service.Name,
+		keys.LabelServiceUID:       string(service.UID),
+	}
+	if id, known := settings.ClusterID.Known(); known {
+		labels[keys.LabelClusterID] = id
+	}
+	return labels
+}
+
+func ownerAnnotations(cluster string, service *corev1.Service) map[string]string {
+	return map[string]string{
+		keys.AnnotationClusterName:      cluster,
+		keys.AnnotationServiceNamespace: service.Namespace,
+		keys.AnnotationServiceName:      service.Name,
+		keys.AnnotationServiceUID:       string(service.UID),
+	}
+}
+
+func familyOf(addr netip.Addr) corev1.IPFamily {
+	if addr.Is4() {
+		return corev1.IPv4Protocol
+	}
+	return corev1.IPv6Protocol
+}
+
+func hostPrefixLength(family corev1.IPFamily) int32 {
+	if family == corev1.IPv6Protocol {
+		return 128
+	}
+	return 32
+}
