@@ -168,6 +168,20 @@ func New(config Config) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// A Service turning Local or back changes who routes it, and its targets; the service
+	// controller's call may come with a Service newer than this cache, so the routing is
+	// synced again when the cache shows the change.
+	if _, err := config.Services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Service)
+			service, ok2 := newObj.(*corev1.Service)
+			if ok1 && ok2 && c.Targets != nil && targetrules.Local(old) != targetrules.Local(service) {
+				c.Targets.QueueRouting(service.Namespace, service.Name)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	endpointsChanged := func(obj any) {
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj

@@ -157,9 +157,9 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	return report.Skipped.Err()
 }
 
-// routingInputs returns the Service of a routing key, from the lister, or the latest request
-// where the lister does not know it (yet), and the Nodes of its latest request; a nil Service
-// when it does not want a load balancer.
+// routingInputs returns the Service of a routing key, the newer of the lister's and the latest
+// request's, and the Nodes of its latest request; a nil Service when it does not want a load
+// balancer.
 func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix))
 	if err != nil {
@@ -177,7 +177,8 @@ func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, er
 			return nil, nil, nil
 		case err != nil && !apierrors.IsNotFound(err):
 			return nil, nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
-		case err == nil:
+		case err == nil && (service == nil || !ironcore.NewerVersion(service.ResourceVersion, listed.ResourceVersion)):
+			// The request's Service wins only where it is newer than the lister's.
 			service = listed
 		}
 	}

@@ -30,7 +30,10 @@ func loadBalancerOf(t *testing.T, c *provider.Cloud) cloudprovider.LoadBalancer 
 	return lbs
 }
 
-// createService creates a Service of type LoadBalancer, deleted when the test ends.
+// createService creates a Service of type LoadBalancer, deleted when the test ends with the
+// IronCore LoadBalancer the provider made for it: no service controller runs here to delete
+// it, and every LoadBalancer left selecting would be recomputed by IronCore on each target
+// change of the tests that follow.
 func createService(t *testing.T, name string, opts testenv.ServiceOptions) *corev1.Service {
 	t.Helper()
 	service, err := stack.CreateLoadBalancerService(context.Background(), name, opts)
@@ -38,7 +41,10 @@ func createService(t *testing.T, name string, opts testenv.ServiceOptions) *core
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(context.Background(), service.Name, metav1.DeleteOptions{})
+		ctx := context.Background()
+		_ = stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(ctx, service.Name, metav1.DeleteOptions{})
+		lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+		_ = stack.IronCore.Client.Delete(ctx, lb)
 	})
 	return service
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -542,16 +543,53 @@ func TestAnUninitializedNodeIsATarget(t *testing.T) {
 	}
 }
 
-// TestSelectorModeKeepsNoRoutingCache: with NetworkInterface selectors, IronCore rewrites every
-// LoadBalancerRouting whenever a target joins or leaves; a provider that watched them would
-// decode them all on every such change. It reads a routing only when it needs one.
-func TestSelectorModeKeepsNoRoutingCache(t *testing.T) {
-	stack.IronCoreProxy.Reset()
-	startCloudWithConfig(t, "")
-	for _, count := range stack.IronCoreProxy.Counts() {
-		if strings.HasPrefix(count.Resource, "loadbalancerroutings") {
-			t.Errorf("%d %s requests on %s by a provider starting in selector mode", count.N, count.Verb, count.Resource)
+// TestSelectorModeWatchesOnlyItsOwnRoutings: with NetworkInterface selectors, IronCore
+// rewrites every LoadBalancerRouting whenever a target joins or leaves; a provider that watched
+// them all would decode them all on every such change. It watches only the routings it writes,
+// labelled with its cluster's name: neither an unlabelled routing nor another cluster's reaches
+// it.
+func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
+	ctx := context.Background()
+	c := startCloudWithConfig(t, "")
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	if err := c.IronCore().OnLoadBalancerRoutingChange(func(routing *networkingv1alpha1.LoadBalancerRouting) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[routing.Name] = true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, routing := range []struct{ name, cluster string }{{"routings-unlabelled", ""}, {"routings-foreign", "another"}, {"routings-own", stack.ClusterName}} {
+		object := &networkingv1alpha1.LoadBalancerRouting{
+			ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: routing.name},
+			NetworkRef: commonv1alpha1.LocalUIDReference{Name: stack.Network},
 		}
+		if routing.cluster != "" {
+			object.Labels = map[string]string{keys.LabelRoutingCluster: routing.cluster}
+		}
+		if err := stack.IronCore.Client.Create(ctx, object); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), object) })
+	}
+	// The watch delivers in the order of creation: once the last is seen, the others would
+	// have been.
+	err := testenv.WaitFor(ctx, waitTimeout, "the provider to see its own routing", func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen["routings-own"] {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["routings-unlabelled"] || seen["routings-foreign"] {
+		t.Errorf("the provider saw routings it does not write: %v", seen)
 	}
 }
 
