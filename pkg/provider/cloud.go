@@ -24,6 +24,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -66,7 +67,7 @@ type Cloud struct {
 	loadBalancers *loadBalancers
 	routes        *routes
 	// podCIDRs is nil unless the cloud-config turns pod CIDR allocation on.
-	podCIDRs *podCIDRs
+	podCIDRs *podcidrs.Allocator
 	// fence is nil without leader election.
 	fence *leasefence.Fence
 }
@@ -124,9 +125,17 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		internalPrefixes[prefix.family] = prefix.name
 	}
 	routes := &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName}
-	var allocator *podCIDRs
+	var allocator *podcidrs.Allocator
 	if families := cloudConfig.PodCIDRFamilies(); len(families) > 0 {
-		allocator = &podCIDRs{ironcore: client, routes: routes, cluster: cloudConfig.ClusterName, families: families}
+		// The entries go on the NetworkInterface the routes would put the Node's pod CIDRs on.
+		allocator = podcidrs.New(podcidrs.Config{
+			IronCore: client, Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
+			NetworkInterfaceOfNode: func(ctx context.Context, node *corev1.Node) (string, error) {
+				return routes.networkInterfaceOfNode(ctx, node, nil)
+			},
+			NotReady:       func(err error) bool { return errors.Is(err, errNotReady) },
+			NodesByMachine: routes.nodesByMachine,
+		})
 		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func() error { return allocator.Check(checkCtx) }); err != nil {
 			return nil, err
 		}
@@ -314,7 +323,7 @@ func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
 func (c *Cloud) AllocatesPodCIDRs() bool { return c.podCIDRs != nil }
 
 // AllocatePodCIDRs moves the Node's pod CIDR allocation forward by one step; see
-// podCIDRs.Allocate. Call it only if AllocatesPodCIDRs.
+// podcidrs.Allocator.Allocate. Call it only if AllocatesPodCIDRs.
 func (c *Cloud) AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
 	return c.podCIDRs.Allocate(ctx, node)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 )
 
 // ReadOnly gives read-only tools (ironcore-ccm-inspect) the CCM's own lookups, so that what
@@ -100,5 +101,5 @@ func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
 // NetworkInterface (see "Pod CIDRs from IronCore" in the README): they route without a literal
 // prefix.
 func PodCIDRsAllocatedOn(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
-	return allocatedPodCIDRs(ctx, client, cluster, nic)
+	return podcidrs.Allocated(ctx, client, cluster, nic)
 }

@@ -1,0 +1,237 @@
+// Package podcidrs allocates Nodes' pod CIDRs from IronCore's IPAM, and releases them. A Node's
+// pod CIDR of a family is an ephemeral entry of its NetworkInterface's spec.prefixes, a Prefix
+// template with a parent; IronCore allocates the Prefix <nic>-pf-<index> from the parent,
+// without overlap, and routes the range to the NetworkInterface. The entry is the record: it is
+// added once, the Node's spec.podCIDRs is set from the allocated Prefixes, and the entry is
+// removed when the Node is gone. IronCore names the Prefix by the entry's index, so an entry is
+// never moved: only removed, and only when no ephemeral entry that stays comes after it.
+//
+// The node IPAM controller (internal/nodeipam) drives the Allocator through the provider, which
+// builds it and passes in how it finds a Node's NetworkInterface and the Nodes of Machines, so
+// that both place pod CIDRs on the same NetworkInterface. The provider's routes read the
+// allocated CIDRs with Allocated: those route already, and need no literal prefix.
+package podcidrs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+)
+
+// Config is what New builds an Allocator from. The lookups of Nodes are the provider's: the
+// routes find a Node's NetworkInterface the same way.
+type Config struct {
+	IronCore *ironcore.Client
+	// Cluster is the cluster's name; its entries and their Prefixes are labelled with it.
+	Cluster string
+	// Network is the cluster Network, on which the released NetworkInterfaces are listed.
+	Network string
+	// Families are the configured families, IPv4 first; see config.CloudConfig.PodCIDRFamilies.
+	Families []config.PodCIDRFamily
+	// NetworkInterfaceOfNode names the Node's NetworkInterface on the cluster Network.
+	NetworkInterfaceOfNode func(ctx context.Context, node *corev1.Node) (string, error)
+	// NotReady tells an error of NetworkInterfaceOfNode that says IronCore has not yet filled
+	// in what tells the NetworkInterface: the Node then waits rather than fails.
+	NotReady func(err error) bool
+	// NodesByMachine maps Machine names to the Nodes on them, from the cache.
+	NodesByMachine func(ctx context.Context) (map[string]*corev1.Node, error)
+}
+
+// Allocator allocates and releases Nodes' pod CIDRs.
+type Allocator struct {
+	ironcore               *ironcore.Client
+	cluster                string
+	network                string
+	families               []config.PodCIDRFamily
+	networkInterfaceOfNode func(ctx context.Context, node *corev1.Node) (string, error)
+	notReady               func(err error) bool
+	nodesByMachine         func(ctx context.Context) (map[string]*corev1.Node, error)
+}
+
+// New builds the Allocator; every field of the Config is required.
+func New(cfg Config) *Allocator {
+	return &Allocator{
+		ironcore:               cfg.IronCore,
+		cluster:                cfg.Cluster,
+		network:                cfg.Network,
+		families:               cfg.Families,
+		networkInterfaceOfNode: cfg.NetworkInterfaceOfNode,
+		notReady:               cfg.NotReady,
+		nodesByMachine:         cfg.NodesByMachine,
+	}
+}
+
+// Allocate moves the Node's pod CIDRs forward by one step, without waiting: it adds the
+// entries of the families its NetworkInterface lacks, or reports the CIDRs once IronCore has
+// allocated them all, or what is still awaited. A Node that has pod CIDRs keeps them; entries
+// of its NetworkInterface that do not hold them are released.
+func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
+	nicName, err := a.networkInterfaceOfNode(ctx, node)
+	switch {
+	case err != nil && nodeipam.HasPodCIDRs(node):
+		// Which NetworkInterface holds its entries, if any, cannot be told: leave it.
+		klog.V(2).InfoS("Cannot tell the NetworkInterface of a Node with pod CIDRs", "node", klog.KObj(node), "err", err)
+		return nodeipam.Allocation{CIDRs: node.Spec.PodCIDRs}, nil
+	case err != nil && a.notReady(err):
+		return nodeipam.Allocation{Pending: []string{err.Error()}}, nil
+	case err != nil:
+		return nodeipam.Allocation{}, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+	}
+	result := nodeipam.Allocation{NetworkInterface: nicName}
+	nic, err := a.ironcore.NetworkInterface(ctx, nicName)
+	if err != nil {
+		return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+	}
+	if nodeipam.HasPodCIDRs(node) {
+		return a.keepExisting(ctx, node, nic, result)
+	}
+	entries := podCIDREntries(nic, a.cluster)
+	if missing := a.missingFamilies(entries); len(missing) > 0 {
+		// The cache may not show entries this process just added: the write compares with
+		// what it last wrote, and adds nothing then.
+		added := false
+		err := a.ironcore.UpdateNetworkInterface(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+			missing := a.missingFamilies(podCIDREntries(nic, a.cluster))
+			added = len(missing) > 0
+			if !added {
+				return false, nil
+			}
+			for _, family := range missing {
+				nic.Spec.Prefixes = append(nic.Spec.Prefixes, podCIDRSource(a.cluster, family))
+			}
+			// The entries make the NetworkInterface this cluster's, so that they are found
+			// again (and released) by the cluster label.
+			if err := ironcore.ClaimForCluster(nic, a.cluster); err != nil {
+				return false, err
+			}
+			return true, nil
+		})
+		if err != nil {
+			return result, fmt.Errorf("add pod CIDR entries for Node %s: %w", node.Name, err)
+		}
+		result.Added = added
+		for _, family := range missing {
+			result.Pending = append(result.Pending, fmt.Sprintf("%s: IronCore to allocate the entry just added", family.Family))
+			result.PendingFamilies = append(result.PendingFamilies, family.Family)
+		}
+		if added {
+			klog.V(2).InfoS("Added pod CIDR entries", "node", klog.KObj(node), "networkInterface", klog.KRef(a.ironcore.Namespace(), nicName), "families", len(missing))
+		}
+		return result, nil
+	}
+	var cidrs []string
+	for _, family := range a.families {
+		entry := entries[slices.IndexFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family })]
+		cidr, waiting, err := allocatedPodCIDR(ctx, a.ironcore, a.cluster, nic, entry)
+		if err != nil {
+			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+		}
+		if !cidr.IsValid() {
+			result.Pending = append(result.Pending, fmt.Sprintf("%s: %s", family.Family, waiting))
+			result.PendingFamilies = append(result.PendingFamilies, family.Family)
+			continue
+		}
+		cidrs = append(cidrs, cidr.String())
+	}
+	if len(result.Pending) > 0 {
+		return result, nil
+	}
+	// spec.podCIDRs cannot be changed once set: confirm the allocation on the API server, not
+	// on a cache that may still show an entry just released or a Prefix being deleted.
+	if waiting, err := a.confirm(ctx, nicName, entries, cidrs); err != nil || waiting != "" {
+		if waiting != "" {
+			result.Pending = []string{waiting}
+		}
+		return result, err
+	}
+	result.CIDRs = cidrs
+	return result, nil
+}
+
+// missingFamilies are the configured families without an entry.
+func (a *Allocator) missingFamilies(entries []podCIDREntry) []config.PodCIDRFamily {
+	var missing []config.PodCIDRFamily
+	for _, family := range a.families {
+		if !slices.ContainsFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family }) {
+			missing = append(missing, family)
+		}
+	}
+	return missing
+}
+
+// confirm reads the NetworkInterface and the Prefixes of its entries from the API server and
+// returns what is awaited if they no longer hold the CIDRs the cache showed for them.
+func (a *Allocator) confirm(ctx context.Context, nicName string, entries []podCIDREntry, cidrs []string) (string, error) {
+	nic, err := a.ironcore.NetworkInterfaceLive(ctx, nicName)
+	if err != nil {
+		return "", fmt.Errorf("confirm the pod CIDRs on NetworkInterface %s: %w", nicName, err)
+	}
+	live := podCIDREntries(nic, a.cluster)
+	for _, entry := range entries {
+		if !slices.Contains(live, entry) {
+			return fmt.Sprintf("the cache to show NetworkInterface %s as it is (entry %d changed)", nicName, entry.index), nil
+		}
+		name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nicName, entry.index)
+		prefix, err := a.ironcore.PodCIDRPrefixLive(ctx, name)
+		if errors.Is(err, ironcore.ErrNotFound) {
+			return fmt.Sprintf("IronCore to create Prefix %s anew", name), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("confirm the pod CIDRs on NetworkInterface %s: %w", nicName, err)
+		}
+		if !metav1.IsControlledBy(prefix, nic) || !prefix.DeletionTimestamp.IsZero() || prefix.Spec.Prefix == nil ||
+			!slices.Contains(cidrs, prefix.Spec.Prefix.Masked().String()) {
+			return fmt.Sprintf("the cache to show Prefix %s as it is", name), nil
+		}
+	}
+	return "", nil
+}
+
+// keepExisting leaves a Node's pod CIDRs as they are. If none of them is the allocation of an
+// entry of its NetworkInterface, they came from elsewhere (another allocator was faster, or the
+// Node was given them), and the entries are released: nothing uses them. Entries of a Node
+// whose CIDRs IronCore allocated are left alone, even one that looks odd.
+func (a *Allocator) keepExisting(ctx context.Context, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, result nodeipam.Allocation) (nodeipam.Allocation, error) {
+	result.CIDRs = slices.Clone(node.Spec.PodCIDRs)
+	if len(result.CIDRs) == 0 {
+		result.CIDRs = []string{node.Spec.PodCIDR}
+	}
+	inUse := map[netip.Prefix]bool{}
+	for _, value := range result.CIDRs {
+		if cidr, err := netip.ParsePrefix(value); err == nil {
+			inUse[cidr.Masked()] = true
+		}
+	}
+	unused := map[int]string{}
+	for _, entry := range podCIDREntries(nic, a.cluster) {
+		cidr, _, err := allocatedPodCIDR(ctx, a.ironcore, a.cluster, nic, entry)
+		if err != nil {
+			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
+		}
+		if inUse[cidr] {
+			return result, nil
+		}
+		unused[entry.index] = describeEntry(entry, cidr)
+	}
+	result.FromElsewhere = true
+	if len(unused) == 0 {
+		return result, nil
+	}
+	released, err := a.removeEntries(ctx, nic.Name, unused, func(*networkingv1alpha1.NetworkInterface) error { return nil })
+	result.Released = released
+	if err != nil {
+		return result, fmt.Errorf("release the unused pod CIDR entries of Node %s: %w", node.Name, err)
+	}
+	return result, nil
+}
