@@ -2,14 +2,17 @@ package ironcore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
@@ -109,34 +112,82 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// writeGate holds a check that requests which change objects must pass; none passes all.
+// writeGate holds a check that requests which change objects must pass, and the fence whose
+// deadline they must be sent before; none passes all.
 type writeGate struct {
 	check atomic.Pointer[func() error]
+	fence atomic.Pointer[WriteFence]
 }
 
 func (g *writeGate) wrap(next http.RoundTripper) http.RoundTripper {
 	return &gatedTransport{next: next, gate: g}
 }
 
-// gatedTransport sends a request that changes objects only if its gate's check passes.
+// deadline is the fence's deadline for a write on the wire; with no fence, none.
+func (g *writeGate) deadline() (time.Time, error) {
+	fence := g.fence.Load()
+	if fence == nil {
+		return time.Time{}, nil
+	}
+	return (*fence).Deadline()
+}
+
+// gatedTransport sends a request that changes objects only if its gate's check passes and,
+// with a fence, before the fence's deadline: such a request goes over connections of its own
+// (see fencedWrites) that refuse to write once the deadline has passed.
 type gatedTransport struct {
 	next http.RoundTripper
 	gate *writeGate
+
+	// writes is built from next on the first fenced write; nil if next is not an
+	// *http.Transport, whose connections could be fenced.
+	writes     http.RoundTripper
+	writesOnce sync.Once
 }
 
 func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-	default:
-		if check := t.gate.check.Load(); check != nil {
-			if err := (*check)(); err != nil {
-				// A RoundTripper must close the body even when it fails.
-				if req.Body != nil {
-					_ = req.Body.Close()
-				}
-				return nil, err
-			}
+		return t.next.RoundTrip(req)
+	}
+	if check := t.gate.check.Load(); check != nil {
+		if err := (*check)(); err != nil {
+			return nil, refuse(req, err)
 		}
 	}
-	return t.next.RoundTrip(req)
+	fence := t.gate.fence.Load()
+	if fence == nil {
+		return t.next.RoundTrip(req)
+	}
+	deadline, err := (*fence).Deadline()
+	if err != nil {
+		return nil, refuse(req, err)
+	}
+	t.writesOnce.Do(func() {
+		t.writes = fencedWrites(t.next, t.gate.deadline)
+		if t.writes == nil {
+			klog.InfoS("IronCore writes carry the leader lease's deadline but are not fenced on the wire: the client's transport is not an *http.Transport", "transport", fmt.Sprintf("%T", t.next))
+		}
+	})
+	next := t.writes
+	if next == nil {
+		next = t.next
+	}
+	// A write still waiting for a connection, or for its answer, at the deadline is abandoned.
+	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	resp, err := next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// refuse fails req unsent with err; a RoundTripper must close the body even when it fails.
+func refuse(req *http.Request, err error) error {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return err
 }

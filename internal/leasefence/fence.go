@@ -5,26 +5,39 @@
 // later, and until then every worker goes on writing while another replica already leads.
 //
 // The fence watches this process's own writes of the lease: every acquisition and renewal the
-// leader election makes is a successful write of the lease by this process. A write to IronCore
-// passes only if the last one was sent less than the renew deadline ago, by this process's
-// clock. Another replica takes over only a whole lease duration, which is longer, after the
-// last renewal it saw. No identity has to be guessed: a renewal this process made is its own.
+// leader election makes is a successful write of the lease by this process. This replica may
+// write to IronCore until its deadline: the last such write's sending plus the renew deadline,
+// by this process's clock. Another replica takes over only a whole lease duration, which is
+// longer, after the last renewal it saw; the difference is the margin for clocks and for the
+// time a write takes to reach IronCore. No identity has to be guessed: a renewal this process
+// made is its own.
 package leasefence
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 )
+
+// maxLeaseBytes bounds how much of a created lease's response is read to find its name; a
+// Lease is a few hundred bytes.
+const maxLeaseBytes = 1 << 20
 
 // Fence follows this replica's renewals of its leader lease.
 type Fence struct {
 	namespace, name string
 	renewDeadline   time.Duration
 	now             func() time.Time
+	// decoder reads the lease a create returns, in JSON or protobuf as the client asked.
+	decoder runtime.Decoder
 
 	mu sync.Mutex
 	// renewed is when the last write of the lease that succeeded was sent; zero until the
@@ -37,51 +50,92 @@ type Fence struct {
 // New returns a fence for the lease namespace/name, renewed by this replica's leader election
 // with renewDeadline. Wrap the leader election's client with Wrap.
 func New(namespace, name string, renewDeadline time.Duration) *Fence {
-	return &Fence{namespace: namespace, name: name, renewDeadline: renewDeadline, now: time.Now}
+	return &Fence{
+		namespace: namespace, name: name, renewDeadline: renewDeadline, now: time.Now,
+		decoder: clientgoscheme.Codecs.UniversalDeserializer(),
+	}
 }
 
 // Wrap observes the requests of a client, for rest.Config.Wrap: given the configuration the
 // leader election's client is built from, the fence sees each of its writes of the lease.
 func (f *Fence) Wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if !f.writesLease(req) {
+		create, ok := f.writesLease(req)
+		if !ok {
 			return next.RoundTrip(req)
 		}
 		sent := f.now()
 		resp, err := next.RoundTrip(req)
-		if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			f.mu.Lock()
-			if sent.After(f.renewed) {
-				f.renewed = sent
-			}
-			f.mu.Unlock()
+		if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+			return resp, err
 		}
-		return resp, err
+		// A create names the lease in its body, not its path: another lease of the namespace
+		// (the leader migration's, say) is no renewal of this one.
+		if create && !f.createdLease(resp) {
+			return resp, nil
+		}
+		f.mu.Lock()
+		if sent.After(f.renewed) {
+			f.renewed = sent
+		}
+		f.mu.Unlock()
+		return resp, nil
 	})
 }
 
-// writesLease tells a create or update of the lease: the leader election creates it (POST to
-// the namespace's leases) or updates it (PUT to its name).
-func (f *Fence) writesLease(req *http.Request) bool {
+// writesLease tells a create of a lease of the namespace (POST to its leases, create true),
+// which may be this one, or an update of this one (PUT or PATCH to its name): the leader
+// election creates the lease, then updates it.
+func (f *Fence) writesLease(req *http.Request) (create, ok bool) {
 	collection := "/apis/coordination.k8s.io/v1/namespaces/" + f.namespace + "/leases"
 	switch req.Method {
 	case http.MethodPost:
-		return req.URL.Path == collection
+		return true, req.URL.Path == collection
 	case http.MethodPut, http.MethodPatch:
-		return req.URL.Path == collection+"/"+f.name
+		return false, req.URL.Path == collection+"/"+f.name
 	}
-	return false
+	return false, false
+}
+
+// createdLease tells whether a successful create's response is this fence's lease. It reads
+// the body and puts it back for the caller.
+func (f *Fence) createdLease(resp *http.Response) bool {
+	read, err := io.ReadAll(io.LimitReader(resp.Body, maxLeaseBytes))
+	// The caller reads what was read, then the rest, and closes the original body.
+	resp.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(read), resp.Body), Closer: resp.Body}
+	if err != nil {
+		klog.InfoS("Not counting a lease create as a renewal: cannot read its response", "lease", klog.KRef(f.namespace, f.name), "err", err)
+		return false
+	}
+	obj, err := runtime.Decode(f.decoder, read)
+	if err != nil {
+		klog.InfoS("Not counting a lease create as a renewal: cannot decode its response", "lease", klog.KRef(f.namespace, f.name), "err", err)
+		return false
+	}
+	object, err := meta.Accessor(obj)
+	if err != nil {
+		klog.InfoS("Not counting a lease create as a renewal: its response has no metadata", "lease", klog.KRef(f.namespace, f.name), "err", err)
+		return false
+	}
+	return object.GetName() == f.name
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// Check returns nil if this replica may write now, or why not.
-func (f *Fence) Check() error {
+// Deadline returns the instant until which this replica may write to IronCore, the last
+// renewal it sent plus the renew deadline, or why it may not write now. The deadline moves only
+// later, with each renewal.
+func (f *Fence) Deadline() (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.check()
+	deadline, err := f.deadline()
 	if (err != nil) != f.refusing {
 		f.refusing = err != nil
 		if err != nil {
@@ -90,16 +144,23 @@ func (f *Fence) Check() error {
 			klog.InfoS("Writing to IronCore: this replica renewed the leader lease", "lease", klog.KRef(f.namespace, f.name), "renewDeadline", f.renewDeadline)
 		}
 	}
+	return deadline, err
+}
+
+// Check returns nil if this replica may write now, or why not.
+func (f *Fence) Check() error {
+	_, err := f.Deadline()
 	return err
 }
 
-func (f *Fence) check() error {
+func (f *Fence) deadline() (time.Time, error) {
 	if f.renewed.IsZero() {
-		return fmt.Errorf("not writing to IronCore: this replica has not written the leader lease %s/%s", f.namespace, f.name)
+		return time.Time{}, fmt.Errorf("not writing to IronCore: this replica has not written the leader lease %s/%s", f.namespace, f.name)
 	}
-	if age := f.now().Sub(f.renewed); age >= f.renewDeadline {
-		return fmt.Errorf("not writing to IronCore: this replica last renewed the leader lease %s/%s %s ago, not within the renew deadline %s; another replica may lead",
-			f.namespace, f.name, age.Round(time.Millisecond), f.renewDeadline)
+	deadline := f.renewed.Add(f.renewDeadline)
+	if now := f.now(); !now.Before(deadline) {
+		return time.Time{}, fmt.Errorf("not writing to IronCore: this replica last renewed the leader lease %s/%s %s ago, not within the renew deadline %s; another replica may lead",
+			f.namespace, f.name, now.Sub(f.renewed).Round(time.Millisecond), f.renewDeadline)
 	}
-	return nil
+	return deadline, nil
 }

@@ -68,8 +68,6 @@ type Cloud struct {
 	routes        *routes
 	// podCIDRs is nil unless the cloud-config turns pod CIDR allocation on.
 	podCIDRs *podcidrs.Allocator
-	// fence is nil without leader election.
-	fence *leasefence.Fence
 }
 
 var (
@@ -107,6 +105,11 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		return err
 	}); err != nil {
 		return nil, err
+	}
+	if settings.LeaseFence != nil {
+		// From the start, every write to IronCore carries the fence's deadline and is not sent
+		// after it; until this replica first writes its lease, the fence refuses all.
+		client.FenceWrites(settings.LeaseFence)
 	}
 	if err := retryTransient(checkCtx, "Checking the Network", func() error { return client.CheckNetwork(checkCtx, cloudConfig.NetworkName) }); err != nil {
 		return nil, fmt.Errorf("networkName: %w", err)
@@ -183,7 +186,6 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		loadBalancers: loadBalancers,
 		routes:        routes,
 		podCIDRs:      allocator,
-		fence:         settings.LeaseFence,
 	}, nil
 }
 
@@ -208,9 +210,6 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	ctx := wait.ContextForChannel(stop)
 	// The label reconciler runs while this replica leads, as the framework's controllers do.
 	go c.loadBalancers.targets.Run(ctx)
-	if c.fence != nil {
-		c.ironcore.GateWrites(c.fence.Check)
-	}
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
 			klog.ErrorS(err, "IronCore cache stopped")
