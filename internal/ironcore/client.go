@@ -62,7 +62,7 @@ type Client struct {
 	ownRoutings toolscache.SharedIndexInformer
 	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
 	podCIDRPrefixesCached bool
-	// writeGate holds the check every write must pass; see GateWrites.
+	// writeGate holds the fence every write must pass; see FenceWrites.
 	writeGate *writeGate
 }
 
@@ -160,10 +160,6 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	c.nics = nicWriterFor(c, limiter, nicAPI)
 	return c, nil
 }
-
-// GateWrites makes every request that would change an IronCore object pass check first: one
-// it refuses fails with check's error, unsent. Reads and watches are not checked.
-func (c *Client) GateWrites(check func() error) { c.writeGate.check.Store(&check) }
 
 // ReadRoutingsLive has LoadBalancerRouting read from the API server, and RegisterInformers
 // watch only the routings labelled as the cluster's (keys.LabelRoutingCluster), the ones the

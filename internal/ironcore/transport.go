@@ -112,10 +112,9 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// writeGate holds a check that requests which change objects must pass, and the fence whose
-// deadline they must be sent before; none passes all.
+// writeGate holds the fence whose deadline requests which change objects must be sent before;
+// none passes all.
 type writeGate struct {
-	check atomic.Pointer[func() error]
 	fence atomic.Pointer[WriteFence]
 }
 
@@ -132,8 +131,8 @@ func (g *writeGate) deadline() (time.Time, error) {
 	return (*fence).Deadline()
 }
 
-// gatedTransport sends a request that changes objects only if its gate's check passes and,
-// with a fence, before the fence's deadline: such a request goes over connections of its own
+// gatedTransport sends a request that changes objects, with a fence, only before the fence's
+// deadline: such a request goes over connections of its own
 // (see fencedWrites) that refuse to write once the deadline has passed.
 type gatedTransport struct {
 	next http.RoundTripper
@@ -149,11 +148,6 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return t.next.RoundTrip(req)
-	}
-	if check := t.gate.check.Load(); check != nil {
-		if err := (*check)(); err != nil {
-			return nil, refuse(req, err)
-		}
 	}
 	fence := t.gate.fence.Load()
 	if fence == nil {

@@ -147,12 +147,6 @@ func (f *Fence) Deadline() (time.Time, error) {
 	return deadline, err
 }
 
-// Check returns nil if this replica may write now, or why not.
-func (f *Fence) Check() error {
-	_, err := f.Deadline()
-	return err
-}
-
 func (f *Fence) deadline() (time.Time, error) {
 	if f.renewed.IsZero() {
 		return time.Time{}, fmt.Errorf("not writing to IronCore: this replica has not written the leader lease %s/%s", f.namespace, f.name)

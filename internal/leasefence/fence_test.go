@@ -65,10 +65,10 @@ func send(t *testing.T, client *http.Client, method, url, mediaType string, body
 	return read
 }
 
-// expect checks what Check says: nothing if refusal is empty, else a refusal saying it.
+// expect checks what Deadline says: nothing if refusal is empty, else a refusal saying it.
 func expect(t *testing.T, f *Fence, refusal string) {
 	t.Helper()
-	err := f.Check()
+	_, err := f.Deadline()
 	switch {
 	case refusal == "" && err != nil:
 		t.Fatalf("refused: %v", err)
