@@ -42,34 +42,20 @@ func (c *chaos) targetChaos(ctx context.Context, wave int) error {
 // flapNode makes a Node unhealthy until every routing that held it has left it, then healthy
 // until they all hold it again.
 func (c *chaos) flapNode(ctx context.Context, taint bool) error {
-	node, nic := c.excuseNode()
-	if node == "" {
-		return nil
-	}
-	defer c.pardon(node)
-	held, err := c.routingsHolding(ctx, nic)
-	if err != nil {
+	node, nic, held, pardon, err := c.disturbNode(ctx)
+	if node == "" || err != nil {
 		return err
 	}
+	defer pardon()
 	how := "NotReady past the grace period"
 	if taint {
 		how = "tainted for deletion by the cluster autoscaler"
 	}
-	if taint {
-		err = c.setDeletionTaint(ctx, node, true)
-	} else {
-		_, err = c.stack.SetNodeReadySince(ctx, node, corev1.ConditionFalse, time.Now().Add(-2*time.Minute))
-	}
-	if err != nil {
+	if err := c.setHealthy(ctx, node, taint, false); err != nil {
 		return err
 	}
 	left := c.waitForRoutings(ctx, held, nic, false, fmt.Sprintf("Node %s %s", node, how))
-	if taint {
-		err = c.setDeletionTaint(ctx, node, false)
-	} else {
-		_, err = c.stack.SetNodeReady(ctx, node, corev1.ConditionTrue)
-	}
-	if err != nil {
+	if err := c.setHealthy(ctx, node, taint, true); err != nil {
 		return err
 	}
 	returned := c.waitForRoutings(ctx, held, nic, true, fmt.Sprintf("Node %s healthy again", node))
@@ -83,19 +69,30 @@ func (c *chaos) flapNode(ctx context.Context, taint bool) error {
 	return nil
 }
 
+// setHealthy makes the Node healthy or unhealthy: by the cluster autoscaler's deletion taint,
+// or by its Ready condition (False since past the grace period).
+func (c *chaos) setHealthy(ctx context.Context, node string, taint, healthy bool) error {
+	switch {
+	case taint:
+		return c.setDeletionTaint(ctx, node, !healthy)
+	case healthy:
+		_, err := c.stack.SetNodeReady(ctx, node, corev1.ConditionTrue)
+		return err
+	default:
+		_, err := c.stack.SetNodeReadySince(ctx, node, corev1.ConditionFalse, time.Now().Add(-2*time.Minute))
+		return err
+	}
+}
+
 // removeTargetLabel removes the target label from a Node's NetworkInterface, as a mistaken
 // kubectl would, and waits until the CCM has put it back and every routing that held the Node
 // holds it again.
 func (c *chaos) removeTargetLabel(ctx context.Context) error {
-	node, nic := c.excuseNode()
-	if node == "" {
-		return nil
-	}
-	defer c.pardon(node)
-	held, err := c.routingsHolding(ctx, nic)
-	if err != nil {
+	node, nic, held, pardon, err := c.disturbNode(ctx)
+	if node == "" || err != nil {
 		return err
 	}
+	defer pardon()
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, keys.LabelLoadBalancerTarget))
 	object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
 	started := time.Now()
@@ -190,6 +187,20 @@ func (c *chaos) editLocalRouting(ctx context.Context) error {
 	c.mu.Unlock()
 	c.log("a destination removed by hand from Local routing %s was back after %s", routing.Name, repaired.Round(time.Millisecond))
 	return nil
+}
+
+// disturbNode picks a Node to disturb (see excuseNode) and names its NetworkInterface and the
+// routings that hold it; pardon ends the excuse. No Node, and no error, if none can be spared.
+func (c *chaos) disturbNode(ctx context.Context) (node, nic string, held []string, pardon func(), err error) {
+	if node, nic = c.excuseNode(); node == "" {
+		return "", "", nil, nil, nil
+	}
+	pardon = func() { c.pardon(node) }
+	if held, err = c.routingsHolding(ctx, nic); err != nil {
+		pardon()
+		return "", "", nil, nil, err
+	}
+	return node, nic, held, pardon, nil
 }
 
 // excuseNode picks a present Node that is neither the next to leave nor already disturbed,
