@@ -51,6 +51,7 @@ func run() int {
 	flags.DurationVar(&benchOptions.Idle, "idle", 70*time.Second, "bench: how long to count IronCore requests after convergence; should span --node-sync-period")
 	flags.DurationVar(&benchOptions.NodeSyncPeriod, "node-sync-period", time.Minute, "bench: the CCM's --node-status-update-frequency in the default command")
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
+	ccmArgs := flags.String("ccm-args", "", "bench, churn, ipam: flags appended to the CCM command line, e.g. --use-nic-selector=false")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
 	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")
@@ -77,6 +78,9 @@ func run() int {
 		mode = flags.Arg(0)
 	}
 
+	if *ccmArgs != "" {
+		benchOptions.Command += " " + *ccmArgs
+	}
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *out == "" {

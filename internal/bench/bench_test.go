@@ -22,6 +22,11 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("counts %d/%d/%d/%d/%d, want 3/2/3/2/2 (Nodes, Services, routes, routings, floor)", result.NodeInitialization.Count,
 			result.LoadBalancerReadiness.Count, result.RouteConvergence.Count, result.RoutingComplete.Count, result.Floor.Count)
 	}
+	if result.FirstDestination.Count != 2 || result.FirstTraffic.Count != 2 || result.BurstFloor.Address.Count != 2 ||
+		result.BurstFloor.FirstTraffic.Count != 2 || result.BurstFloor.RoutingComplete.Count != 2 || result.BurstFloor.LabelsWritten <= 0 {
+		t.Fatalf("first destination %d, first traffic %d; burst floor %+v; want 2 of each", result.FirstDestination.Count,
+			result.FirstTraffic.Count, result.BurstFloor)
+	}
 	if total(result.Requests.Convergence, true) == 0 || result.Requests.WritesPerNode == 0 || result.Requests.RequestsPerService == 0 {
 		t.Errorf("IronCore requests during convergence: %d writes, %v per Node, %v per Service",
 			total(result.Requests.Convergence, true), result.Requests.WritesPerNode, result.Requests.RequestsPerService)
@@ -29,7 +34,7 @@ func TestSmoke(t *testing.T) {
 	if result.Floor.Max <= 0 || result.AddressOverFloor.Max <= 0 {
 		t.Errorf("floor %+v, address over floor %+v", result.Floor, result.AddressOverFloor)
 	}
-	if result.CCM.PeakRSSMiB <= 0 || result.CCM.CPUSeconds <= 0 {
+	if result.CCM.PeakRSSMiB <= 0 || result.CCM.PeakAnonMiB <= 0 || result.CCM.PeakFileMiB <= 0 || result.CCM.CPUSeconds <= 0 {
 		t.Errorf("CCM usage %+v", result.CCM)
 	}
 	files, err := result.Write(t.TempDir())

@@ -2,15 +2,19 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,11 +22,18 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-// floorPrefix starts the names of the floor's LoadBalancers, which no CCM makes.
-const floorPrefix = "floor-"
+// Prefixes of the names of the floor's LoadBalancers, which no CCM makes: those timed on an
+// idle IronCore, and those timed while the burst's NetworkInterfaces get their labels.
+const (
+	floorPrefix      = "floor-"
+	burstFloorPrefix = "burstfloor-"
+)
 
-func floorName(i int) string      { return fmt.Sprintf("%s%04d", floorPrefix, i) }
-func floorKey(name string) string { return "floor/" + name }
+// The stopwatch keys of a floor LoadBalancer: its address, and its routing holding a first
+// and every labelled NetworkInterface.
+func floorAddressKey(name string) string  { return "address/" + name }
+func floorFirstKey(name string) string    { return "first/" + name }
+func floorCompleteKey(name string) string { return "complete/" + name }
 
 // measureFloor times how long IronCore and the simulated providers alone take to give n
 // LoadBalancers an address when they are created at once, as a CCM would create them for n
@@ -30,52 +41,175 @@ func floorKey(name string) string { return "floor/" + name }
 // deletes the LoadBalancers and waits until they and their routings are gone, so that they
 // neither cost the CCM's run anything nor count in it.
 func measureFloor(ctx context.Context, stack *testenv.Stack, n int, progress io.Writer) (Timings, error) {
-	// The watch must end before the stack stops (see Run).
+	floor, err := timeFloor(ctx, stack, floorPrefix, n, nil, progress)
+	return floor.Address, err
+}
+
+// BurstFloor is IronCore's own pace for as many LoadBalancers as Services, created at once
+// while the least a CCM must write for the burst's Nodes goes in: one patch per
+// NetworkInterface with the cluster and target labels the LoadBalancers select.
+type BurstFloor struct {
+	// LabelsWritten is from the start until every NetworkInterface patch returned.
+	LabelsWritten Seconds `json:"labelsWrittenSeconds"`
+	// Address, FirstDestination and RoutingComplete are from each LoadBalancer's creation
+	// until it has an address, its routing holds a NetworkInterface, and every one.
+	Address          Timings `json:"address"`
+	FirstDestination Timings `json:"firstDestination"`
+	RoutingComplete  Timings `json:"routingComplete"`
+	// FirstTraffic is from creation until both an address and a first destination.
+	FirstTraffic Timings `json:"firstTraffic"`
+}
+
+// measureBurstFloor times IronCore alone on n LoadBalancers created while every
+// NetworkInterface of the stack gets the labels they select, and returns the
+// NetworkInterfaces to their labels before, once the LoadBalancers are gone.
+func measureBurstFloor(ctx context.Context, stack *testenv.Stack, n int, progress io.Writer) (BurstFloor, error) {
+	nics := &networkingv1alpha1.NetworkInterfaceList{}
+	if err := stack.IronCore.Client.List(ctx, nics, client.InNamespace(stack.Namespace)); err != nil {
+		return BurstFloor{}, fmt.Errorf("list the Nodes' NetworkInterfaces: %w", err)
+	}
+	floor, err := timeFloor(ctx, stack, burstFloorPrefix, n, nics.Items, progress)
+	if err != nil {
+		return floor, err
+	}
+	return floor, parallel(len(nics.Items), func(i int) error {
+		return patchTargetLabels(ctx, stack, nics.Items[i].Name, nil)
+	})
+}
+
+// patchTargetLabels sets the cluster and target labels of a NetworkInterface to value, or
+// removes them if value is nil, in one patch.
+func patchTargetLabels(ctx context.Context, stack *testenv.Stack, name string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{
+		keys.LabelCluster: value, keys.LabelLoadBalancerTarget: value,
+	}}})
+	if err != nil {
+		return err
+	}
+	nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+	if err := stack.IronCore.Client.Patch(ctx, nic, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("label NetworkInterface %s: %w", name, err)
+	}
+	return nil
+}
+
+// timeFloor creates n LoadBalancers named with prefix at once, while it labels the given
+// NetworkInterfaces as targets, and times their addresses and, if it labels any, their
+// routings. Then it deletes them and waits until they and their routings are gone.
+func timeFloor(ctx context.Context, stack *testenv.Stack, prefix string, n int, nics []networkingv1alpha1.NetworkInterface, progress io.Writer) (BurstFloor, error) {
+	// The watches must end before the stack stops (see Run).
 	ctx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	watch := newStopwatch(n)
-	lbCache, err := cache.New(stack.IronCore.Config, cache.Options{
+	keysPerLoadBalancer := 1
+	if len(nics) > 0 {
+		keysPerLoadBalancer = 3
+	}
+	watch := newStopwatch(keysPerLoadBalancer * n)
+	targets := targetsOf(nics)
+	ironcoreCache, err := cache.New(stack.IronCore.Config, cache.Options{
 		Scheme:            stack.IronCore.Client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{stack.Namespace: {}},
 	})
 	if err != nil {
-		return Timings{}, err
+		return BurstFloor{}, err
 	}
-	informer, err := lbCache.GetInformer(ctx, &networkingv1alpha1.LoadBalancer{})
-	if err != nil {
-		return Timings{}, fmt.Errorf("watch LoadBalancers: %w", err)
+	handlers := []struct {
+		obj    client.Object
+		handle func(obj any)
+	}{
+		{&networkingv1alpha1.LoadBalancer{}, func(obj any) {
+			if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok && len(lb.Status.IPs) > 0 {
+				watch.done(floorAddressKey(lb.Name))
+			}
+		}},
+		{&networkingv1alpha1.LoadBalancerRouting{}, func(obj any) {
+			routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting)
+			if !ok || len(nics) == 0 {
+				return
+			}
+			switch reached := reached(routing.Destinations, targets); {
+			case reached >= len(nics):
+				watch.done(floorFirstKey(routing.Name))
+				watch.done(floorCompleteKey(routing.Name))
+			case reached > 0:
+				watch.done(floorFirstKey(routing.Name))
+			}
+		}},
 	}
-	if _, err := informer.AddEventHandler(onAddOrUpdate(func(obj any) {
-		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok && len(lb.Status.IPs) > 0 {
-			watch.done(floorKey(lb.Name))
+	for _, h := range handlers {
+		informer, err := ironcoreCache.GetInformer(ctx, h.obj)
+		if err != nil {
+			return BurstFloor{}, fmt.Errorf("watch %T: %w", h.obj, err)
 		}
-	})); err != nil {
-		return Timings{}, err
+		if _, err := informer.AddEventHandler(onAddOrUpdate(h.handle)); err != nil {
+			return BurstFloor{}, err
+		}
 	}
-	go func() { _ = lbCache.Start(ctx) }()
-	if !lbCache.WaitForCacheSync(ctx) {
-		return Timings{}, fmt.Errorf("the LoadBalancer cache did not sync")
+	go func() { _ = ironcoreCache.Start(ctx) }()
+	if !ironcoreCache.WaitForCacheSync(ctx) {
+		return BurstFloor{}, fmt.Errorf("the IronCore cache did not sync")
 	}
 
-	err = parallel(n, func(i int) error {
-		lb := floorLoadBalancer(stack, floorName(i))
-		watch.created(floorKey(lb.Name))
+	var floor BurstFloor
+	started := time.Now()
+	var labelled atomic.Int64
+	cluster := stack.ClusterName
+	err = parallel(n+len(nics), func(i int) error {
+		if i >= n {
+			err := patchTargetLabels(ctx, stack, nics[i-n].Name, &cluster)
+			if labelled.Add(1) == int64(len(nics)) {
+				floor.LabelsWritten = newSeconds(time.Since(started))
+			}
+			return err
+		}
+		lb := floorLoadBalancer(stack, fmt.Sprintf("%s%04d", prefix, i))
+		for _, key := range []string{floorAddressKey(lb.Name), floorFirstKey(lb.Name), floorCompleteKey(lb.Name)}[:keysPerLoadBalancer] {
+			watch.created(key)
+		}
 		if err := stack.IronCore.Client.Create(ctx, lb); err != nil {
 			return fmt.Errorf("create LoadBalancer %s: %w", lb.Name, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return Timings{}, err
+		return BurstFloor{}, err
 	}
 	err = watch.wait(ctx, 10*time.Minute, progress, func() string {
-		return fmt.Sprintf("floor LoadBalancers with addresses %d/%d", watch.count("floor/"), n)
+		return fmt.Sprintf("floor LoadBalancers with addresses %d/%d, routings with a first destination %d/%d, with every one %d/%d",
+			watch.count("address/"), n, watch.count("first/"), n, watch.count("complete/"), n)
 	})
 	if err != nil {
-		return Timings{}, err
+		return BurstFloor{}, err
 	}
-	timings := newTimings(watch.durations("floor/"))
-	return timings, deleteFloor(ctx, stack, n)
+	floor.Address = newTimings(watch.durations("address/"))
+	floor.FirstDestination = newTimings(watch.durations("first/"))
+	floor.RoutingComplete = newTimings(watch.durations("complete/"))
+	floor.FirstTraffic = newTimings(firstTraffic(watch, "address/", "first/"))
+	return floor, deleteFloor(ctx, stack, prefix, n)
+}
+
+// firstTraffic returns, for the objects done under both prefixes, the time from creation
+// until the later of the two, shortest first.
+func firstTraffic(watch *stopwatch, addressPrefix, destinationPrefix string) []time.Duration {
+	addresses, destinations := watch.doneTimes(addressPrefix), watch.doneTimes(destinationPrefix)
+	started := watch.startTimes(addressPrefix)
+	var durations []time.Duration
+	for name, addressed := range addresses {
+		destined, ok := destinations[name]
+		if !ok {
+			continue
+		}
+		durations = append(durations, later(addressed, destined).Sub(started[name]))
+	}
+	slices.Sort(durations)
+	return durations
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // floorLoadBalancer has the shape this CCM gives the LoadBalancer of a plain Service with one
@@ -99,9 +233,9 @@ func floorLoadBalancer(stack *testenv.Stack, name string) *networkingv1alpha1.Lo
 
 // deleteFloor deletes the floor's LoadBalancers and waits until they are gone, after the
 // simulated apinetlet's finalizer, and their routings too, after the garbage collector.
-func deleteFloor(ctx context.Context, stack *testenv.Stack, n int) error {
+func deleteFloor(ctx context.Context, stack *testenv.Stack, prefix string, n int) error {
 	err := parallel(n, func(i int) error {
-		lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: floorName(i)}}
+		lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: fmt.Sprintf("%s%04d", prefix, i)}}
 		if err := stack.IronCore.Client.Delete(ctx, lb); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete LoadBalancer %s: %w", lb.Name, err)
 		}
@@ -120,12 +254,12 @@ func deleteFloor(ctx context.Context, stack *testenv.Stack, n int) error {
 		}
 		left := 0
 		for _, lb := range lbs.Items {
-			if strings.HasPrefix(lb.Name, floorPrefix) {
+			if strings.HasPrefix(lb.Name, prefix) {
 				left++
 			}
 		}
 		for _, routing := range routings.Items {
-			if strings.HasPrefix(routing.Name, floorPrefix) {
+			if strings.HasPrefix(routing.Name, prefix) {
 				left++
 			}
 		}

@@ -72,6 +72,8 @@ func (r *Result) Markdown() string {
 		{"Service's IronCore LoadBalancer created", r.LoadBalancerCreated},
 		{"Service's IronCore LoadBalancer has an address", r.LoadBalancerAddress},
 		{"Service has an address", r.LoadBalancerReadiness},
+		{"Service's routing reaches a Node", r.FirstDestination},
+		{"Service has traffic: an address and a Node", r.FirstTraffic},
 		{"Service's routing reaches every Node", r.RoutingComplete},
 		{"pod CIDR on the NIC", r.RouteConvergence},
 	} {
@@ -84,6 +86,30 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "%d of %d Services had an address before their IronCore LoadBalancerRouting reached every Node; "+
 			"the longest such wait for traffic to reach every Node was %.3fs.\n\n", r.ReadyBeforeRouted.Services, r.Services, r.ReadyBeforeRouted.Max)
 	}
+	if r.AddressWithoutDestination.Services == 0 {
+		fmt.Fprintf(&b, "No Service showed an address while its routing reached no Node.\n\n")
+	} else {
+		fmt.Fprintf(&b, "%d of %d Services showed an address while their routing reached no Node, %d of them for longer than %s; "+
+			"the longest such stretch was %.3fs.\n\n", r.AddressWithoutDestination.Services, r.Services,
+			r.AddressWithoutDestination.Longer, nowhereTolerance, r.AddressWithoutDestination.Max)
+	}
+	fmt.Fprintf(&b, "IronCore's own pace under the burst (the burst floor): as many IronCore LoadBalancers as Services, "+
+		"created directly and at once while the %d NetworkInterfaces got the cluster and target labels they select "+
+		"(one patch each, all written %.3fs after the start), before the CCM started, and deleted again:\n\n", r.Nodes, r.BurstFloor.LabelsWritten)
+	fmt.Fprintf(&b, "| From creation to | floor p50 | floor max | Service p50 | Service max | Service / floor p50 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, row := range []struct {
+		name            string
+		floor, services Timings
+	}{
+		{"an address", r.BurstFloor.Address, r.LoadBalancerReadiness},
+		{"routing reaches a Node", r.BurstFloor.FirstDestination, r.FirstDestination},
+		{"traffic: an address and a Node", r.BurstFloor.FirstTraffic, r.FirstTraffic},
+		{"routing reaches every Node", r.BurstFloor.RoutingComplete, r.RoutingComplete},
+	} {
+		fmt.Fprintf(&b, "| %s | %.3fs | %.3fs | %.3fs | %.3fs | %.2f× | %.2f× |\n", row.name, row.floor.P50, row.floor.Max,
+			row.services.P50, row.services.Max, ratio(row.services.P50, row.floor.P50), ratio(row.services.Max, row.floor.Max))
+	}
+	fmt.Fprintf(&b, "\n")
 	fmt.Fprintf(&b, "Addresses against the floor: as many IronCore LoadBalancers as Services (Public, one TCP port), "+
 		"created directly and at once before the CCM started, and deleted again:\n\n")
 	fmt.Fprintf(&b, "| From creation to an address | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
@@ -91,7 +117,8 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "| Service, through the CCM | %d | %.3fs | %.3fs | %.3fs |\n",
 		r.LoadBalancerReadiness.Count, r.LoadBalancerReadiness.P50, r.LoadBalancerReadiness.P95, r.LoadBalancerReadiness.Max)
 	fmt.Fprintf(&b, "| Service / floor | | %.2f× | | %.2f× |\n\n", r.AddressOverFloor.P50, r.AddressOverFloor.Max)
-	fmt.Fprintf(&b, "CCM: peak resident memory %.1f MiB, %.1f CPU seconds over the run.\n\n", r.CCM.PeakRSSMiB, r.CCM.CPUSeconds)
+	fmt.Fprintf(&b, "CCM: peak resident memory %.1f MiB (anonymous %.1f MiB, file-backed %.1f MiB, each at its own peak), %.1f CPU seconds over the run.\n\n",
+		r.CCM.PeakRSSMiB, r.CCM.PeakAnonMiB, r.CCM.PeakFileMiB, r.CCM.CPUSeconds)
 	fmt.Fprintf(&b, "IronCore API requests by the CCM, counted by a proxy in front of IronCore:\n\n")
 	fmt.Fprintf(&b, "| verb | resource | during convergence | idle, %gs |\n|---|---|---:|---:|\n", r.Requests.IdleSeconds)
 	idle := map[string]RequestCount{}
@@ -112,7 +139,8 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "| **all** | | **%d** (writes %d) | **%d** (writes %d) |\n\n",
 		total(r.Requests.Convergence, false), total(r.Requests.Convergence, true), total(r.Requests.Idle, false), total(r.Requests.Idle, true))
 	fmt.Fprintf(&b, "During convergence: %.2f writes per Node (on Machines and NetworkInterfaces), "+
-		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings).\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService)
+		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings). %d IronCore writes came after convergence; "+
+		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)
 	fmt.Fprintf(&b, "Warning events about the burst's Nodes and Services after convergence: %d events, %d occurrences",
 		r.Warnings.Events, r.Warnings.Occurrences)
 	if len(r.Warnings.ByReason) == 0 {
@@ -149,9 +177,12 @@ func (r *Result) plot(path string) error {
 	}{
 		{"Node initialized", r.NodeInitialization, color.RGBA{R: 31, G: 119, B: 180, A: 255}},
 		{"Service has an address", r.LoadBalancerReadiness, color.RGBA{R: 214, G: 39, B: 40, A: 255}},
+		{"Service has traffic", r.FirstTraffic, color.RGBA{R: 255, G: 127, B: 14, A: 255}},
 		{"Service's routing reaches every Node", r.RoutingComplete, color.RGBA{R: 148, G: 103, B: 189, A: 255}},
 		{"pod CIDR on the NIC", r.RouteConvergence, color.RGBA{R: 44, G: 160, B: 44, A: 255}},
 		{"LoadBalancer alone (floor)", r.Floor, color.RGBA{R: 127, G: 127, B: 127, A: 255}},
+		{"LoadBalancer alone under the burst: traffic", r.BurstFloor.FirstTraffic, color.RGBA{R: 90, G: 90, B: 90, A: 255}},
+		{"LoadBalancer alone under the burst: every Node", r.BurstFloor.RoutingComplete, color.RGBA{R: 188, G: 189, B: 34, A: 255}},
 	} {
 		if len(series.t.All) == 0 {
 			continue

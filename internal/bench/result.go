@@ -40,6 +40,9 @@ type Result struct {
 	// Floor is how long IronCore alone took to give as many LoadBalancers as there are
 	// Services an address, created at once before the CCM started.
 	Floor Timings `json:"loadBalancerFloor"`
+	// BurstFloor is IronCore's own pace for as many LoadBalancers while the burst's
+	// NetworkInterfaces get their labels, measured in the same run before the CCM started.
+	BurstFloor BurstFloor `json:"burstFloor"`
 	// Convergence is from the start of the burst until every Node, Service, route and load
 	// balancer routing is done.
 	Convergence           Seconds `json:"convergenceSeconds"`
@@ -55,6 +58,15 @@ type Result struct {
 	// RoutingComplete is from Service creation until its LoadBalancerRouting reaches every Node.
 	RoutingComplete   Timings       `json:"routingComplete"`
 	ReadyBeforeRouted Lag           `json:"readyBeforeRouted"`
+	// FirstDestination is from Service creation until its routing reaches a Node, and
+	// FirstTraffic until it also has an address: the moment its traffic can flow.
+	FirstDestination Timings `json:"firstDestination"`
+	FirstTraffic     Timings `json:"firstTraffic"`
+	// FirstTrafficOverFloor compares FirstTraffic with the burst floor's.
+	FirstTrafficOverFloor Ratio `json:"firstTrafficOverFloor"`
+	// AddressWithoutDestination sums up the stretches in which a Service showed an address
+	// while its routing reached no Node.
+	AddressWithoutDestination Nowhere `json:"addressWithoutDestination"`
 	Requests          Requests      `json:"ironcoreRequests"`
 	Warnings          WarningEvents `json:"warningEvents"`
 	CCM               Usage         `json:"ccm"`
@@ -126,6 +138,19 @@ func readinessLag(ready, routed map[string]time.Time) Lag {
 	return lag
 }
 
+// nowhereTolerance is how long a Service may show an address that leads nowhere before the
+// stretch counts as longer than tolerable.
+const nowhereTolerance = 2 * time.Second
+
+// Nowhere sums up the stretches in which Services showed an address while their routing
+// reached no Node: how many Services had one, how many had one longer than nowhereTolerance,
+// and the longest.
+type Nowhere struct {
+	Services int     `json:"services"`
+	Longer   int     `json:"longerThan2s"`
+	Max      Seconds `json:"maxSeconds"`
+}
+
 // Requests are the CCM's IronCore API requests, counted by the proxy in front of IronCore.
 type Requests struct {
 	Convergence []RequestCount `json:"convergence"`
@@ -135,6 +160,10 @@ type Requests struct {
 	RequestsPerService float64        `json:"requestsPerService"`
 	Idle               []RequestCount `json:"idle"`
 	IdleSeconds        float64        `json:"idleSeconds"`
+	// LastWrite is from convergence until the CCM's last IronCore write in the run (negative
+	// if it came before), and WritesAfterConvergence how many came after.
+	LastWrite              Seconds `json:"lastWriteAfterConvergenceSeconds"`
+	WritesAfterConvergence int     `json:"writesAfterConvergence"`
 }
 
 // attribute divides the convergence requests among the burst's objects: the writes on
@@ -143,6 +172,22 @@ type Requests struct {
 func (r *Requests) attribute(nodes, services int) {
 	r.WritesPerNode = perObject(totalOn(r.Convergence, []string{"machines", "networkinterfaces"}, true), nodes)
 	r.RequestsPerService = perObject(totalOn(r.Convergence, []string{"loadbalancers", "loadbalancerroutings"}, false), services)
+}
+
+// lastWrites records when the last of the writes came, from convergence, and how many came
+// after it.
+func (r *Requests) lastWrites(writes []apiproxy.Write, converged time.Time) {
+	if len(writes) == 0 {
+		return
+	}
+	last := writes[0].At
+	for _, write := range writes {
+		last = later(last, write.At)
+		if write.At.After(converged) {
+			r.WritesAfterConvergence++
+		}
+	}
+	r.LastWrite = newSeconds(last.Sub(converged))
 }
 
 // RequestCount is how many requests of one verb on one resource were made, and how many of
@@ -227,7 +272,11 @@ type ReasonCount struct {
 // Usage is the CCM process's resource use over the whole run.
 type Usage struct {
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
-	CPUSeconds float64 `json:"cpuSeconds"`
+	// PeakAnonMiB and PeakFileMiB are the highest anonymous (heap, stacks) and file-backed
+	// (the binary's pages) resident memory, sampled every 100 ms.
+	PeakAnonMiB float64 `json:"peakAnonMiB"`
+	PeakFileMiB float64 `json:"peakFileMiB"`
+	CPUSeconds  float64 `json:"cpuSeconds"`
 }
 
 // Machine describes where the run ran.

@@ -177,3 +177,34 @@ func TestStopwatchSignalsWhenEveryCreatedKeyIsDone(t *testing.T) {
 		t.Error("a stopwatch waiting for nothing is not done")
 	}
 }
+
+// TestAddressesLeadingNowhere sums up the stretches in which a Service showed an address while
+// its routing reached no Node, including one still open at the end and one that recurs.
+func TestAddressesLeadingNowhere(t *testing.T) {
+	tr := &tracker{
+		stopwatch: newStopwatch(1), nodes: 2,
+		serviceOf: map[string]string{}, loadBalancerOf: map[string]string{},
+		firstAt: map[string]time.Time{}, routedAt: map[string]time.Time{}, reaching: map[string]int{},
+		addressed: map[string]bool{}, nowhereSince: map[string]time.Time{}, nowhereLongest: map[string]time.Duration{},
+	}
+	at := time.Unix(1000, 0)
+	step := func(seconds int, change func()) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		change()
+		for service := range tr.addressed {
+			tr.checkNowhere(service, at.Add(time.Duration(seconds)*time.Second))
+		}
+	}
+	step(0, func() { tr.serviceOf["lb-a"], tr.loadBalancerOf["a"] = "a", "lb-a"; tr.addressed["a"] = true })
+	step(3, func() { tr.reaching["lb-a"] = 1 })
+	step(4, func() { tr.reaching["lb-a"] = 0 })
+	step(5, func() { tr.reaching["lb-a"] = 2 })
+	step(6, func() { tr.addressed["b"] = true })
+	step(7, func() { tr.addressed["c"] = true; tr.loadBalancerOf["c"], tr.reaching["lb-c"] = "lb-c", 1 })
+	got := tr.addressesLeadingNowhere(at.Add(7500 * time.Millisecond))
+	want := Nowhere{Services: 2, Longer: 1, Max: 3}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

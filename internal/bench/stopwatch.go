@@ -117,3 +117,16 @@ func (s *stopwatch) doneTimes(prefix string) map[string]time.Time {
 	}
 	return times
 }
+
+// startTimes returns when each key with the prefix was created, by the key without it.
+func (s *stopwatch) startTimes(prefix string) map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	times := map[string]time.Time{}
+	for key, start := range s.started {
+		if name, ok := strings.CutPrefix(key, prefix); ok {
+			times[name] = start
+		}
+	}
+	return times
+}

@@ -29,6 +29,10 @@ func serviceKey(name string) string   { return "service/" + name }
 func routeKey(name string) string     { return "route/" + name }
 func lbRoutingKey(name string) string { return "lbrouting/" + name }
 
+// lbFirstKey is a Service's routing holding its first Node: from then on, with an address,
+// its traffic reaches a Node.
+func lbFirstKey(name string) string { return "lbfirst/" + name }
+
 // The stages of a Service's address: its IronCore LoadBalancer created (lbcreated/) and given
 // an address by IronCore (lbaddress/), before the CCM reports it on the Service.
 func lbCreatedKey(name string) string { return "lbcreated/" + name }
@@ -44,11 +48,19 @@ type tracker struct {
 	targets map[string]string
 
 	mu sync.Mutex
-	// serviceOf maps an IronCore LoadBalancer's name to the burst Service it serves; its
-	// LoadBalancerRouting has the same name.
-	serviceOf map[string]string
-	// routedAt is when each LoadBalancerRouting was first seen reaching every Node.
-	routedAt map[string]time.Time
+	// serviceOf maps an IronCore LoadBalancer's name to the burst Service it serves, and
+	// loadBalancerOf back; its LoadBalancerRouting has the same name.
+	serviceOf, loadBalancerOf map[string]string
+	// firstAt and routedAt are when each LoadBalancerRouting was first seen reaching a Node,
+	// and every Node; reaching is how many Nodes it reaches now.
+	firstAt, routedAt map[string]time.Time
+	reaching          map[string]int
+	// addressed tells the Services that show an address now.
+	addressed map[string]bool
+	// nowhere times, by Service, each stretch in which it showed an address while its routing
+	// reached no Node: when the current one began, and the longest.
+	nowhereSince   map[string]time.Time
+	nowhereLongest map[string]time.Duration
 }
 
 func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) (*tracker, error) {
@@ -57,10 +69,12 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		return nil, fmt.Errorf("list the Nodes' NetworkInterfaces: %w", err)
 	}
 	t := &tracker{
-		stopwatch: newStopwatch(2*nodes + 4*services),
+		stopwatch: newStopwatch(2*nodes + 5*services),
 		nodes:     nodes, services: services,
 		targets:   targetsOf(nics.Items),
-		serviceOf: map[string]string{}, routedAt: map[string]time.Time{},
+		serviceOf: map[string]string{}, loadBalancerOf: map[string]string{},
+		firstAt: map[string]time.Time{}, routedAt: map[string]time.Time{}, reaching: map[string]int{},
+		addressed: map[string]bool{}, nowhereSince: map[string]time.Time{}, nowhereLongest: map[string]time.Duration{},
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onAddOrUpdate(func(obj any) {
@@ -73,9 +87,17 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		return nil, err
 	}
 	if _, err := factory.Core().V1().Services().Informer().AddEventHandler(onAddOrUpdate(func(obj any) {
-		if service, ok := obj.(*corev1.Service); ok && len(service.Status.LoadBalancer.Ingress) > 0 {
+		service, ok := obj.(*corev1.Service)
+		if !ok || service.Namespace != metav1.NamespaceDefault {
+			return
+		}
+		if len(service.Status.LoadBalancer.Ingress) > 0 {
 			t.done(serviceKey(service.Name))
 		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.addressed[service.Name] = len(service.Status.LoadBalancer.Ingress) > 0
+		t.checkNowhere(service.Name, time.Now())
 	})); err != nil {
 		return nil, err
 	}
@@ -150,32 +172,81 @@ func (t *tracker) loadBalancerChanged(obj any) {
 		t.done(lbAddressKey(service))
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.serviceOf[lb.Name] = service
-	at, routed := t.routedAt[lb.Name]
-	t.mu.Unlock()
-	if routed {
-		t.doneAt(lbRoutingKey(service), at)
-	}
+	t.loadBalancerOf[service] = lb.Name
+	t.routingProgress(lb.Name, time.Now())
 }
 
-// routingChanged marks a Service's routing done the first time its LoadBalancerRouting has a
-// destination on every Node: only then can its traffic reach any Node it is sent to.
+// routingChanged records how many Nodes a LoadBalancerRouting reaches. Its Service's traffic
+// reaches a Node once it holds one, and any Node it is sent to once it holds every one.
 func (t *tracker) routingChanged(obj any) {
 	routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting)
-	if !ok || reached(routing.Destinations, t.targets) < t.nodes {
+	if !ok {
 		return
 	}
 	now := time.Now()
+	reaching := reached(routing.Destinations, t.targets)
 	t.mu.Lock()
-	if _, seen := t.routedAt[routing.Name]; !seen {
+	defer t.mu.Unlock()
+	t.reaching[routing.Name] = reaching
+	if _, seen := t.firstAt[routing.Name]; !seen && reaching > 0 {
+		t.firstAt[routing.Name] = now
+	}
+	if _, seen := t.routedAt[routing.Name]; !seen && reaching >= t.nodes {
 		t.routedAt[routing.Name] = now
 	}
-	at := t.routedAt[routing.Name]
-	service, known := t.serviceOf[routing.Name]
-	t.mu.Unlock()
-	if known {
+	t.routingProgress(routing.Name, now)
+}
+
+// routingProgress stops the clocks of the routing's Service, once known, at the times its
+// routing was first seen reaching a Node and every Node. t.mu is held.
+func (t *tracker) routingProgress(routing string, now time.Time) {
+	service, known := t.serviceOf[routing]
+	if !known {
+		return
+	}
+	if at, ok := t.firstAt[routing]; ok {
+		t.doneAt(lbFirstKey(service), at)
+	}
+	if at, ok := t.routedAt[routing]; ok {
 		t.doneAt(lbRoutingKey(service), at)
 	}
+	t.checkNowhere(service, now)
+}
+
+// checkNowhere starts or ends a stretch in which the Service shows an address while its
+// routing reaches no Node. t.mu is held.
+func (t *tracker) checkNowhere(service string, now time.Time) {
+	lb, known := t.loadBalancerOf[service]
+	nowhere := t.addressed[service] && (!known || t.reaching[lb] == 0)
+	since, open := t.nowhereSince[service]
+	switch {
+	case nowhere && !open:
+		t.nowhereSince[service] = now
+	case !nowhere && open:
+		t.nowhereLongest[service] = max(t.nowhereLongest[service], now.Sub(since))
+		delete(t.nowhereSince, service)
+	}
+}
+
+// addressesLeadingNowhere ends the open stretches at now and sums them all up.
+func (t *tracker) addressesLeadingNowhere(now time.Time) Nowhere {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for service, since := range t.nowhereSince {
+		t.nowhereLongest[service] = max(t.nowhereLongest[service], now.Sub(since))
+		delete(t.nowhereSince, service)
+	}
+	var result Nowhere
+	for _, longest := range t.nowhereLongest {
+		result.Services++
+		if longest > nowhereTolerance {
+			result.Longer++
+		}
+		result.Max = max(result.Max, newSeconds(longest))
+	}
+	return result
 }
 
 // targetsOf maps the name and every address of each NetworkInterface to its name.
@@ -215,8 +286,8 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration, out io.Writer
 }
 
 func (t *tracker) progress() string {
-	return fmt.Sprintf("Nodes initialized %d/%d, Services with addresses %d/%d, routes %d/%d, load balancer routings reaching every Node %d/%d",
-		t.count("node/"), t.nodes, t.count("service/"), t.services, t.count("route/"), t.nodes, t.count("lbrouting/"), t.services)
+	return fmt.Sprintf("Nodes initialized %d/%d, Services with addresses %d/%d, routes %d/%d, load balancer routings reaching a Node %d/%d, every Node %d/%d",
+		t.count("node/"), t.nodes, t.count("service/"), t.services, t.count("route/"), t.nodes, t.count("lbfirst/"), t.services, t.count("lbrouting/"), t.services)
 }
 
 // fill writes the timings into the result.
@@ -228,4 +299,7 @@ func (t *tracker) fill(result *Result) {
 	result.LoadBalancerCreated = newTimings(t.durations("lbcreated/"))
 	result.LoadBalancerAddress = newTimings(t.durations("lbaddress/"))
 	result.ReadyBeforeRouted = readinessLag(t.doneTimes("service/"), t.doneTimes("lbrouting/"))
+	result.FirstDestination = newTimings(t.durations("lbfirst/"))
+	result.FirstTraffic = newTimings(firstTraffic(t.stopwatch, "service/", "lbfirst/"))
+	result.AddressWithoutDestination = t.addressesLeadingNowhere(time.Now())
 }

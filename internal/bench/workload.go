@@ -119,6 +119,7 @@ func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, no
 		}
 		tracker.created(serviceKey(serviceName(j)))
 		tracker.created(lbRoutingKey(serviceName(j)))
+		tracker.created(lbFirstKey(serviceName(j)))
 		tracker.created(lbCreatedKey(serviceName(j)))
 		tracker.created(lbAddressKey(serviceName(j)))
 		_, err := stack.CreateLoadBalancerService(ctx, serviceName(j), opts)
@@ -160,4 +161,63 @@ func processUsage(pid int) (Usage, error) {
 	}
 	usage.CPUSeconds = (utime + stime) / 100
 	return usage, nil
+}
+
+// memorySampler records the highest anonymous and file-backed resident memory of a process,
+// which /proc gives only as they are now.
+type memorySampler struct {
+	pid  int
+	mu   sync.Mutex
+	anon float64
+	file float64
+}
+
+// sampleMemory samples the process every 100 ms until ctx ends.
+func sampleMemory(ctx context.Context, pid int) *memorySampler {
+	m := &memorySampler{pid: pid}
+	go func() {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			m.sample()
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *memorySampler) sample() {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.pid))
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, line := range strings.Split(string(status), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "RssAnon" && name != "RssFile") {
+			continue
+		}
+		kib, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 64)
+		if err != nil {
+			continue
+		}
+		if name == "RssAnon" {
+			m.anon = max(m.anon, kib/1024)
+		} else {
+			m.file = max(m.file, kib/1024)
+		}
+	}
+}
+
+// peaks samples once more and returns the highest anonymous and file-backed memory in MiB.
+func (m *memorySampler) peaks() (anon, file float64) {
+	m.sample()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.anon, m.file
 }
