@@ -56,8 +56,8 @@ type Result struct {
 	AddressOverFloor Ratio   `json:"addressOverFloor"`
 	RouteConvergence Timings `json:"routeConvergence"`
 	// RoutingComplete is from Service creation until its LoadBalancerRouting reaches every Node.
-	RoutingComplete   Timings       `json:"routingComplete"`
-	ReadyBeforeRouted Lag           `json:"readyBeforeRouted"`
+	RoutingComplete   Timings `json:"routingComplete"`
+	ReadyBeforeRouted Lag     `json:"readyBeforeRouted"`
 	// FirstDestination is from Service creation until its routing reaches a Node, and
 	// FirstTraffic until it also has an address: the moment its traffic can flow.
 	FirstDestination Timings `json:"firstDestination"`
@@ -66,10 +66,10 @@ type Result struct {
 	FirstTrafficOverFloor Ratio `json:"firstTrafficOverFloor"`
 	// AddressWithoutDestination sums up the stretches in which a Service showed an address
 	// while its routing reached no Node.
-	AddressWithoutDestination Nowhere `json:"addressWithoutDestination"`
-	Requests          Requests      `json:"ironcoreRequests"`
-	Warnings          WarningEvents `json:"warningEvents"`
-	CCM               Usage         `json:"ccm"`
+	AddressWithoutDestination Nowhere       `json:"addressWithoutDestination"`
+	Requests                  Requests      `json:"ironcoreRequests"`
+	Warnings                  WarningEvents `json:"warningEvents"`
+	CCM                       Usage         `json:"ccm"`
 }
 
 // Timings summarize how long each object took, from its creation until it was done.
