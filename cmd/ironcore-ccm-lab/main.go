@@ -52,6 +52,7 @@ func run() int {
 	flags.DurationVar(&benchOptions.NodeSyncPeriod, "node-sync-period", time.Minute, "bench: the CCM's --node-status-update-frequency in the default command")
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	ccmArgs := flags.String("ccm-args", "", "bench, churn, ipam: flags appended to the CCM command line, e.g. --use-nic-selector=false")
+	flags.StringVar(&benchOptions.ProfileDir, "profile", "", "bench: where to write the CCM's CPU profiles while the burst converges and its heap profile at convergence")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
 	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")

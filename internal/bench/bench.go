@@ -13,6 +13,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -55,6 +56,9 @@ type Options struct {
 	Alone bool
 	// ClusterCIDR is the CCM's --cluster-cidr; empty means the burst's pod network.
 	ClusterCIDR string
+	// ProfileDir, if set, receives the CCM's CPU profiles while the burst converges and its
+	// heap profile at convergence, taken from its secure port.
+	ProfileDir string
 }
 
 // commandValues fill the placeholders of Options.Command.
@@ -103,7 +107,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		result.BurstFloor.LabelsWritten, result.BurstFloor.FirstTraffic.P50, result.BurstFloor.FirstTraffic.Max,
 		result.BurstFloor.RoutingComplete.P50, result.BurstFloor.RoutingComplete.Max)
 
-	ccm, err := startCCM(ctx, stack, opts)
+	ccm, port, err := startCCM(ctx, stack, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +127,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	stack.IronCoreProxy.Reset()
 	log("burst: creating %d Nodes and %d Services...", opts.Nodes, opts.Services)
 	burst := time.Now()
+	profiling, stopProfiling := context.WithCancel(ctx)
+	defer stopProfiling()
+	var prof *profiler
+	var profiled <-chan error
+	if opts.ProfileDir != "" {
+		if prof, err = newProfiler(ctx, port, opts.ProfileDir); err != nil {
+			return nil, err
+		}
+		profiled = prof.cpuUntil(profiling)
+	}
 	if err := createBurst(ctx, stack, tracker, opts.Nodes, opts.Services); err != nil {
 		return nil, err
 	}
@@ -130,6 +144,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
 	converged := time.Now()
+	if prof != nil {
+		stopProfiling()
+		if err := errors.Join(<-profiled, prof.heap(ctx, "heap.pb.gz")); err != nil {
+			return nil, err
+		}
+		log("CCM profiles in %s", opts.ProfileDir)
+	}
 	result.Convergence = newSeconds(converged.Sub(burst))
 	result.Requests.Convergence = counts(stack.IronCoreProxy.Counts())
 	writes := stack.IronCoreProxy.Writes()
@@ -162,7 +183,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return result, nil
 }
 
-func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv.Process, error) {
+func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv.Process, int, error) {
 	values := commandValues{
 		TargetKubeconfig:   stack.CCMTargetKubeconfig,
 		IronCoreKubeconfig: stack.CCMIronCoreKubeconfig,
@@ -175,32 +196,35 @@ func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv
 	}
 	var err error
 	if values.SecurePort, err = testenv.FreePort(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if strings.Contains(opts.Command, "{{.Binary}}") {
 		fmt.Fprintln(opts.Progress, "building the CCM binary...")
 		if values.Binary, err = testenv.BuildCCM(ctx, stack.Dir, false); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	tmpl, err := template.New("command").Option("missingkey=error").Parse(opts.Command)
 	if err != nil {
-		return nil, fmt.Errorf("parse the CCM command: %w", err)
+		return nil, 0, fmt.Errorf("parse the CCM command: %w", err)
 	}
 	var command bytes.Buffer
 	if err := tmpl.Execute(&command, values); err != nil {
-		return nil, fmt.Errorf("fill in the CCM command: %w", err)
+		return nil, 0, fmt.Errorf("fill in the CCM command: %w", err)
+	}
+	if opts.ProfileDir != "" {
+		command.WriteString(profileFlags)
 	}
 	fields := strings.Fields(command.String())
 	if len(fields) == 0 {
-		return nil, fmt.Errorf("the CCM command is empty")
+		return nil, 0, fmt.Errorf("the CCM command is empty")
 	}
 	ccm, err := testenv.StartProcess(stack.Dir, "ccm", fields[0], fields[1:]...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fmt.Fprintf(opts.Progress, "CCM running (pid %d), log: %s\n", ccm.Pid(), ccm.LogPath)
-	return ccm, nil
+	return ccm, values.SecurePort, nil
 }
 
 // purpose names the run to other runs when it wants the machine to itself.

@@ -92,7 +92,7 @@ func RunChurn(ctx context.Context, opts ChurnOptions) (*ChurnResult, error) {
 	if err := createMachines(ctx, stack, opts.Nodes, true); err != nil {
 		return nil, err
 	}
-	ccm, err := startCCM(ctx, stack, Options{Command: opts.Command, NodeSyncPeriod: time.Minute, Progress: opts.Progress})
+	ccm, _, err := startCCM(ctx, stack, Options{Command: opts.Command, NodeSyncPeriod: time.Minute, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func RunIPAM(ctx context.Context, opts IPAMOptions) (*IPAMResult, error) {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	ccm, err := startCCM(ctx, stack, Options{Command: opts.Command, ClusterCIDR: ipamClusterCIDR, NodeSyncPeriod: time.Minute, Progress: opts.Progress})
+	ccm, _, err := startCCM(ctx, stack, Options{Command: opts.Command, ClusterCIDR: ipamClusterCIDR, NodeSyncPeriod: time.Minute, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}
