@@ -125,6 +125,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	stack.IronCoreProxy.Reset()
+	stack.TargetProxy.Reset()
 	log("burst: creating %d Nodes and %d Services...", opts.Nodes, opts.Services)
 	burst := time.Now()
 	profiling, stopProfiling := context.WithCancel(ctx)
@@ -154,6 +155,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	result.Convergence = newSeconds(converged.Sub(burst))
 	result.Requests.Convergence = counts(stack.IronCoreProxy.Counts())
 	writes := stack.IronCoreProxy.Writes()
+	result.Requests.Target = counts(stack.TargetProxy.Counts())
 	result.Requests.attribute(opts.Nodes, opts.Services)
 	tracker.fill(result)
 	result.AddressOverFloor = newRatio(result.LoadBalancerReadiness, result.Floor)

@@ -138,6 +138,15 @@ func (r *Result) Markdown() string {
 	}
 	fmt.Fprintf(&b, "| **all** | | **%d** (writes %d) | **%d** (writes %d) |\n\n",
 		total(r.Requests.Convergence, false), total(r.Requests.Convergence, true), total(r.Requests.Idle, false), total(r.Requests.Idle, true))
+	fmt.Fprintf(&b, "Target cluster API requests by the CCM during convergence, counted by a proxy in front of it: %d (writes %d)",
+		total(r.Requests.Target, false), total(r.Requests.Target, true))
+	if len(r.Requests.Target) > 0 {
+		fmt.Fprintf(&b, ":\n\n| verb | resource | count |\n|---|---|---:|\n")
+		for _, c := range r.Requests.Target {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Verb, c.Resource, c.cell())
+		}
+	}
+	fmt.Fprintf(&b, "\n\n")
 	fmt.Fprintf(&b, "During convergence: %.2f writes per Node (on Machines and NetworkInterfaces), "+
 		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings). %d IronCore writes came after convergence; "+
 		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)

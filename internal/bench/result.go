@@ -164,6 +164,8 @@ type Requests struct {
 	// if it came before), and WritesAfterConvergence how many came after.
 	LastWrite              Seconds `json:"lastWriteAfterConvergenceSeconds"`
 	WritesAfterConvergence int     `json:"writesAfterConvergence"`
+	// Target are the CCM's requests to the target cluster during convergence.
+	Target []RequestCount `json:"targetConvergence"`
 }
 
 // attribute divides the convergence requests among the burst's objects: the writes on
