@@ -9,9 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
@@ -31,6 +33,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodesync"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -115,6 +118,9 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
 	}
+	service := initializers[names.ServiceLBController]
+	service.Constructor = startServiceController
+	initializers[names.ServiceLBController] = service
 	initializers[clusterlabel.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
 		Constructor: startClusterLabelController,
@@ -136,6 +142,28 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 		Constructor: startOrphanCollector,
 	}
 	return initializers
+}
+
+// startServiceController starts the upstream service controller as the framework would, but on
+// a Node informer that gives every Node event one key (package nodesync): a burst of Nodes then
+// costs a few syncs of every Service's Node list rather than one per Node.
+func startServiceController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		c, err := servicecontroller.New(cloud, client, completed.SharedInformers.Core().V1().Services(),
+			nodesync.Coalesced(completed.SharedInformers.Core().V1().Nodes()),
+			completed.ComponentConfig.KubeCloudShared.ClusterName, utilfeature.DefaultFeatureGate)
+		if err != nil {
+			// As the framework does: the CCM runs on without load balancers.
+			klog.ErrorS(err, "Cannot start the service controller")
+			return nil, false, nil
+		}
+		go c.Run(ctx, int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs), controllerContext.ControllerManagerMetrics)
+		return nil, true, nil
+	}
 }
 
 func startClusterLabelController(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
