@@ -6,6 +6,7 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"github.com/ironcore-dev/ironcore/utils/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,6 +129,29 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadB
 			}
 		},
 		DeleteFunc: call,
+	})
+	return err
+}
+
+// OnLoadBalancerRoutingWritten calls handler with the name of each LoadBalancerRouting the
+// cache sees created or changed. It watches their metadata alone: in selector mode IronCore
+// writes the routings and rewrites each on every change of the targets, and their
+// destinations (one per target) are neither cached nor decoded here.
+func (c *Client) OnLoadBalancerRoutingWritten(handler func(name string)) error {
+	routings := &metav1.PartialObjectMetadata{}
+	routings.SetGroupVersionKind(networkingv1alpha1.SchemeGroupVersion.WithKind("LoadBalancerRouting"))
+	informer, err := c.cache.GetInformer(context.Background(), routings, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for the metadata of LoadBalancerRoutings: %w", err)
+	}
+	call := func(obj any) {
+		if routing, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			handler(routing.Name)
+		}
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    call,
+		UpdateFunc: func(_, newObj any) { call(newObj) },
 	})
 	return err
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -68,7 +69,7 @@ type Config struct {
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
 	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
 	// writes.
-	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (status *corev1.LoadBalancerStatus, pending bool, err error)
+	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error)
 	// PendingWarning is how long a Service waits for its addresses before a Warning event says
 	// so; zero means AddressPendingWarning.
 	PendingWarning time.Duration
@@ -106,6 +107,9 @@ func New(config Config) (*Controller, error) {
 		return nil, err
 	}
 	if err := config.IronCore.OnLoadBalancerAddedOrAddressed(c.loadBalancerAddressed); err != nil {
+		return nil, err
+	}
+	if err := config.IronCore.OnLoadBalancerRoutingWritten(c.routingWritten); err != nil {
 		return nil, err
 	}
 	// The service controller writes a Service's status from a sync that may have begun before
@@ -160,6 +164,17 @@ func (c *Controller) loadBalancerAddressed(lb *networkingv1alpha1.LoadBalancer) 
 		return
 	}
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
+}
+
+// routingWritten queues the Service of the LoadBalancer a routing belongs to (they share the
+// name) if the Service does not show its addresses: they may wait for the routing's first
+// destination.
+func (c *Controller) routingWritten(name string) {
+	lb, err := c.IronCore.LoadBalancer(context.Background(), name)
+	if err != nil {
+		return
+	}
+	c.loadBalancerAddressed(lb)
 }
 
 // shows reports whether the Service's status has exactly the LoadBalancer's addresses.
@@ -269,8 +284,13 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	if err != nil {
 		return 0, err
 	}
-	if pending {
+	switch pending {
+	case lbspec.PendingAddresses:
 		return c.pending(key, service), nil
+	case lbspec.PendingTraffic:
+		// The routing's next write brings the Service back (routingWritten); so does a
+		// look after trafficRecheck, in case the targets went away instead.
+		return trafficRecheck, nil
 	}
 	c.pendingSince.Delete(key)
 	c.warnedPending.Delete(key)
@@ -279,6 +299,10 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	}
 	return 0, c.writeStatus(ctx, service, status)
 }
+
+// trafficRecheck is how soon a Service whose addresses wait for their routing's first
+// destination is looked at again without a write of its routing.
+const trafficRecheck = 5 * time.Second
 
 // pending notes that the Service's addresses are not all allocated yet, warns once when that
 // has lasted PendingWarning, and returns when to look again until then.

@@ -121,3 +121,16 @@ func Allocated(lb, desired *networkingv1alpha1.LoadBalancer) bool {
 	}
 	return true
 }
+
+// Pending says what a LoadBalancer's status waits for before it is reported on its Service.
+type Pending int
+
+const (
+	// NotPending means the status is reported, or there is none to report.
+	NotPending Pending = iota
+	// PendingAddresses means IronCore has not allocated every address yet.
+	PendingAddresses
+	// PendingTraffic means the addresses are there, but the routing holds no destination yet while
+	// the target rules choose some; the address would lead nowhere.
+	PendingTraffic
+)

@@ -451,3 +451,15 @@ func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nod
 	}
 	return destinations, Report{Skipped: skipped, Choice: choice}, nil
 }
+
+// Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
+// now: a destination the target rules choose among the Nodes (the lister decides once set),
+// for its own routing or, if it selects, for the shared targets.
+func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
+	own := service
+	if t.selecting && !targetrules.Local(service) {
+		own = nil
+	}
+	destinations, _, err := t.Destinations(ctx, own, nodes)
+	return len(destinations) > 0, err
+}

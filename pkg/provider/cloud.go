@@ -283,9 +283,9 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
 
 // AllocatedLoadBalancerStatus is the status of the Service's LoadBalancer once IronCore has
-// allocated its addresses, or nil and whether it is waiting for IronCore; see
+// allocated its addresses and they lead somewhere, or nil and what it waits for; see
 // loadBalancers.AllocatedStatus.
-func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
 	return c.loadBalancers.AllocatedStatus(ctx, clusterName, service)
 }
 

@@ -157,16 +157,64 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		}
 		if ready == nil {
 			// The repair controller writes the rest into the Service's status on arrival;
-			// meanwhile the Service shows what IronCore has allocated, if anything.
+			// meanwhile the Service shows what IronCore has allocated, if anything, once it
+			// leads somewhere.
 			klog.V(2).InfoS("IronCore has not yet allocated the LoadBalancer's addresses; they are reported on arrival", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
-			return lbspec.Status(lb), nil
+			return l.unlessNowhere(ctx, service, lb, nodes, lbspec.Status(lb))
 		}
 		lb = ready
+	}
+	if leads, err := l.leadsSomewhere(ctx, service, lb, nodes); err != nil || !leads {
+		if err != nil {
+			return nil, err
+		}
+		if !l.addressesReported.Load() {
+			return nil, l.retry(service, "the routing of IronCore LoadBalancer %s holds no destination yet", lb.Name)
+		}
+		klog.V(2).InfoS("The LoadBalancer's routing holds no destination yet; its addresses are reported once it does", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
+		return &corev1.LoadBalancerStatus{}, nil
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
 	return lbspec.Status(lb), nil
+}
+
+// leadsSomewhere tells whether the addresses of lb, if its Service shows none yet, would carry
+// traffic: its routing holds a destination, or the target rules choose none, so that there is
+// nothing to wait for. New addresses are reported only then: an address that leads nowhere is
+// an outage to whoever connects to it. Addresses once shown stay, whatever the routing holds.
+func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
+	if len(service.Status.LoadBalancer.Ingress) > 0 {
+		return true, nil
+	}
+	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	switch {
+	case err == nil && ownedBy(routing, lb) && len(routing.Destinations) > 0:
+		return true, nil
+	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
+		return false, err
+	}
+	expects, err := l.targets.Expects(ctx, service, nodes)
+	if err != nil {
+		// Not knowing the targets yet (the endpoints' cache has not synced) is no reason to
+		// show an address that may lead nowhere; the Service is looked at again.
+		klog.V(2).InfoS("Cannot tell yet whether the LoadBalancer has targets; its addresses wait", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "reason", err)
+		return false, nil
+	}
+	return !expects, nil
+}
+
+// unlessNowhere returns status, or an empty one if its addresses would lead nowhere.
+func (l *loadBalancers) unlessNowhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node, status *corev1.LoadBalancerStatus) (*corev1.LoadBalancerStatus, error) {
+	if len(status.Ingress) == 0 {
+		return status, nil
+	}
+	leads, err := l.leadsSomewhere(ctx, service, lb, nodes)
+	if err != nil || !leads {
+		return &corev1.LoadBalancerStatus{}, err
+	}
+	return status, nil
 }
 
 // waitForAddresses returns lb once IronCore has allocated its addresses. IronCore usually
@@ -298,32 +346,36 @@ func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service 
 }
 
 // AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
-// every address it should have. Before that, it returns nil and whether the LoadBalancer is
-// waiting for IronCore, rather than for the Service (an invalid spec) or for this CCM (one of
-// the other type or being deleted, to be replaced; none yet; someone else's). It never
+// every address it should have and, for a Service that shows no address yet, its routing holds
+// a destination (leadsSomewhere). Before that, it returns nil and what the LoadBalancer waits
+// for, if it waits for IronCore rather than for the Service (an invalid spec) or for this CCM
+// (one of the other type or being deleted, to be replaced; none yet; someone else's). It never
 // writes: a caller that reports addresses must not create a LoadBalancer for a Service that is
 // going away.
-func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (status *corev1.LoadBalancerStatus, pending bool, err error) {
+func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
 	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
-		return nil, false, nil //nolint:nilerr // the Service's syncs report its errors
+		return nil, lbspec.NotPending, nil //nolint:nilerr // the Service's syncs report its errors
 	}
 	lb, err := l.find(ctx, clusterName, service, false)
 	var conflict *lbspec.Problem
 	switch {
 	case errors.As(err, &conflict):
-		return nil, false, nil
+		return nil, lbspec.NotPending, nil
 	case err != nil || lb == nil:
-		return nil, false, err
+		return nil, lbspec.NotPending, err
 	case lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type:
-		return nil, false, nil
+		return nil, lbspec.NotPending, nil
 	case !lbspec.Allocated(lb, desired):
-		return nil, true, nil
+		return nil, lbspec.PendingAddresses, nil
+	}
+	if leads, err := l.leadsSomewhere(ctx, service, lb, nil); err != nil || !leads {
+		return nil, lbspec.PendingTraffic, err
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
-	return lbspec.Status(lb), false, nil
+	return lbspec.Status(lb), lbspec.NotPending, nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and

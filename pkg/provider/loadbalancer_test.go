@@ -25,6 +25,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -293,23 +294,41 @@ func TestExplicitRouting(t *testing.T) {
 
 // TestAddressesThatArriveSoonNeedNoRetry: IronCore allocates a new LoadBalancer's address
 // within a moment, and EnsureLoadBalancer waits for it on the cache's watch instead of asking
-// the service controller to retry, which it would report as a Warning event on the Service.
-// An allocation that takes longer than that short wait is retried as before.
+// the service controller to retry, which it would report as a Warning event on the Service;
+// with the repair controller running, as in the CCM, it never asks to retry, and the address
+// reaches the Service once its routing holds a destination. Without the repair controller, an
+// allocation that takes longer than that short wait is retried as before.
 func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-soon-1")
-
+	h := startTargets(t, nil)
+	h.reportAddressesOnArrival(t)
+	routedNodes := clusterNodes(t, "lb-soon-routed")
+	h.waitForNodesInLister(t, routedNodes)
 	soon := createService(t, "address-soon", testenv.ServiceOptions{})
-	status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", soon, nodes)
+	status, err := h.lbs.EnsureLoadBalancer(ctx, "kubernetes", soon, routedNodes)
 	if err != nil {
-		t.Fatalf("first EnsureLoadBalancer: %v, want the address IronCore allocates at once", err)
+		t.Fatalf("first EnsureLoadBalancer: %v, want no retry", err)
 	}
 	lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(soon))
-	if got := ingressIPs(status); len(got) != 1 || len(lb.Status.IPs) != 1 || got[0] != lb.Status.IPs[0].String() {
-		t.Fatalf("ingress %v, want the LoadBalancer's address %v", got, lb.Status.IPs)
+	if len(lb.Status.IPs) != 1 {
+		t.Fatalf("LoadBalancer addresses %v after the first EnsureLoadBalancer, want the one IronCore allocates at once", lb.Status.IPs)
+	}
+	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+		shown := ingressIPs(status)
+		if len(shown) == 0 {
+			shown = ingressIPs(&getService(t, soon).Status.LoadBalancer)
+		}
+		if len(shown) != 1 || shown[0] != lb.Status.IPs[0].String() {
+			return fmt.Errorf("ingress %v, want the LoadBalancer's address %v", shown, lb.Status.IPs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-soon-1")
 	// A stuck provider: the address does not come within the wait.
 	late := createService(t, "address-late", testenv.ServiceOptions{})
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(late)}}
@@ -593,44 +612,69 @@ func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
 	}
 }
 
-// TestANewLoadBalancerDoesNotWaitForTargetLabels: a new LoadBalancer's address does not depend
-// on the target labels, which all LoadBalancers share and which queue with the Nodes' other
-// writes while Nodes join. With every NetworkInterface write refused, EnsureLoadBalancer still
-// returns the address; the label follows once IronCore takes writes again, with no other call:
-// the label reconciler's queue retries.
-func TestANewLoadBalancerDoesNotWaitForTargetLabels(t *testing.T) {
-	ctx := context.Background()
-	h := startTargets(t, nil)
-	lbs := h.lbs
-	const machine = "lb-labels-later"
-	nodes := clusterNodes(t, machine)
-	h.waitForNodesInLister(t, nodes)
-	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
-		return r.Verb == "patch" && r.Resource == "networkinterfaces.networking.ironcore.dev"
-	})
-	t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
+// TestAnAddressNeverLeadsNowhere: a new Service's address is reported only once its routing
+// holds a destination, in both modes: an address that leads nowhere is an outage to whoever
+// connects to it. The LoadBalancer itself does not wait: with the writes that would route it
+// refused (the target labels, or the routing this CCM writes), EnsureLoadBalancer creates it
+// and returns at once, without an error (which the service controller would report as a
+// Warning) and without the address IronCore gave it. Once IronCore takes writes again, the
+// queues' retries route it with no other call, and the repair controller reports the address.
+func TestAnAddressNeverLeadsNowhere(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		selector bool
+		refused  string
+	}{
+		{"selector", true, "networkinterfaces.networking.ironcore.dev"},
+		{"explicit", false, "loadbalancerroutings.networking.ironcore.dev"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.selector })
+			machine := "lb-nowhere-" + mode.name
+			nodes := clusterNodes(t, machine)
+			h.waitForNodesInLister(t, nodes)
+			h.reportAddressesOnArrival(t)
+			stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
+				return r.Verb != "get" && r.Verb != "list" && r.Verb != "watch" && r.Resource == mode.refused
+			})
+			t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
 
-	service := createService(t, "labels-later", testenv.ServiceOptions{})
-	status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-	if err != nil {
-		t.Fatalf("EnsureLoadBalancer while NetworkInterface writes fail: %v, want the address", err)
-	}
-	if len(ingressIPs(status)) != 1 {
-		t.Fatalf("ingress %v, want one address", ingressIPs(status))
-	}
-	if hasTargetLabel(t, machine) {
-		t.Fatal("the NetworkInterface is labelled although IronCore refuses its writes")
-	}
+			service := createService(t, "nowhere-"+mode.name, testenv.ServiceOptions{})
+			status, err := h.lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+			if err != nil {
+				t.Fatalf("EnsureLoadBalancer while its routing cannot be written: %v, want no error", err)
+			}
+			lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+			if len(lb.Status.IPs) == 0 {
+				t.Fatal("the LoadBalancer has no address: it waited for its targets")
+			}
+			if got := ingressIPs(status); len(got) != 0 {
+				t.Fatalf("ingress %v while the routing holds no destination", got)
+			}
+			if _, pending, err := h.cloud.AllocatedLoadBalancerStatus(ctx, "kubernetes", service); pending != lbspec.PendingTraffic || err != nil {
+				t.Fatalf("AllocatedLoadBalancerStatus = %v, %v; want it pending on traffic", pending, err)
+			}
+			if current := getService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
+				t.Fatalf("the Service shows %v while its routing holds no destination", current.Status.LoadBalancer.Ingress)
+			}
 
-	stack.IronCoreProxy.FailWhere(nil)
-	err = testenv.WaitFor(ctx, waitTimeout, "the target label, written by the retry", func(context.Context) error {
-		if !hasTargetLabel(t, machine) {
-			return errors.New("not labelled yet")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+			stack.IronCoreProxy.FailWhere(nil)
+			err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+				current := getService(t, service)
+				if got := ingressIPs(&current.Status.LoadBalancer); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
+					return fmt.Errorf("ingress %v", got)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := &networkingv1alpha1.LoadBalancerRouting{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lb.Name}, held); err != nil || len(held.Destinations) == 0 {
+				t.Fatalf("the Service shows its address, its routing: %v, %v", held.Destinations, err)
+			}
+		})
 	}
 }
 
@@ -699,7 +743,7 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	// is not a LoadBalancer waiting for IronCore, and gets no pending Warning.
 	invalid := service.DeepCopy()
 	invalid.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "maybe"}
-	if status, pending, err := c.AllocatedLoadBalancerStatus(ctx, "kubernetes", invalid); status != nil || pending || err != nil {
+	if status, pending, err := c.AllocatedLoadBalancerStatus(ctx, "kubernetes", invalid); status != nil || pending != lbspec.NotPending || err != nil {
 		t.Errorf("AllocatedLoadBalancerStatus of an invalid Service = %v, %v, %v; want nothing to report and nothing pending", status, pending, err)
 	}
 }

@@ -21,11 +21,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -77,6 +79,40 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 	factory.WaitForCacheSync(stop)
 	go controller.Run(ctx, 4)
 	return &targetsHarness{cloud: c, lbs: lbs, factory: factory}
+}
+
+// reportAddressesOnArrival runs the repair controller on the harness, as in the CCM: it writes a
+// LoadBalancer's addresses into its Service's status once they are allocated and lead somewhere.
+func (h *targetsHarness) reportAddressesOnArrival(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	repair, err := lbrepair.New(lbrepair.Config{
+		IronCore:        h.cloud.IronCore(),
+		LoadBalancers:   h.lbs,
+		AllocatedStatus: h.cloud.AllocatedLoadBalancerStatus,
+		ClusterName:     "kubernetes",
+		Services:        h.factory.Core().V1().Services(),
+		Nodes:           h.factory.Core().V1().Nodes(),
+		Client:          stack.TargetClientset,
+		Recorder:        recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cloud.ReportAddressesOnArrival()
+	h.factory.Start(ctx.Done())
+	go repair.Run(ctx, 1)
+}
+
+// getService reads the Service from the API server.
+func getService(t *testing.T, service *corev1.Service) *corev1.Service {
+	t.Helper()
+	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return current
 }
 
 // clusterNodes creates running Machines and their Nodes in the target cluster, Ready, and
@@ -618,12 +654,18 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	setEndpoints(t, service, endpointsOn("unsynced-1"))
 	name := provider.LoadBalancerName(service)
 	seen := watchRoutingIPs(t, name)
-	ensureUntilReady(t, lbs, service, nodes)
+	// The address waits too: it would lead nowhere.
+	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	var retry *api.RetryError
+	if !errors.As(err, &retry) {
+		t.Fatalf("EnsureLoadBalancer before the endpoints are known = %v, want a RetryError", err)
+	}
 	if ips, err := routingIPs(ctx, name); err == nil && len(ips) > 0 {
 		t.Fatalf("the routing was written without the endpoints: %v", ips)
 	}
 	factory.Start(stop)
 	waitForRouting(t, name, nicIPs(t, "unsynced-1"))
+	ensureUntilReady(t, lbs, service, nodes)
 	for _, ip := range nicIPs(t, "unsynced-2") {
 		if seen.had(ip) {
 			t.Fatalf("the routing held %s, of the Node without an endpoint, while the endpoints were not known", ip)
