@@ -456,6 +456,28 @@ func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nod
 // now: a destination the target rules choose among the Nodes (the lister decides once set),
 // for its own routing or, if it selects, for the shared targets.
 func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
+	if !targetrules.Local(service) {
+		// Any healthy Node with an address is a destination: look no further than the first.
+		// It is asked for every Service whose routing is still empty, each time it is
+		// written, so it must not resolve every Node each time.
+		candidates, err := t.candidates(nodes)
+		if err != nil {
+			return false, err
+		}
+		now := time.Now()
+		for _, node := range candidates {
+			resolved, _, err := t.resolve(ctx, []*corev1.Node{node}, true)
+			if err != nil {
+				return false, err
+			}
+			for _, r := range resolved {
+				if len(r.nics) > 0 && t.health.Check(r.node, r.machine, now).Healthy() {
+					return true, nil
+				}
+			}
+		}
+	}
+	// A Local Service's own endpoints, or the rules' choice when no Node is healthy.
 	own := service
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
