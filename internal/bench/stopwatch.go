@@ -109,24 +109,23 @@ func (s *stopwatch) durations(prefix string) []time.Duration {
 func (s *stopwatch) doneTimes(prefix string) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	times := map[string]time.Time{}
-	for key, done := range s.finished {
-		if name, ok := strings.CutPrefix(key, prefix); ok {
-			times[name] = done
-		}
-	}
-	return times
+	return byName(s.finished, prefix)
 }
 
 // startTimes returns when each key with the prefix was created, by the key without it.
 func (s *stopwatch) startTimes(prefix string) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	times := map[string]time.Time{}
-	for key, start := range s.started {
+	return byName(s.started, prefix)
+}
+
+// byName returns the times of the keys with the prefix, by the key without it.
+func byName(times map[string]time.Time, prefix string) map[string]time.Time {
+	named := map[string]time.Time{}
+	for key, at := range times {
 		if name, ok := strings.CutPrefix(key, prefix); ok {
-			times[name] = start
+			named[name] = at
 		}
 	}
-	return times
+	return named
 }

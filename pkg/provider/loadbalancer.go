@@ -164,13 +164,13 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		}
 		lb = ready
 	}
-	if leads, err := l.leadsSomewhere(ctx, service, lb, nodes); err != nil || !leads {
-		if err != nil {
-			return nil, err
-		}
-		if !l.addressesReported.Load() {
-			return nil, l.retry(service, "the routing of IronCore LoadBalancer %s holds no destination yet", lb.Name)
-		}
+	leads, err := l.leadsSomewhere(ctx, service, lb, nodes)
+	switch {
+	case err != nil:
+		return nil, err
+	case !leads && !l.addressesReported.Load():
+		return nil, l.retry(service, "the routing of IronCore LoadBalancer %s holds no destination yet", lb.Name)
+	case !leads:
 		klog.V(2).InfoS("The LoadBalancer's routing holds no destination yet; its addresses are reported once it does", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
 		return &corev1.LoadBalancerStatus{}, nil
 	}
