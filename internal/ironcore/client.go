@@ -144,6 +144,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// A read of a kind that was not registered up front is a programming error, not a
 		// reason to start an informer lazily in the middle of a sync.
 		ReaderFailOnMissingInformer: true,
+		// Informers that reconnect at once when IronCore is back; see reconnect.go.
+		NewInformer: newReconnectingInformer,
 	})
 	if err != nil {
 		// The cache asks the API server whether Prefixes (selected by label) are namespaced.
@@ -172,7 +174,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 	c.routingsLive = true
 	selector := labels.SelectorFromSet(labels.Set{keys.LabelRoutingCluster: cluster}).String()
 	routings := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace)
-	c.ownRoutings = toolscache.NewSharedIndexInformer(&toolscache.ListWatch{
+	c.ownRoutings = toolscache.NewSharedIndexInformer(Reconnecting(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			options.LabelSelector = selector
 			return routings.List(ctx, options)
@@ -181,7 +183,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 			options.LabelSelector = selector
 			return routings.Watch(ctx, options)
 		},
-	}, &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
+	}), &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
 	_ = c.ownRoutings.SetTransform(cache.TransformStripManagedFields())
 }
 

@@ -41,10 +41,11 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 	setProxyMode(t, apiproxy.Fail)
 	stack.IronCoreProxy.Reset()
 	go func() { _ = client.Start(ctx) }()
-	// The cache has started once its informers try to list.
+	// The cache has started once its informers try to list (a watch that lists, with
+	// client-go's watch-list).
 	err = testenv.WaitFor(ctx, time.Minute, "the cache to list Machines", func(context.Context) error {
 		for _, count := range stack.IronCoreProxy.Counts() {
-			if count.Verb == "list" && count.Resource == "machines.compute.ironcore.dev" {
+			if (count.Verb == "list" || count.Verb == "watch") && count.Resource == "machines.compute.ironcore.dev" {
 				return nil
 			}
 		}

@@ -134,19 +134,26 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadB
 }
 
 // OnLoadBalancerRoutingWritten calls handler with the name of each LoadBalancerRouting the
-// cache sees created or changed. It watches their metadata alone: in selector mode IronCore
-// writes the routings and rewrites each on every change of the targets, and their
-// destinations (one per target) are neither cached nor decoded here.
+// cache sees created or changed. Where routings are cached, it is told by the informer the
+// reads come from, so a handler that reads the routing finds what the event announced (a
+// second informer of the same kind may be ahead of it). After ReadRoutingsLive it watches
+// their metadata alone: IronCore writes those routings and rewrites each on every change of
+// the targets, their destinations (one per target) are neither cached nor decoded here, and
+// the reads go to the API server, which is never behind an event.
 func (c *Client) OnLoadBalancerRoutingWritten(handler func(name string)) error {
-	routings := &metav1.PartialObjectMetadata{}
-	routings.SetGroupVersionKind(networkingv1alpha1.SchemeGroupVersion.WithKind("LoadBalancerRouting"))
-	informer, err := c.cache.GetInformer(context.Background(), routings, cache.BlockUntilSynced(false))
+	var obj client.Object = &networkingv1alpha1.LoadBalancerRouting{}
+	if c.routingsLive {
+		metadata := &metav1.PartialObjectMetadata{}
+		metadata.SetGroupVersionKind(networkingv1alpha1.SchemeGroupVersion.WithKind("LoadBalancerRouting"))
+		obj = metadata
+	}
+	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
-		return fmt.Errorf("informer for the metadata of LoadBalancerRoutings: %w", err)
+		return fmt.Errorf("informer for LoadBalancerRoutings: %w", err)
 	}
 	call := func(obj any) {
-		if routing, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			handler(routing.Name)
+		if routing, ok := obj.(metav1.Object); ok {
+			handler(routing.GetName())
 		}
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
