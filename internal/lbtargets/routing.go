@@ -2,8 +2,11 @@ package lbtargets
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
@@ -249,17 +252,18 @@ func (t *Targets) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.
 	}
 }
 
-// routingDigest identifies a routing's network and destinations.
+// routingDigest identifies a routing's network and destinations. It is a hash, not the text
+// hashed: one is kept per LoadBalancer, and the text grows with the number of Nodes.
 func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
-	var b strings.Builder
-	b.WriteString(routing.NetworkRef.Name + "/" + string(routing.NetworkRef.UID))
+	h := sha256.New()
+	_, _ = io.WriteString(h, routing.NetworkRef.Name+"/"+string(routing.NetworkRef.UID))
 	for _, destination := range routing.Destinations {
-		b.WriteString(";" + destination.IP.String())
+		_, _ = io.WriteString(h, ";"+destination.IP.String())
 		if ref := destination.TargetRef; ref != nil {
-			b.WriteString("," + string(ref.UID) + "," + ref.Name + "," + ref.ProviderID)
+			_, _ = io.WriteString(h, ","+string(ref.UID)+","+ref.Name+","+ref.ProviderID)
 		}
 	}
-	return b.String()
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {

@@ -157,10 +157,12 @@ func (s Skipped) Err() error {
 }
 
 // resolvedNode is a Node with its Machine and its NetworkInterfaces on the cluster Network.
+// The Machine and NetworkInterfaces are the cache's own objects (see
+// ironcore.ReadOnlyMachine): read them, never change them.
 type resolvedNode struct {
 	node    *corev1.Node
 	machine *computev1alpha1.Machine
-	nics    []networkingv1alpha1.NetworkInterface
+	nics    []*networkingv1alpha1.NetworkInterface
 }
 
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
@@ -169,7 +171,7 @@ const endpointSlicesSyncWait = 10 * time.Second
 // cachedMachineOf finds the Machine of a Node without a provider ID as its initialization
 // will, by the Node's name as Machine name or guest hostname, from the cache only.
 func (t *Targets) cachedMachineOf(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	machine, err := t.ironcore.Machine(ctx, node.Name)
+	machine, err := t.ironcore.ReadOnlyMachine(ctx, node.Name)
 	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
 		return machine, err
 	}
@@ -190,7 +192,7 @@ func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs boo
 	for _, node := range nodes {
 		var (
 			machine  *computev1alpha1.Machine
-			nodeNICs []networkingv1alpha1.NetworkInterface
+			nodeNICs []*networkingv1alpha1.NetworkInterface
 			reason   string
 			quiet    bool
 			err      error
@@ -224,12 +226,12 @@ func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs boo
 }
 
 // networkInterfacesOf lists the resolved Nodes' NetworkInterfaces, sorted by name.
-func networkInterfacesOf(resolved []resolvedNode) []networkingv1alpha1.NetworkInterface {
-	var nics []networkingv1alpha1.NetworkInterface
+func networkInterfacesOf(resolved []resolvedNode) []*networkingv1alpha1.NetworkInterface {
+	var nics []*networkingv1alpha1.NetworkInterface
 	for _, r := range resolved {
 		nics = append(nics, r.nics...)
 	}
-	slices.SortFunc(nics, func(a, b networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(nics, func(a, b *networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
 	return nics
 }
 
@@ -244,7 +246,7 @@ func (t *Targets) logLeftOut(node *corev1.Node, reason string) {
 // nodeNetworkInterfaces returns one Node's NetworkInterfaces on the cluster Network, or the
 // reason it has none that can be used; quiet reasons are facts about the Node that no retry
 // changes. Errors are failures to read, not facts about the Node.
-func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (machine *computev1alpha1.Machine, nics []networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
+func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
 	id, parseErr := providerid.Parse(node.Spec.ProviderID)
 	if parseErr != nil {
 		// A provider ID of another cloud is a fact about the Node, not a failure to report.
@@ -253,7 +255,7 @@ func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 	if id.Namespace != t.ironcore.Namespace() {
 		return nil, nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
 	}
-	machine, err = t.ironcore.Machine(ctx, id.Machine)
+	machine, err = t.ironcore.ReadOnlyMachine(ctx, id.Machine)
 	if errors.Is(err, ironcore.ErrNotFound) {
 		// The cache may lag a Machine the Node was just initialized from: only the API server
 		// says it is gone, the one case that no retry changes.
@@ -271,10 +273,10 @@ func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, 
 
 // machineNetworkInterfaces returns the Machine's NetworkInterfaces on the cluster Network, or
 // the reason it has none that can be used.
-func (t *Targets) machineNetworkInterfaces(ctx context.Context, machine *computev1alpha1.Machine, needIPs bool) ([]networkingv1alpha1.NetworkInterface, string, error) {
-	var nics []networkingv1alpha1.NetworkInterface
+func (t *Targets) machineNetworkInterfaces(ctx context.Context, machine *computev1alpha1.Machine, needIPs bool) ([]*networkingv1alpha1.NetworkInterface, string, error) {
+	var nics []*networkingv1alpha1.NetworkInterface
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
-		nic, err := t.ironcore.NetworkInterface(ctx, name)
+		nic, err := t.ironcore.ReadOnlyNetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
 			continue
 		}
@@ -290,7 +292,7 @@ func (t *Targets) machineNetworkInterfaces(ctx context.Context, machine *compute
 		if needIPs && len(nic.Status.IPs) == 0 {
 			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), nil
 		}
-		nics = append(nics, *nic)
+		nics = append(nics, nic)
 	}
 	if len(nics) == 0 {
 		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), nil
