@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -52,7 +53,9 @@ func run() int {
 	flags.DurationVar(&benchOptions.NodeSyncPeriod, "node-sync-period", time.Minute, "bench: the CCM's --node-status-update-frequency in the default command")
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	ccmArgs := flags.String("ccm-args", "", "bench, churn, ipam: flags appended to the CCM command line, e.g. --use-nic-selector=false")
-	flags.StringVar(&benchOptions.ProfileDir, "profile", "", "bench: where to write the CCM's CPU profiles while the burst converges and its heap profile at convergence")
+	flags.StringVar(&benchOptions.ProfileDir, "profile", "", "bench: where to write the CCM's CPU profiles while the burst converges, a heap profile after each, and one at convergence")
+	flags.DurationVar(&benchOptions.Outage, "outage", 0, "bench: after the idle count, make IronCore unreachable for the CCM this long, then time "+
+		strconv.Itoa(bench.RecoveryServices)+" new Services to their address and first traffic (0: no outage)")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
 	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")

@@ -59,7 +59,13 @@ type Options struct {
 	// ProfileDir, if set, receives the CCM's CPU profiles while the burst converges and its
 	// heap profile at convergence, taken from its secure port.
 	ProfileDir string
+	// Outage, if set, makes IronCore unreachable for the CCM this long after the idle count;
+	// then RecoveryServices new Services are timed to their address and first traffic.
+	Outage time.Duration
 }
+
+// RecoveryServices is how many Services are created when an outage ends.
+const RecoveryServices = 10
 
 // commandValues fill the placeholders of Options.Command.
 type commandValues struct {
@@ -178,6 +184,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		writes = append(writes, stack.IronCoreProxy.Writes()...)
 	}
 	result.Requests.lastWrites(writes, converged)
+	if opts.Outage > 0 {
+		if result.Recovery, err = measureRecovery(ctx, stack, tracker, opts.Outage, opts.Progress); err != nil {
+			return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+		}
+	}
 	if result.CCM, err = processUsage(ccm.Pid()); err != nil {
 		return nil, err
 	}

@@ -42,13 +42,18 @@ func newProfiler(ctx context.Context, port int, dir string) (*profiler, error) {
 	})
 }
 
-// cpuUntil takes CPU profiles one after another until ctx ends, and returns when the last
-// one is written.
+// cpuUntil takes CPU profiles one after another until ctx ends, each followed by a heap
+// profile (what the heap held at the last collection: the peak is in one of them), and
+// returns when the last one is written.
 func (p *profiler) cpuUntil(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		for i := 0; ctx.Err() == nil; i++ {
 			if err := p.fetch(context.WithoutCancel(ctx), fmt.Sprintf("profile?seconds=%d", cpuProfileSeconds), fmt.Sprintf("cpu-%02d.pb.gz", i)); err != nil {
+				done <- err
+				return
+			}
+			if err := p.heap(context.WithoutCancel(ctx), fmt.Sprintf("heap-%02d.pb.gz", i)); err != nil {
 				done <- err
 				return
 			}

@@ -150,6 +150,11 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "During convergence: %.2f writes per Node (on Machines and NetworkInterfaces), "+
 		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings). %d IronCore writes came after convergence; "+
 		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)
+	if rec := r.Recovery; rec != nil {
+		fmt.Fprintf(&b, "After an IronCore outage of %.0fs (unreachable for the CCM), %d Services created when it ended: "+
+			"address p50 %.3fs / max %.3fs, first traffic p50 %.3fs / max %.3fs.\n\n",
+			rec.OutageSeconds, rec.Address.Count, rec.Address.P50, rec.Address.Max, rec.FirstTraffic.P50, rec.FirstTraffic.Max)
+	}
 	fmt.Fprintf(&b, "Warning events about the burst's Nodes and Services after convergence: %d events, %d occurrences",
 		r.Warnings.Events, r.Warnings.Occurrences)
 	if len(r.Warnings.ByReason) == 0 {

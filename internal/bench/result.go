@@ -69,7 +69,17 @@ type Result struct {
 	AddressWithoutDestination Nowhere       `json:"addressWithoutDestination"`
 	Requests                  Requests      `json:"ironcoreRequests"`
 	Warnings                  WarningEvents `json:"warningEvents"`
-	CCM                       Usage         `json:"ccm"`
+	// Recovery times the Services created when an IronCore outage ends; nil without one.
+	Recovery *Recovery `json:"recovery,omitempty"`
+	CCM      Usage     `json:"ccm"`
+}
+
+// Recovery is how Services created right after an IronCore outage fared.
+type Recovery struct {
+	OutageSeconds Seconds `json:"outageSeconds"`
+	// Address and FirstTraffic are from each Service's creation, when the outage ended.
+	Address      Timings `json:"address"`
+	FirstTraffic Timings `json:"firstTraffic"`
 }
 
 // Timings summarize how long each object took, from its creation until it was done.

@@ -37,6 +37,20 @@ func (s *stopwatch) created(key string) {
 	s.started[key] = time.Now()
 }
 
+// expect starts the keys' clocks now and has the next wait wait for them too.
+func (s *stopwatch) expect(keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, key := range keys {
+		s.started[key] = now
+	}
+	s.want += len(keys)
+	if s.fired {
+		s.fired, s.allDone = false, make(chan struct{})
+	}
+}
+
 // done stops the key's clock now.
 func (s *stopwatch) done(key string) { s.doneAt(key, time.Now()) }
 
@@ -63,9 +77,12 @@ func (s *stopwatch) wait(ctx context.Context, timeout time.Duration, out io.Writ
 	deadline := time.After(timeout)
 	ticker := time.NewTicker(10 * time.Second)
 	defer ticker.Stop()
+	s.mu.Lock()
+	allDone := s.allDone
+	s.mu.Unlock()
 	for {
 		select {
-		case <-s.allDone:
+		case <-allDone:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
