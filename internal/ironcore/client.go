@@ -64,6 +64,8 @@ type Client struct {
 	podCIDRPrefixesCached bool
 	// writeGate holds the fence every write must pass; see FenceWrites.
 	writeGate *writeGate
+	// informers are the cache's informers, for the read-only readers.
+	informers *informerRegistry
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -129,6 +131,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	informers := &informerRegistry{}
 	objectCache, err := cache.New(cfg, cache.Options{
 		Scheme:     scheme,
 		Mapper:     mapper,
@@ -144,8 +147,9 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// A read of a kind that was not registered up front is a programming error, not a
 		// reason to start an informer lazily in the middle of a sync.
 		ReaderFailOnMissingInformer: true,
-		// Informers that reconnect at once when IronCore is back; see reconnect.go.
-		NewInformer: newReconnectingInformer,
+		// Informers that reconnect at once when IronCore is back (reconnect.go), recorded for
+		// the read-only readers (readonly.go).
+		NewInformer: informers.newInformer,
 	})
 	if err != nil {
 		// The cache asks the API server whether Prefixes (selected by label) are namespaced.
@@ -158,7 +162,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore client: %w", err)
 	}
-	c := &Client{namespace: namespace, cache: objectCache, api: api, applier: applier, writeGate: gate}
+	c := &Client{namespace: namespace, cache: objectCache, api: api, applier: applier, writeGate: gate, informers: informers}
 	c.nics = nicWriterFor(c, limiter, nicAPI)
 	return c, nil
 }

@@ -2,34 +2,84 @@ package ironcore
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // A target sync resolves every Node to its Machine and NetworkInterfaces, for every Service,
-// several times in a burst. The cache's Get copies each object deeply, so at 300 Nodes that is
-// megabytes of garbage per sync and a live set that grows with the number of syncs running at
-// once. The readers below skip that copy: what they return shares its maps, slices and
-// pointers with the cache's object, so it must never be changed.
+// several times in a burst. The cache's Get copies each object, deeply or (unsafely) shallowly,
+// so at 1,000 Nodes each sync allocated megabytes and ten syncs at once held tens of them. The
+// readers below return the cache's own objects instead, from the stores of the informers the
+// cache built (newInformers records them): shared with the informer and every other reader,
+// they must never be changed.
 
-// ReadOnlyMachine returns the named Machine from the cache without copying what it holds. The
-// caller must not change it.
-func (c *Client) ReadOnlyMachine(ctx context.Context, name string) (*computev1alpha1.Machine, error) {
-	machine := &computev1alpha1.Machine{}
-	if err := c.getCached(ctx, "Machine", c.namespace, name, machine, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	return machine, nil
+// informerRegistry records the informers the cache builds, by the type of their objects.
+type informerRegistry struct {
+	mu     sync.Mutex
+	byType map[reflect.Type]toolscache.SharedIndexInformer
 }
 
-// ReadOnlyNetworkInterface returns the named NetworkInterface from the cache without copying
-// what it holds. The caller must not change it.
-func (c *Client) ReadOnlyNetworkInterface(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
-	nic := &networkingv1alpha1.NetworkInterface{}
-	if err := c.getCached(ctx, "NetworkInterface", c.namespace, name, nic, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+// newInformer builds one of the cache's informers (on a reconnecting ListerWatcher, see
+// reconnect.go) and records it.
+func (r *informerRegistry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	informer := toolscache.NewSharedIndexInformer(Reconnecting(lw), obj, resync, indexers)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byType == nil {
+		r.byType = map[reflect.Type]toolscache.SharedIndexInformer{}
 	}
-	return nic, nil
+	r.byType[reflect.TypeOf(obj)] = informer
+	return informer
+}
+
+// store returns the store of the informer of obj's type, if the cache built one.
+func (r *informerRegistry) store(obj runtime.Object) toolscache.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if informer := r.byType[reflect.TypeOf(obj)]; informer != nil {
+		return informer.GetStore()
+	}
+	return nil
+}
+
+// ReadOnlyMachine returns the named Machine as the cache holds it, without a copy. The caller
+// must not change it.
+func (c *Client) ReadOnlyMachine(ctx context.Context, name string) (*computev1alpha1.Machine, error) {
+	return readOnly(ctx, c, "Machine", name, &computev1alpha1.Machine{}, c.Machine)
+}
+
+// ReadOnlyNetworkInterface returns the named NetworkInterface as the cache holds it, without a
+// copy. The caller must not change it.
+func (c *Client) ReadOnlyNetworkInterface(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
+	return readOnly(ctx, c, "NetworkInterface", name, &networkingv1alpha1.NetworkInterface{}, c.NetworkInterface)
+}
+
+// readOnly reads from the store of the informer of T, or with copy (a copying read) if the
+// cache has not built it.
+func readOnly[T runtime.Object](ctx context.Context, c *Client, kind, name string, zero T, copying func(context.Context, string) (T, error)) (T, error) {
+	store := c.informers.store(zero)
+	if store == nil {
+		return copying(ctx, name)
+	}
+	var none T
+	key := objectKey(c.namespace, name)
+	item, exists, err := store.GetByKey(key)
+	switch {
+	case err != nil:
+		return none, fmt.Errorf("read %s %s: %w", kind, key, err)
+	case !exists:
+		return none, fmt.Errorf("%s %s: %w", kind, key, ErrNotFound)
+	}
+	obj, ok := item.(T)
+	if !ok {
+		return none, fmt.Errorf("read %s %s: the cache holds a %T", kind, key, item)
+	}
+	return obj, nil
 }

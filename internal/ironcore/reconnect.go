@@ -77,8 +77,3 @@ func retryWhileUnreachable[T any](ctx context.Context, call func() (T, error)) (
 		}
 	}
 }
-
-// newReconnectingInformer builds the cache's informers on reconnecting ListerWatchers.
-func newReconnectingInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformer(Reconnecting(lw), obj, resync, indexers)
-}
