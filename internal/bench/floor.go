@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
@@ -162,7 +163,10 @@ func timeFloor(ctx context.Context, stack *testenv.Stack, prefix string, n int, 
 			}
 			return err
 		}
-		lb := floorLoadBalancer(stack, fmt.Sprintf("%s%04d", prefix, i))
+		lb, err := floorLoadBalancer(stack, fmt.Sprintf("%s%04d", prefix, i), i)
+		if err != nil {
+			return err
+		}
 		for _, key := range []string{floorAddressKey(lb.Name), floorFirstKey(lb.Name), floorCompleteKey(lb.Name)}[:keysPerLoadBalancer] {
 			watch.created(key)
 		}
@@ -212,23 +216,32 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// floorLoadBalancer has the shape this CCM gives the LoadBalancer of a plain Service with one
-// TCP port, without the owner labels and annotations: no CCM is to take it for its own.
-func floorLoadBalancer(stack *testenv.Stack, name string) *networkingv1alpha1.LoadBalancer {
-	tcp := corev1.ProtocolTCP
-	return &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-			NetworkInterfaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				keys.LabelCluster:            stack.ClusterName,
-				keys.LabelLoadBalancerTarget: stack.ClusterName,
-			}},
-			Ports: []networkingv1alpha1.LoadBalancerPort{{Protocol: &tcp, Port: 80}},
+// floorLoadBalancer has the shape this CCM gives the LoadBalancer of the burst's i-th Service
+// (one TCP port; every fifth Internal, as createBurst makes them: IronCore allocates Internal
+// addresses from a Prefix, which takes it longer), without the owner labels and annotations:
+// no CCM is to take it for its own.
+func floorLoadBalancer(stack *testenv.Stack, name string, i int) (*networkingv1alpha1.LoadBalancer, error) {
+	service := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name, UID: types.UID(name)},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
 		},
 	}
+	if internal(i) {
+		service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
+	}
+	lb, err := lbspec.Desired(service, lbspec.Settings{
+		Cluster:          stack.ClusterName,
+		Network:          stack.Network,
+		InternalPrefixes: map[corev1.IPFamily]string{corev1.IPv4Protocol: testenv.LoadBalancerPrefix},
+		UseNICSelector:   true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("floor LoadBalancer %s: %w", name, err)
+	}
+	lb.ObjectMeta = metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}
+	return lb, nil
 }
 
 // deleteFloor deletes the floor's LoadBalancers and waits until they are gone, after the

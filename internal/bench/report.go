@@ -110,7 +110,7 @@ func (r *Result) Markdown() string {
 			row.services.P50, row.services.Max, ratio(row.services.P50, row.floor.P50), ratio(row.services.Max, row.floor.Max))
 	}
 	fmt.Fprintf(&b, "\n")
-	fmt.Fprintf(&b, "Addresses against the floor: as many IronCore LoadBalancers as Services (Public, one TCP port), "+
+	fmt.Fprintf(&b, "Addresses against the floor: as many IronCore LoadBalancers as Services (one TCP port, every fifth Internal, as the Services), "+
 		"created directly and at once before the CCM started, and deleted again:\n\n")
 	fmt.Fprintf(&b, "| From creation to an address | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| IronCore LoadBalancer alone (floor) | %d | %.3fs | %.3fs | %.3fs |\n", r.Floor.Count, r.Floor.P50, r.Floor.P95, r.Floor.Max)

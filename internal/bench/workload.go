@@ -102,6 +102,9 @@ func createMachines(ctx context.Context, stack *testenv.Stack, n int, preschedul
 	})
 }
 
+// internal tells whether the burst's i-th Service is Internal: every fifth is.
+func internal(i int) bool { return i%5 == 0 }
+
 // createBurst registers the Nodes, as kubelets with pod CIDRs from node IPAM would, and creates
 // the Services, one in five of them Internal, all at once.
 func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, nodes, services int) error {
@@ -114,7 +117,7 @@ func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, no
 		}
 		j := i - nodes
 		opts := testenv.ServiceOptions{}
-		if j%5 == 0 {
+		if internal(j) {
 			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 		}
 		tracker.created(serviceKey(serviceName(j)))
