@@ -2,14 +2,6 @@
 // labelled with the cluster name (kubernetes.io/cluster=<name>). Load balancer selectors and
 // routes find the cluster's NetworkInterfaces by this label, as with the reference CCM; the
 // reference wrote it on every InstanceMetadata call, here it is written once, when missing.
-//
-// A new Node's NetworkInterface gets the cluster label with its route and its load balancer
-// target label, in their own patches: nothing selects by the cluster label alone. So for a new
-// Node the controller labels the Machine at once and the NetworkInterfaces only once
-// NetworkInterfaceGrace has passed since the Node was created, and only those still without
-// the label then. Each NetworkInterface write makes IronCore's controller-manager reconcile
-// every LoadBalancer; a label written alone, seconds before the route, costs one such pass
-// per Node.
 package clusterlabel
 
 import (
@@ -44,10 +36,6 @@ const ReasonLabelConflict = "ClusterLabelConflict"
 
 const nodesByMachineIndex = "ironcore-machine"
 
-// NetworkInterfaceGrace is how long after a Node's creation the controller leaves its
-// NetworkInterfaces' cluster label to the route and target writes (see the package doc).
-const NetworkInterfaceGrace = 30 * time.Second
-
 // Controller labels the IronCore objects of this cluster's Nodes.
 type Controller struct {
 	ironcore *ironcore.Client
@@ -56,27 +44,17 @@ type Controller struct {
 	synced   toolscache.InformerSynced
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
-	// grace is NetworkInterfaceGrace, shorter in tests.
-	grace time.Duration
-	// now is the clock the grace is measured with.
-	now func() time.Time
 }
 
 // New wires the controller to the CCM's Node informer and the IronCore cache. Call it before
 // the informers start.
 func New(client *ironcore.Client, cluster string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
-	return newController(client, cluster, nodeInformer, recorder, workqueue.TypedRateLimitingQueueConfig[string]{Name: Name})
-}
-
-func newController(client *ironcore.Client, cluster string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder,
-	queueConfig workqueue.TypedRateLimitingQueueConfig[string]) (*Controller, error) {
 	c := &Controller{
 		ironcore: client,
 		cluster:  cluster,
 		recorder: recorder,
-		grace:    NetworkInterfaceGrace,
-		now:      time.Now,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), queueConfig),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 	}
 	informer := nodeInformer.Informer()
 	if err := informer.AddIndexers(toolscache.Indexers{nodesByMachineIndex: c.machineOfNode}); err != nil {
@@ -169,11 +147,6 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 		return err
 	}
 	objects := []client.Object{machine}
-	if wait := node.CreationTimestamp.Add(c.grace).Sub(c.now()); wait > 0 {
-		// Level-triggered all the same: the sync after the grace labels what is still missing.
-		c.queue.AddAfter(machineName, wait)
-		return c.label(ctx, node, objects)
-	}
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
 		nic, err := c.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
@@ -184,11 +157,6 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 		}
 		objects = append(objects, nic)
 	}
-	return c.label(ctx, node, objects)
-}
-
-// label adds the cluster label to the objects that lack it.
-func (c *Controller) label(ctx context.Context, node *corev1.Node, objects []client.Object) error {
 	var errs []error
 	for _, obj := range objects {
 		added, err := c.ironcore.AddLabel(ctx, obj, keys.LabelCluster, c.cluster)
