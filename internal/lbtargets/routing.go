@@ -206,7 +206,8 @@ func (t *Targets) forgetRoutingKey(key string) {
 // selector mode). A routing that differs from this process's last write although IronCore's is
 // newer was changed behind its back: that drift is counted and reported, and written back.
 func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
-	existing, err := t.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	// Read only: existing is compared, never changed.
+	existing, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name)
 	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
 		return false, err
 	}
