@@ -328,8 +328,8 @@ func (c *Client) checkExists(ctx context.Context, kind, name string, obj client.
 }
 
 // getCached reads one object of the namespace (or a cluster-scoped one) from the cache.
-func (c *Client) getCached(ctx context.Context, kind, namespace, name string, obj client.Object, opts ...client.GetOption) error {
-	if err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj, opts...); err != nil {
+func (c *Client) getCached(ctx context.Context, kind, namespace, name string, obj client.Object) error {
+	if err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("%s %s: %w", kind, objectKey(namespace, name), ErrNotFound)
 		}
