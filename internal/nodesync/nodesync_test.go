@@ -2,6 +2,7 @@ package nodesync_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -154,6 +155,11 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 	t.Cleanup(func() {
 		_ = stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Delete(context.Background(), "nodesync", metav1.DeleteOptions{})
 	})
+	// The Nodes join once the Service's first sync has made its load balancer. Upstream's
+	// service sync writes its Service cache without a lock that its node sync takes, so a node
+	// sync while a Service syncs is a data race (in upstream's code); after the first sync this
+	// Service is not synced again (its status changes; the spec, which would sync it, does not).
+	cloud.waitForEnsured(t)
 	const n = 15
 	var names []string
 	for i := range n {
@@ -179,6 +185,24 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 type recordingCloud struct {
 	mu    sync.Mutex
 	hosts []string
+	// ensured counts the calls of EnsureLoadBalancer.
+	ensured int
+}
+
+// waitForEnsured waits for a call of EnsureLoadBalancer.
+func (c *recordingCloud) waitForEnsured(t *testing.T) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), 30*time.Second, "the load balancer to be ensured", func(context.Context) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.ensured == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 var (
@@ -229,6 +253,9 @@ func (c *recordingCloud) GetLoadBalancerName(context.Context, string, *corev1.Se
 
 func (c *recordingCloud) EnsureLoadBalancer(_ context.Context, _ string, _ *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	c.record(nodes)
+	c.mu.Lock()
+	c.ensured++
+	c.mu.Unlock()
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}}}, nil
 }
 
