@@ -265,7 +265,8 @@ func TestNodesSurviveAnIronCoreOutage(t *testing.T) {
 	})
 	outage.checkNodes(apiproxy.Down)
 
-	// Failing: the caches relist against the API, and the lifecycle checks ask it, in vain.
+	// Failing: the caches relist against the API (a list, or a watch that lists, with client-go's
+	// watch-list), and the lifecycle checks ask it, in vain.
 	stack.IronCoreProxy.Reset()
 	setOutageMode(t, apiproxy.Fail)
 	outage.await("the CCM to relist Machines and ask about worker-3's Machine while IronCore fails", func() error {
@@ -273,7 +274,7 @@ func TestNodesSurviveAnIronCoreOutage(t *testing.T) {
 		for _, count := range stack.IronCoreProxy.Counts() {
 			switch {
 			case count.Resource != "machines.compute.ironcore.dev":
-			case count.Verb == "list":
+			case count.Verb == "list" || count.Verb == "watch":
 				lists += count.N
 			case count.Verb == "get":
 				gets += count.N
