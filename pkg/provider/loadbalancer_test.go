@@ -631,14 +631,16 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
 			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.selector })
-			machine := "lb-nowhere-" + mode.name
-			nodes := clusterNodes(t, machine)
-			h.waitForNodesInLister(t, nodes)
-			h.reportAddressesOnArrival(t)
+			// The writes are refused before the Node joins: in selector mode its NetworkInterface
+			// is labelled as a target as soon as the Node is seen, with or without a Service.
 			stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
 				return r.Verb != "get" && r.Verb != "list" && r.Verb != "watch" && r.Resource == mode.refused
 			})
 			t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
+			machine := "lb-nowhere-" + mode.name
+			nodes := clusterNodes(t, machine)
+			h.waitForNodesInLister(t, nodes)
+			h.reportAddressesOnArrival(t)
 
 			service := createService(t, "nowhere-"+mode.name, testenv.ServiceOptions{})
 			status, err := h.lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
