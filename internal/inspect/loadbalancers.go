@@ -223,7 +223,8 @@ func (in *inspection) owns(lb *networkingv1alpha1.LoadBalancer, service *corev1.
 // routing in both cases, so selected interfaces without a destination are pointed out.
 func (in *inspection) addTargets(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, report *Service) error {
 	destinations := map[string][]string{}
-	routing, err := in.ironcore.LoadBalancerRouting(ctx, lb.Name)
+	// The cache keeps no destinations; the API server's routing is what IronCore programs.
+	routing, err := in.ironcore.LiveLoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil:
 		for _, destination := range routing.Destinations {

@@ -143,6 +143,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// only if CachePodCIDRPrefixes asks for them.
 		ByObject: map[client.Object]cache.ByObject{
 			&ipamv1alpha1.Prefix{}: {Label: podCIDRs},
+			// Routings are kept as a summary of their destinations (routingsummary.go).
+			&networkingv1alpha1.LoadBalancerRouting{}: {Transform: summarizeRoutings()},
 		},
 		// A read of a kind that was not registered up front is a programming error, not a
 		// reason to start an informer lazily in the middle of a sync.
@@ -188,7 +190,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 			return routings.Watch(ctx, options)
 		},
 	}), &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
-	_ = c.ownRoutings.SetTransform(cache.TransformStripManagedFields())
+	_ = c.ownRoutings.SetTransform(summarizeRoutings())
 }
 
 // CachePodCIDRPrefixes has RegisterInformers cache the Prefixes IronCore allocates for pod

@@ -169,21 +169,25 @@ func (c *Client) LiveLoadBalancerRouting(ctx context.Context, name string) (*net
 }
 
 // ApplyLoadBalancerRouting server-side applies routing's owner references, network and
-// destinations.
-func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) (*networkingv1alpha1.LoadBalancerRouting, error) {
-	ctx = urgent(ctx)
-	desired := routing.DeepCopy()
+// destinations, and returns the resource version the write left. The routing is sent as it
+// is, and only the routing's metadata comes back: with one destination per target, a routing
+// at 1,000 Nodes is about 140 KB decoded, and copies of it in flight were the largest part of
+// a burst's heap.
+func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) (string, error) {
+	desired := *routing // shallow: the destinations are only read
 	desired.Namespace = c.namespace
 	desired.TypeMeta = metav1.TypeMeta{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "LoadBalancerRouting"}
-	apply := &networkingv1alpha1apply.LoadBalancerRoutingApplyConfiguration{}
-	if err := convert(desired, apply); err != nil {
-		return nil, err
-	}
-	written, err := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace).Apply(ctx, apply, applyOptions())
+	body, err := json.Marshal(&desired)
 	if err != nil {
-		return nil, fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
+		return "", fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
 	}
-	return written, nil
+	written := &metav1.PartialObjectMetadata{}
+	written.SetGroupVersionKind(networkingv1alpha1.SchemeGroupVersion.WithKind("LoadBalancerRouting"))
+	written.Namespace, written.Name = c.namespace, routing.Name
+	if err := c.api.Patch(urgent(ctx), written, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return "", fmt.Errorf("apply LoadBalancerRouting %s/%s: %w", c.namespace, routing.Name, err)
+	}
+	return written.ResourceVersion, nil
 }
 
 // DeleteLoadBalancerRouting deletes routing, and only routing.

@@ -2,17 +2,13 @@ package lbtargets
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
-	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,7 +130,7 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	if unchanged {
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("unchanged").Inc()
 	} else {
-		written, err := t.ironcore.ApplyLoadBalancerRouting(ctx, routing)
+		resourceVersion, err := t.ironcore.ApplyLoadBalancerRouting(ctx, routing)
 		if err != nil {
 			t.ForgetRouting(lb.UID)
 			return err
@@ -143,7 +139,8 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 		if t.routing.written == nil {
 			t.routing.written = map[types.UID]writtenRouting{}
 		}
-		t.routing.written[lb.UID] = writtenRouting{digest: routingDigest(written), resourceVersion: written.ResourceVersion}
+		// Applied with force, the routing's network and destinations are what was sent.
+		t.routing.written[lb.UID] = writtenRouting{digest: ironcore.RoutingDigest(routing), resourceVersion: resourceVersion}
 		t.routing.mu.Unlock()
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 		klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
@@ -224,9 +221,9 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 			}
 		}
 		if existing != nil && ironcore.NewerVersion(last.resourceVersion, existing.ResourceVersion) {
-			return last.digest == routingDigest(routing), nil
+			return last.digest == ironcore.RoutingDigest(routing), nil
 		}
-		if existing == nil || !ownedBy(existing, lb) || routingDigest(existing) != last.digest {
+		if existing == nil || !ownedBy(existing, lb) || ironcore.RoutingDigest(existing) != last.digest {
 			t.ForgetRouting(lb.UID)
 			t.driftRepaired(service, lb)
 		}
@@ -239,7 +236,7 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 		// selected, or one written before the label existed).
 		return false, nil
 	}
-	return ownedBy(existing, lb) && existing.NetworkRef == routing.NetworkRef && equality.Semantic.DeepEqual(existing.Destinations, routing.Destinations), nil
+	return ownedBy(existing, lb) && ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
 }
 
 // driftRepaired counts and reports a routing found changed behind this process's back; the
@@ -251,20 +248,6 @@ func (t *Targets) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.
 		t.recorder.Eventf(service, corev1.EventTypeNormal, ReasonDriftRepaired,
 			"The LoadBalancerRouting of IronCore LoadBalancer %s was changed outside the CCM; its targets were written back", lb.Name)
 	}
-}
-
-// routingDigest identifies a routing's network and destinations. It is a hash, not the text
-// hashed: one is kept per LoadBalancer, and the text grows with the number of Nodes.
-func routingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
-	h := sha256.New()
-	_, _ = io.WriteString(h, routing.NetworkRef.Name+"/"+string(routing.NetworkRef.UID))
-	for _, destination := range routing.Destinations {
-		_, _ = io.WriteString(h, ";"+destination.IP.String())
-		if ref := destination.TargetRef; ref != nil {
-			_, _ = io.WriteString(h, ","+string(ref.UID)+","+ref.Name+","+ref.ProviderID)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {

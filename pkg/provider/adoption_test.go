@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ipamv1alpha1apply "github.com/ironcore-dev/ironcore/client-go/applyconfigurations/ipam/v1alpha1"
@@ -164,5 +165,56 @@ func TestGetLoadBalancerOfAServiceWithoutOne(t *testing.T) {
 	status, exists, err := loadBalancerOf(t, cloud).GetLoadBalancer(context.Background(), "kubernetes", service)
 	if status != nil || exists || err != nil {
 		t.Fatalf("GetLoadBalancer = %v, %v, %v; want nil, false, nil", status, exists, err)
+	}
+}
+
+// TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled: adopting a reference
+// LoadBalancer moves its selector to the target label. IronCore's controller applies a
+// selector to its own cache of NetworkInterfaces, which can be behind the provider's: moved as
+// soon as the provider's cache shows the labels, the selector made IronCore route to none of
+// the NetworkInterfaces it did not see labelled yet (50 destinations to 0 for 0.9 s, taking
+// over under load). The selector moves only a settling time after the labels are in place.
+func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
+	const settle = 3 * time.Second // selectorSettle
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-settle-1")
+	service := createService(t, "settle", testenv.ServiceOptions{})
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false)
+	err := testenv.WaitFor(ctx, waitTimeout, "IronCore to route the reference LoadBalancer", func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(before), routing); err != nil {
+			return err
+		}
+		if len(routing.Destinations) == 0 {
+			return fmt.Errorf("no destination")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var labelled, moved time.Time
+	err = testenv.WaitFor(ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
+		_, ensureErr := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		now := time.Now()
+		if labelled.IsZero() && networkInterface(t, "lb-settle-1").Labels[keys.LabelLoadBalancerTarget] == stack.ClusterName {
+			labelled = now
+		}
+		if ironcoreLoadBalancer(t, before.Name).Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] == stack.ClusterName {
+			moved = now
+			return nil
+		}
+		return fmt.Errorf("the selector has not moved: %v", ensureErr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The labels are seen here, from the API server, at most one call of EnsureLoadBalancer
+	// after the provider's cache shows them: a second of slack. Without the settling time the
+	// selector moves at the next call.
+	if waited := moved.Sub(labelled); labelled.IsZero() || waited < settle-time.Second {
+		t.Errorf("the selector moved %s after the target was labelled, want at least %s", waited, settle)
 	}
 }

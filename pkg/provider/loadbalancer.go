@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -29,7 +31,11 @@ import (
 // Coming back costs no IronCore request: it reads the cache.
 const (
 	firstRetryDelay = 250 * time.Millisecond
-	maxRetryDelay   = 4 * time.Second
+	// selectorSettle is how long a selector waits to move once this process's cache shows its
+	// targets labelled (holdSelector). Taking over from the reference CCM under load, IronCore's
+	// controller was seen up to a second behind.
+	selectorSettle = 3 * time.Second
+	maxRetryDelay  = 4 * time.Second
 )
 
 // addressWait is how long EnsureLoadBalancer waits for IronCore to allocate a LoadBalancer's
@@ -58,6 +64,9 @@ type loadBalancers struct {
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
 	addressesReported atomic.Bool
+	// labelledSince holds, by LoadBalancer UID, since when holdSelector has found the targets
+	// of a selector that is to move labelled.
+	labelledSince sync.Map
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
@@ -123,13 +132,13 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	// The targets are queued first: a selector that is to move waits for its labels.
 	l.syncTargets(service, nodes)
 	var lb *networkingv1alpha1.LoadBalancer
-	waitingForTargets := false
+	waitingForTargets, settling := false, time.Duration(0)
 	if existing == nil {
 		if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
 	} else {
-		if waitingForTargets, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
+		if waitingForTargets, settling, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
 			return nil, err
 		}
 		lb = existing
@@ -147,6 +156,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		}
 	}
 
+	if settling > 0 {
+		return nil, api.NewRetryError(fmt.Sprintf("keeping the NetworkInterface selector of LoadBalancer %s for %s more: its targets carry the label %s, and IronCore's controller is given time to see it", lb.Name, settling.Round(time.Millisecond), keys.LabelLoadBalancerTarget), settling)
+	}
 	if waitingForTargets {
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
@@ -190,7 +202,7 @@ func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Serv
 	}
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
-	case err == nil && ownedBy(routing, lb) && len(routing.Destinations) > 0:
+	case err == nil && ownedBy(routing, lb) && ironcore.RoutingDestinationCount(routing) > 0:
 		return true, nil
 	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
 		return false, err
@@ -271,19 +283,47 @@ func (l *loadBalancers) recheckSoon(service *corev1.Service) {
 // holdSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
 // the new selector would drop a destination of its routing whose Node is eligible, and
 // reports whether it did. The labels were just written, but IronCore (and this cache) see
-// them a moment later; the Service is retried until they do.
-func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
+// them a moment later; the Service is retried until they do. Once this cache shows them all,
+// the selector still stays for selectorSettle (settling is what is left of it): IronCore's
+// controller applies a selector to its own cache of NetworkInterfaces, which can be behind
+// this one, and would route to none of the NetworkInterfaces it does not see labelled yet.
+func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration, err error) {
 	next := desired.Spec.NetworkInterfaceSelector
 	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
-		return false, nil
+		l.labelledSince.Delete(existing.UID)
+		return false, 0, nil
 	}
+	keep := func() {
+		desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
+	}
+	labelled, err := l.targetsLabelled(ctx, existing, next, nodes)
+	if err != nil || !labelled {
+		l.labelledSince.Delete(existing.UID)
+		if err == nil {
+			keep()
+		}
+		return !labelled, 0, err
+	}
+	since, _ := l.labelledSince.LoadOrStore(existing.UID, time.Now())
+	if settling = selectorSettle - time.Since(since.(time.Time)); settling > 0 {
+		keep()
+		return true, settling, nil
+	}
+	l.labelledSince.Delete(existing.UID)
+	return false, 0, nil
+}
+
+// targetsLabelled reports whether every NetworkInterface the routing of the existing
+// LoadBalancer sends to, of an eligible Node, matches the next selector in this cache.
+func (l *loadBalancers) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector, nodes []*corev1.Node) (bool, error) {
 	selector, err := metav1.LabelSelectorAsSelector(next)
 	if err != nil {
 		return false, err
 	}
-	routing, err := l.ironcore.LoadBalancerRouting(ctx, existing.Name)
+	// The cache keeps no destinations (routingsummary.go).
+	routing, err := l.ironcore.LiveLoadBalancerRouting(ctx, existing.Name)
 	if errors.Is(err, ironcore.ErrNotFound) {
-		return false, nil
+		return true, nil
 	}
 	if err != nil {
 		return false, err
@@ -307,11 +347,10 @@ func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *net
 		if !selector.Matches(labels.Set(nic.Labels)) {
 			klog.V(2).InfoS("Keeping the NetworkInterface selector of a LoadBalancer until its targets are labelled",
 				"loadBalancer", klog.KObj(existing), "networkInterface", klog.KObj(nic))
-			desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
-			return true, nil
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one. A type
@@ -401,6 +440,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
+	l.labelledSince.Delete(lb.UID)
 	l.targets.ForgetRouting(lb.UID)
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
@@ -695,8 +696,8 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(routing.Destinations) != len(both) {
-			return fmt.Errorf("%d destinations", len(routing.Destinations))
+		if ironcore.RoutingDestinationCount(routing) != len(both) {
+			return fmt.Errorf("%d destinations", ironcore.RoutingDestinationCount(routing))
 		}
 		return nil
 	})
