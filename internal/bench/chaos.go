@@ -923,7 +923,9 @@ type chaosReplica struct {
 func (r *chaosReplica) args() []string {
 	return append(leaderElection(), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig,
 		"--authentication-kubeconfig="+r.targetKubeconfig, "--authorization-kubeconfig="+r.targetKubeconfig, "--v=1",
-		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
+		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR,
+		// Selector mode: the hand edits include removing a target label, which only it writes.
+		"--use-nic-selector=true")
 }
 
 func (r *chaosReplica) start() error {

@@ -206,7 +206,7 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 			moved = now
 			return nil
 		}
-		return fmt.Errorf("the selector has not moved: %v", ensureErr)
+		return fmt.Errorf("the selector has not moved: %w", ensureErr)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -27,8 +26,7 @@ func startCloudWithConfig(t *testing.T, extra string) *provider.Cloud {
 	if err := os.WriteFile(path, append(base, extra...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	options := config.NewOptions()
-	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
+	options := testOptions()
 	ctx := context.Background()
 	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
 	if err != nil {

@@ -265,7 +265,7 @@ func checkStartWith(t *testing.T, in badInput, path string, modify func(*config.
 	}
 	proxy := startProxy.proxy
 	proxy.Reset()
-	options := config.NewOptions()
+	options := testOptions()
 	options.IronCoreKubeconfig = startProxy.kubeconfig
 	if modify != nil {
 		modify(options)
@@ -415,8 +415,7 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		t.Fatal(err)
 	}
 	path := writeTemp(t, "cloud-config.yaml", fmt.Sprintf("networkName: %s\nprefixName: %s\nclusterName: %s\n", stack.Network, name, stack.ClusterName))
-	options := config.NewOptions()
-	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
+	options := testOptions()
 	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
 	if err != nil {
 		t.Fatal(err)

@@ -68,9 +68,18 @@ func runTests(m *testing.M) int {
 // startCloud builds and initializes a provider from the stack's CCM configuration, with the
 // options changed by modify if not nil. It reaches IronCore through the stack's proxy, so
 // tests can count its requests and make the API fail.
-func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.Options)) (*provider.Cloud, error) {
+// testOptions are the options of the package's providers: selector mode unless a test asks
+// for explicit routings, as the providers of one stack must agree on it (an explicit one
+// removes the target labels a selecting one writes).
+func testOptions() *config.Options {
 	options := config.NewOptions()
 	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
+	options.UseNICSelector = true
+	return options
+}
+
+func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.Options)) (*provider.Cloud, error) {
+	options := testOptions()
 	if modify != nil {
 		modify(options)
 	}

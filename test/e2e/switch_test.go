@@ -37,7 +37,7 @@ const referenceFieldManager = "cloud-provider.ironcore.dev/loadbalancer"
 // NetworkInterfaces with only that label, pod CIDRs as NetworkInterface prefixes without our
 // annotation, Services with their addresses), starts this CCM, and watches every
 // LoadBalancerRouting throughout: none may ever hold fewer destinations than before. Then it
-// switches --use-nic-selector off and on again under the same watch.
+// switches --use-nic-selector on and off again under the same watch.
 func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	const nodeCount, serviceCount = 50, 20
 	names := make([]string, nodeCount)
@@ -52,7 +52,8 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	watcher := watchRoutings(t, lbs)
 	started := time.Now()
 	ccm := startCCMWithoutCrashCheck(t, "ccm-switch", routeArgs()...)
-	waitForSelectorMode(t, lbs, baseline, true)
+	// The default writes the routings (--use-nic-selector=false).
+	waitForSelectorMode(t, lbs, baseline, false)
 	t.Logf("adopted %d LoadBalancers of the reference CCM in %s", len(lbs), time.Since(started).Round(time.Millisecond))
 	watcher.requireNoDip(t, baseline, "taking over from the reference CCM")
 	requireAdoptedInPlace(t, services, lbs)
@@ -60,7 +61,8 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		t.Errorf("NetworkInterface prefixes changed in the switch:\nbefore %v\nafter  %v", prefixesBefore, after)
 	}
 
-	for _, useSelector := range []bool{false, true} {
+	// To selectors, whose labels are written just before they move, and back.
+	for _, useSelector := range []bool{true, false} {
 		if err := ccm.Stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -18,15 +18,15 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
-// TestTrafficGoesOnlyWhereItCanBeServed runs the binary with its defaults (selector mode, Node
-// health on): a Local Service's LoadBalancer gets a routing of its own that follows the
+// TestTrafficGoesOnlyWhereItCanBeServed runs the binary in selector mode, with Node health on
+// (the default): a Local Service's LoadBalancer gets a routing of its own that follows the
 // Service's endpoints, and a Node NotReady past the grace period stops being a target of a
 // Cluster Service, which selects by label, and comes back when Ready. The Local Service's
 // LoadBalancer does not select, which is when IronCore v0.5.0 can miss target label changes
 // of the selecting one.
 func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 	ctx := context.Background()
-	startCCM(t, "ccm-targets")
+	startCCM(t, "ccm-targets", "--use-nic-selector=true")
 	names := []string{"targets-1", "targets-2", "targets-3"}
 	for _, name := range names {
 		worker(t, name)
