@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -295,6 +297,14 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.routes.nodes = factory.Core().V1().Nodes().Lister()
 	endpointSlices := factory.Discovery().V1().EndpointSlices()
 	nodes, services := factory.Core().V1().Nodes(), factory.Core().V1().Services()
+	// No controller of this process reads the managed fields of these objects, which every
+	// writer of a Node (kubelet, node-lifecycle and this CCM) adds to. Updates of a stripped
+	// copy leave them as they are on the API server.
+	for _, informer := range []toolscache.SharedIndexInformer{nodes.Informer(), services.Informer(), endpointSlices.Informer()} {
+		if err := informer.SetTransform(cache.TransformStripManagedFields()); err != nil {
+			klog.InfoS("The cluster's objects are cached with their managed fields", "reason", err)
+		}
+	}
 	c.loadBalancers.targets.SetListers(nodes.Lister(), services.Lister(), endpointSlices.Lister(), endpointSlices.Informer().HasSynced,
 		nodes.Informer().HasSynced, services.Informer().HasSynced)
 }

@@ -714,3 +714,26 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 		waitForRouting(t, name, both)
 	}
 }
+
+// TestTheClustersObjectsAreCachedWithoutManagedFields: the provider has the informers it
+// shares with the upstream controllers drop the objects' managed fields, which no controller of
+// the CCM reads: a good part of a Node, which every writer of it adds to.
+func TestTheClustersObjectsAreCachedWithoutManagedFields(t *testing.T) {
+	h := startTargets(t, nil)
+	nodes := clusterNodes(t, "managed-fields")
+	h.waitForNodesInLister(t, nodes)
+	stored, err := stack.TargetClientset.CoreV1().Nodes().Get(context.Background(), nodes[0].Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.ManagedFields) == 0 {
+		t.Fatal("the API server's Node has no managed fields: the test shows nothing")
+	}
+	cached, err := h.factory.Core().V1().Nodes().Lister().Get(nodes[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.ManagedFields) != 0 {
+		t.Errorf("the cached Node has %d managed fields entries", len(cached.ManagedFields))
+	}
+}
