@@ -43,6 +43,19 @@ func (c *Client) MachineByHostname(ctx context.Context, hostname string) (*compu
 	}
 }
 
+// MachineNamesByHostname names every Machine in the cache whose guest hostname is hostname.
+func (c *Client) MachineNamesByHostname(ctx context.Context, hostname string) ([]string, error) {
+	list := &computev1alpha1.MachineList{}
+	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace), client.MatchingFields{indexMachineHostname: hostname}); err != nil {
+		return nil, fmt.Errorf("list Machines with hostname %q: %w", hostname, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, machine := range list.Items {
+		names = append(names, machine.Name)
+	}
+	return names, nil
+}
+
 // LiveMachine reads the named Machine from the API server, bypassing the cache. It is for
 // decisions that must not rest on a cache that may lag, such as concluding a Machine is gone.
 func (c *Client) LiveMachine(ctx context.Context, name string) (*computev1alpha1.Machine, error) {

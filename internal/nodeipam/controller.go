@@ -46,7 +46,12 @@ const (
 	ReasonAllocated     = "PodCIDRsAllocated"
 	ReasonFailed        = "PodCIDRAllocationFailed"
 	ReasonFromElsewhere = "PodCIDRsFromAnotherAllocator"
+	ReasonMachineShared = "PodCIDRMachineShared"
 )
+
+// ErrMachineShared is wrapped by an allocator that refuses a Node because another Node runs on
+// the same Machine: both would get the same pod CIDRs.
+var ErrMachineShared = errors.New("another Node runs on the same Machine")
 
 // Allocation is the state of a Node's pod CIDRs, as the allocator found or moved it.
 type Allocation struct {
@@ -187,6 +192,10 @@ func New(config Config) (*Controller, error) {
 				c.stopWaiting(node.Name)
 				c.mu.Lock()
 				delete(c.reported, node.Name)
+				// A waiting Node may have waited for this one to leave its Machine.
+				for name := range c.waiting {
+					c.queue.Add(name)
+				}
 				c.mu.Unlock()
 			}
 			c.queue.Add(releaseKey)
@@ -283,6 +292,10 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 		c.stopWaiting(name)
 		c.reportExisting(node, allocation)
 		return false, err
+	}
+	if errors.Is(err, ErrMachineShared) {
+		c.refuse(node, err)
+		return true, nil
 	}
 	if err != nil {
 		c.explain(ctx, node, "", nil, err.Error())
@@ -387,6 +400,26 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 	c.mu.Unlock()
 	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonFailed, "No pod CIDRs yet: %s", message)
 	klog.InfoS("Pod CIDRs cannot be allocated yet", "node", klog.KObj(node), "reason", message)
+}
+
+// refuse records that the Node waits because another Node runs on its Machine, and reports it
+// at once, once per wait: nothing else can explain it.
+func (c *Controller) refuse(node *corev1.Node, err error) {
+	c.mu.Lock()
+	waiting, ok := c.waiting[node.Name]
+	if !ok {
+		waiting = &waitingNode{since: time.Now()}
+		c.waiting[node.Name] = waiting
+		metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
+	}
+	due := !waiting.explained
+	waiting.explained = true
+	c.mu.Unlock()
+	if !due {
+		return
+	}
+	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonMachineShared, "Not allocating pod CIDRs: %v", err)
+	klog.InfoS("Not allocating pod CIDRs: another Node runs on the same Machine", "node", klog.KObj(node), "err", err)
 }
 
 // diagnose asks the allocator what is wrong with the family's parents, at most once per half

@@ -44,8 +44,9 @@ type Config struct {
 	// NotReady tells an error of NetworkInterfaceOfNode that says IronCore has not yet filled
 	// in what tells the NetworkInterface: the Node then waits rather than fails.
 	NotReady func(err error) bool
-	// NodesByMachine maps Machine names to the Nodes on them, from the cache.
-	NodesByMachine func(ctx context.Context) (map[string]*corev1.Node, error)
+	// NodesByMachine maps Machine names to every Node that may run on them, from the cache:
+	// more than one when Nodes claim the same Machine, or a Node's hostname is ambiguous.
+	NodesByMachine func(ctx context.Context) (map[string][]*corev1.Node, error)
 }
 
 // Allocator allocates and releases Nodes' pod CIDRs.
@@ -56,7 +57,7 @@ type Allocator struct {
 	families               []config.PodCIDRFamily
 	networkInterfaceOfNode func(ctx context.Context, node *corev1.Node) (string, error)
 	notReady               func(err error) bool
-	nodesByMachine         func(ctx context.Context) (map[string]*corev1.Node, error)
+	nodesByMachine         func(ctx context.Context) (map[string][]*corev1.Node, error)
 }
 
 // New builds the Allocator; every field of the Config is required.
@@ -95,6 +96,15 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.A
 	}
 	if nodeipam.HasPodCIDRs(node) {
 		return a.keepExisting(ctx, node, nic, result)
+	}
+	// A NetworkInterface's entries are one Node's pod CIDRs: a second Node on the Machine
+	// would be given the same ranges.
+	if other, err := a.otherNodeOnMachine(ctx, node, machineOf(nic)); err != nil || other != "" {
+		if err == nil {
+			err = fmt.Errorf("Node %s runs on the same Machine %s, and NetworkInterface %s holds the pod CIDRs of one Node: %w",
+				other, machineOf(nic), nicName, nodeipam.ErrMachineShared)
+		}
+		return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 	}
 	entries := podCIDREntries(nic, a.cluster)
 	if missing := a.missingFamilies(entries); len(missing) > 0 {
@@ -157,6 +167,36 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.A
 	}
 	result.CIDRs = cidrs
 	return result, nil
+}
+
+// otherNodeOnMachine names a Node other than node that comes first to the Machine's pod CIDRs:
+// one that has pod CIDRs already, or else one created before node. Nodes that only may run on
+// the Machine (their hostname is ambiguous) count too: they may hold its ranges.
+func (a *Allocator) otherNodeOnMachine(ctx context.Context, node *corev1.Node, machine string) (string, error) {
+	if machine == "" {
+		return "", nil
+	}
+	claims, err := a.nodesByMachine(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find the Nodes on Machine %s: %w", machine, err)
+	}
+	for _, other := range claims[machine] {
+		if other.UID == node.UID {
+			continue
+		}
+		if nodeipam.HasPodCIDRs(other) || comesFirst(other, node) {
+			return other.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// comesFirst orders Nodes by creation, then name.
+func comesFirst(a, b *corev1.Node) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // missingFamilies are the configured families without an entry.

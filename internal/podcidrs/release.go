@@ -29,7 +29,7 @@ func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, err
 	if err != nil {
 		return nil, err
 	}
-	nodeOfMachine, err := a.nodesByMachine(ctx)
+	nodesOnMachine, err := a.nodesByMachine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, err
 	for i := range nics {
 		nic := &nics[i]
 		entries := podCIDREntries(nic, a.cluster)
-		if len(entries) == 0 || !a.unused(nic, nodeOfMachine, used) {
+		if len(entries) == 0 || !a.unused(nic, nodesOnMachine, used) {
 			continue
 		}
 		machine := machineOf(nic)
@@ -52,11 +52,11 @@ func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, err
 			remove[entry.index] = describeEntry(entry, cidr)
 		}
 		cidrs, err := a.removeEntries(ctx, nic.Name, remove, func(current *networkingv1alpha1.NetworkInterface) error {
-			nodeOfMachine, err := a.nodesByMachine(ctx)
+			nodesOnMachine, err := a.nodesByMachine(ctx)
 			if err != nil {
 				return err
 			}
-			if machineOf(current) != machine || !a.unused(current, nodeOfMachine, used) {
+			if machineOf(current) != machine || !a.unused(current, nodesOnMachine, used) {
 				return errNoLongerUnused
 			}
 			return nil
@@ -81,12 +81,12 @@ func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, err
 }
 
 // unused tells whether no Node can be using the NetworkInterface's pod CIDRs: its Machine has
-// no Node, or it has no Machine and no Machine lists it.
-func (a *Allocator) unused(nic *networkingv1alpha1.NetworkInterface, nodeOfMachine map[string]*corev1.Node, usedByMachines map[string]bool) bool {
+// no Node, not even one that only may run on it, or it has no Machine and no Machine lists it.
+func (a *Allocator) unused(nic *networkingv1alpha1.NetworkInterface, nodesByMachine map[string][]*corev1.Node, usedByMachines map[string]bool) bool {
 	if nic.Spec.MachineRef == nil {
 		return !usedByMachines[nic.Name]
 	}
-	return nodeOfMachine[nic.Spec.MachineRef.Name] == nil
+	return len(nodesByMachine[nic.Spec.MachineRef.Name]) == 0
 }
 
 func machineOf(nic *networkingv1alpha1.NetworkInterface) string {

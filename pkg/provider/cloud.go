@@ -139,7 +139,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 				return routes.networkInterfaceOfNode(ctx, node, nil)
 			},
 			NotReady:       func(err error) bool { return errors.Is(err, errNotReady) },
-			NodesByMachine: routes.nodesByMachine,
+			NodesByMachine: routes.claimsByMachine,
 		})
 		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func() error { return allocator.Check(checkCtx) }); err != nil {
 			return nil, err

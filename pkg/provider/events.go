@@ -168,6 +168,13 @@ func EventReasons() []EventReason {
 			Action: "Run one allocator: set kube-controller-manager's `--allocate-node-cidrs=false` (see the README's \"Pod CIDRs from IronCore\").",
 		},
 		{
+			Reason: nodeipam.ReasonMachineShared, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,
+			When: "Pod CIDR allocation from IronCore is on, and another Node runs on (or, by an ambiguous hostname, may run on) the same Machine " +
+				"and holds its pod CIDRs or was created first. A NetworkInterface's pod CIDR entries are one Node's, so this Node gets none; " +
+				"the allocation goes on by itself once the other Node is gone. Recorded once per wait.",
+			Action: "Delete the Node that does not run on the Machine, or give the Machines distinct hostnames.",
+		},
+		{
 			Reason: lbtargets.ReasonTargetRestored, Type: corev1.EventTypeNormal, Object: "Node", Controller: lbtargets.Name,
 			When:   "A Node the health rule had found unhealthy is healthy again; its NetworkInterfaces are load balancer targets again.",
 			Action: "Nothing.",

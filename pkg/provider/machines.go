@@ -63,12 +63,29 @@ func (m machines) cached(ctx context.Context, name, hostname string) (*computev1
 
 // nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
 // initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname, from
-// the cache.
+// the cache. A Machine claimed by several Nodes maps to the one claimsByMachine lists first.
 func (m machines) nodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[string]*corev1.Node, error) {
-	byMachine := map[string]*corev1.Node{}
+	claims, err := m.claimsByMachine(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	byMachine := make(map[string]*corev1.Node, len(claims))
+	for machine, claimants := range claims {
+		byMachine[machine] = claimants[0]
+	}
+	return byMachine, nil
+}
+
+// claimsByMachine maps Machine names to every Node that may run on them: Nodes whose provider
+// ID names the Machine first, then uninitialized Nodes found by Machine name or guest hostname.
+// An uninitialized Node whose hostname several Machines share claims each of them, after every
+// other claimant: which one it runs on cannot be told, so none of them may be taken for unused,
+// and none may be taken from a Node known to run on it.
+func (m machines) claimsByMachine(ctx context.Context, nodes []*corev1.Node) (map[string][]*corev1.Node, error) {
+	claims, ambiguous := map[string][]*corev1.Node{}, map[string][]*corev1.Node{}
 	for _, node := range nodes {
 		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == m.ironcore.Namespace() {
-			byMachine[id.Machine] = node
+			claims[id.Machine] = append(claims[id.Machine], node)
 		}
 	}
 	for _, node := range nodes {
@@ -77,16 +94,26 @@ func (m machines) nodesByMachine(ctx context.Context, nodes []*corev1.Node) (map
 		}
 		machine, err := m.cachedForUninitializedNode(ctx, node)
 		switch {
-		case errors.Is(err, ironcore.ErrNotFound) || errors.Is(err, ironcore.ErrAmbiguousHostname):
-			// No route can have been created for it either.
+		case errors.Is(err, ironcore.ErrNotFound):
+			// No route or pod CIDR can have been placed for it either.
 			continue
+		case errors.Is(err, ironcore.ErrAmbiguousHostname):
+			candidates, err := m.ironcore.MachineNamesByHostname(ctx, node.Name)
+			if err != nil {
+				return nil, fmt.Errorf("find the Machines of Node %s: %w", node.Name, err)
+			}
+			for _, name := range candidates {
+				ambiguous[name] = append(ambiguous[name], node)
+			}
 		case err != nil:
 			// Better no listing than a route listed without its Node, which would be deleted.
 			return nil, fmt.Errorf("find the Machine of Node %s: %w", node.Name, err)
-		}
-		if _, taken := byMachine[machine.Name]; !taken {
-			byMachine[machine.Name] = node
+		default:
+			claims[machine.Name] = append(claims[machine.Name], node)
 		}
 	}
-	return byMachine, nil
+	for machine, nodes := range ambiguous {
+		claims[machine] = append(claims[machine], nodes...)
+	}
+	return claims, nil
 }

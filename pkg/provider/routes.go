@@ -257,6 +257,16 @@ func (r *routes) nodesByMachine(ctx context.Context) (map[string]*corev1.Node, e
 	return r.machines.nodesByMachine(ctx, nodes)
 }
 
+// claimsByMachine maps Machine names to every Node that may run on them (see
+// machines.claimsByMachine), from the cache.
+func (r *routes) claimsByMachine(ctx context.Context) (map[string][]*corev1.Node, error) {
+	nodes, err := r.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	return r.machines.claimsByMachine(ctx, nodes)
+}
+
 // routeName names a route by its NetworkInterface and CIDR; DeleteRoute reads the
 // NetworkInterface back from it. Object names cannot contain "/", so the first one ends it.
 func routeName(nicName string, cidr netip.Prefix) string {
