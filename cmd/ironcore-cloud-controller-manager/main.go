@@ -29,6 +29,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
@@ -144,16 +145,24 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	return initializers
 }
 
-// startServiceController starts the upstream service controller as the framework would, but on
-// a Node informer that gives every Node event one key (package nodesync): a burst of Nodes then
-// costs a few syncs of every Service's Node list rather than one per Node.
+// startServiceController starts the upstream service controller as the framework would, but
+//   - on a Node informer that gives every Node event one key (package nodesync): a burst of
+//     Nodes then costs a few syncs of every Service's Node list rather than one per Node;
+//   - on a Service informer of its own that shows it the Services of this CCM's load balancer
+//     class as class-less, which is all it serves, and hides the class-less ones when
+//     --default-load-balancer is false (package lbclass).
 func startServiceController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		client, err := completed.ClientBuilder.Client(initContext.ClientName)
 		if err != nil {
 			return nil, false, err
 		}
-		c, err := servicecontroller.New(cloud, client, completed.SharedInformers.Core().V1().Services(),
+		class := lbclass.Policy{}
+		if ironcoreCloud, ok := cloud.(*provider.Cloud); ok {
+			class = ironcoreCloud.LoadBalancerClass()
+		}
+		services := class.ServiceInformers(client, completed.ComponentConfig.Generic.MinResyncPeriod.Duration)
+		c, err := servicecontroller.New(cloud, client, services.Core().V1().Services(),
 			nodesync.Coalesced(completed.SharedInformers.Core().V1().Nodes()),
 			completed.ComponentConfig.KubeCloudShared.ClusterName, utilfeature.DefaultFeatureGate)
 		if err != nil {
@@ -161,6 +170,7 @@ func startServiceController(initContext app.ControllerInitContext, completed *cl
 			klog.ErrorS(err, "Cannot start the service controller")
 			return nil, false, nil
 		}
+		services.Start(ctx.Done())
 		go c.Run(ctx, int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs), controllerContext.ControllerManagerMetrics)
 		return nil, true, nil
 	}
@@ -220,6 +230,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 			LoadBalancers:   loadBalancers,
 			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Class:           ironcoreCloud.LoadBalancerClass(),
 			Services:        completed.SharedInformers.Core().V1().Services(),
 			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
 			Client:          client,
@@ -252,6 +263,7 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			LoadBalancers:   loadBalancers,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
 			Health:          ironcoreCloud.NodeHealth(),
+			Class:           ironcoreCloud.LoadBalancerClass(),
 			Services:        completed.SharedInformers.Core().V1().Services(),
 			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
 			EndpointSlices:  completed.SharedInformers.Discovery().V1().EndpointSlices(),

@@ -23,6 +23,10 @@ type Options struct {
 	// every NetworkInterface change: at 1,000 Nodes and 300 Services, every Node was a target
 	// after 64 s (p50) with selectors, 18 s with routings the CCM writes (docs/benchmarks).
 	UseNICSelector bool
+	// DefaultLoadBalancer makes class-less Services of type LoadBalancer this CCM's, besides
+	// those of its class (ironcore.dev/load-balancer). False leaves them to another
+	// implementation, such as MetalLB or Cilium's LB-IPAM.
+	DefaultLoadBalancer bool
 	// IronCoreQPS and IronCoreBurst limit requests to the IronCore API.
 	IronCoreQPS   float32
 	IronCoreBurst int
@@ -59,13 +63,14 @@ func NewOptions() *Options {
 	return &Options{
 		// client-go's default of 5 QPS serializes a burst of node or service syncs behind the
 		// rate limiter; IronCore's API server is sized for far more.
-		IronCoreQPS:        50,
-		IronCoreBurst:      100,
-		OrphanCleanup:      OrphanCleanupDelete,
-		OrphanGracePeriod:  10 * time.Minute,
-		NodeHealth:         true,
-		UnreadyGracePeriod: time.Minute,
-		TargetResync:       10 * time.Minute,
+		DefaultLoadBalancer: true,
+		IronCoreQPS:         50,
+		IronCoreBurst:       100,
+		OrphanCleanup:       OrphanCleanupDelete,
+		OrphanGracePeriod:   10 * time.Minute,
+		NodeHealth:          true,
+		UnreadyGracePeriod:  time.Minute,
+		TargetResync:        10 * time.Minute,
 	}
 }
 
@@ -75,6 +80,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Path to the kubeconfig of the IronCore API. The namespace of its current context holds the cluster's IronCore objects and must be set.")
 	fs.BoolVar(&o.UseNICSelector, "use-nic-selector", o.UseNICSelector,
 		"Select load balancer targets with a NetworkInterface label selector and let IronCore maintain the LoadBalancerRouting. If false (the default), the CCM writes the LoadBalancerRouting from the Nodes' NetworkInterfaces, which reaches every Node far sooner at scale.")
+	fs.BoolVar(&o.DefaultLoadBalancer, "default-load-balancer", o.DefaultLoadBalancer,
+		"Serve Services of type LoadBalancer without spec.loadBalancerClass, besides those of class ironcore.dev/load-balancer. "+
+			"If false, class-less Services are left to another implementation (MetalLB, Cilium): no finalizer, no status, no event; "+
+			"one already served keeps its LoadBalancer until it is deleted.")
 	fs.Float32Var(&o.IronCoreQPS, "ironcore-api-qps", o.IronCoreQPS, "Sustained requests per second to the IronCore API.")
 	fs.IntVar(&o.IronCoreBurst, "ironcore-api-burst", o.IronCoreBurst, "Requests to the IronCore API allowed in a burst above --ironcore-api-qps.")
 	fs.StringVar((*string)(&o.OrphanCleanup), "orphan-load-balancer-cleanup", string(o.OrphanCleanup),

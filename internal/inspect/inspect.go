@@ -26,6 +26,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -44,6 +45,8 @@ type inspection struct {
 	services        []corev1.Service
 	endpointSlices  []discoveryv1.EndpointSlice
 	health          targetrules.Health
+	// class says which Services the CCM serves.
+	class lbclass.Policy
 	// nodeOfMachine maps Machine names to the Nodes the CCM finds on them; filled by the
 	// Nodes section, read by the later ones.
 	nodeOfMachine map[string]string
@@ -99,6 +102,7 @@ func Run(ctx context.Context, opts *Options) (*Report, error) {
 		services:        services.Items,
 		endpointSlices:  slices.Items,
 		health:          targetrules.Health{Enabled: opts.NodeHealth, ReadyGrace: opts.UnreadyGracePeriod},
+		class:           lbclass.Policy{ClassOnly: !opts.DefaultLoadBalancer},
 	}
 	return in.run(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -26,14 +27,14 @@ const (
 	TargetsFromRouting  = "routing"
 )
 
-// inspectServices reports every Service the CCM serves (type LoadBalancer, no load balancer
-// class) with its LoadBalancer, and the LoadBalancers in its way.
+// inspectServices reports every Service the CCM serves (type LoadBalancer, of its load balancer
+// class or class-less, see lbclass) with its LoadBalancer, and the LoadBalancers in its way.
 func (in *inspection) inspectServices(ctx context.Context) ([]Service, []Conflict, error) {
 	services := []Service{}
 	conflicts := []Conflict{}
 	for i := range in.services {
 		service := &in.services[i]
-		if !servedByCCM(service) {
+		if !in.class.Serves(service) {
 			continue
 		}
 		report, conflict, err := in.inspectService(ctx, service)
@@ -46,10 +47,6 @@ func (in *inspection) inspectServices(ctx context.Context) ([]Service, []Conflic
 		}
 	}
 	return services, conflicts, nil
-}
-
-func servedByCCM(service *corev1.Service) bool {
-	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil
 }
 
 func (in *inspection) inspectService(ctx context.Context, service *corev1.Service) (Service, *Conflict, error) {
@@ -331,7 +328,7 @@ func (in *inspection) findOrphans(ctx context.Context) ([]Orphan, error) {
 			reason = "the Service was deleted and re-created"
 		case service.Spec.Type != corev1.ServiceTypeLoadBalancer:
 			reason = "the Service is no longer of type LoadBalancer"
-		case service.Spec.LoadBalancerClass != nil:
+		case lbclass.Foreign(service):
 			reason = "the Service has a load balancer class, so another controller serves it"
 		default:
 			continue

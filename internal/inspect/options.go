@@ -42,11 +42,15 @@ type Options struct {
 	// which Nodes are load balancer targets.
 	NodeHealth         bool
 	UnreadyGracePeriod time.Duration
+	// DefaultLoadBalancer is the CCM's flag of the same name: whether class-less Services are
+	// the CCM's.
+	DefaultLoadBalancer bool
 }
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
-	return &Options{ClusterName: defaultClusterNameFlag, Output: OutputTable, Timeout: time.Minute, NodeHealth: true, UnreadyGracePeriod: targetrules.DefaultReadyGrace}
+	return &Options{ClusterName: defaultClusterNameFlag, Output: OutputTable, Timeout: time.Minute, NodeHealth: true, UnreadyGracePeriod: targetrules.DefaultReadyGrace,
+		DefaultLoadBalancer: true}
 }
 
 // AddFlags registers the options on fs. Call SetChanged after parsing.
@@ -60,6 +64,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long the whole inspection may take.")
 	fs.BoolVar(&o.NodeHealth, "load-balancer-node-health", o.NodeHealth, "The CCM's --load-balancer-node-health: whether unhealthy Nodes are kept out of load balancer targets.")
 	fs.DurationVar(&o.UnreadyGracePeriod, "load-balancer-unready-grace-period", o.UnreadyGracePeriod, "The CCM's --load-balancer-unready-grace-period.")
+	fs.BoolVar(&o.DefaultLoadBalancer, "default-load-balancer", o.DefaultLoadBalancer, "The CCM's --default-load-balancer: whether Services without a load balancer class are the CCM's.")
 }
 
 // SetChanged records which flags were given on the command line.

@@ -37,9 +37,9 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // Name is the controller's name in --controllers.
@@ -64,8 +64,10 @@ type Config struct {
 	LoadBalancers cloudprovider.LoadBalancer
 	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
 	ClusterName string
-	Services    coreinformers.ServiceInformer
-	Nodes       coreinformers.NodeInformer
+	// Class says which Services are this CCM's.
+	Class    lbclass.Policy
+	Services coreinformers.ServiceInformer
+	Nodes    coreinformers.NodeInformer
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
 	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
 	// writes.
@@ -118,7 +120,7 @@ func New(config Config) (*Controller, error) {
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && targetrules.WantsLoadBalancer(service) && !equality.Semantic.DeepEqual(old.Status.LoadBalancer, service.Status.LoadBalancer) {
+			if ok1 && ok2 && c.Class.Wants(service) && !equality.Semantic.DeepEqual(old.Status.LoadBalancer, service.Status.LoadBalancer) {
 				c.queue.Add(service.Namespace + "/" + service.Name)
 			}
 		},
@@ -242,7 +244,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	if !targetrules.WantsLoadBalancer(service) {
+	if !c.Class.Wants(service) {
 		c.forget(key)
 		return 0, nil
 	}
@@ -343,7 +345,7 @@ func (c *Controller) recreate(ctx context.Context, service *corev1.Service, node
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
-	case live.UID != service.UID || !targetrules.WantsLoadBalancer(live) || !slices.Contains(live.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer):
+	case live.UID != service.UID || !c.Class.Wants(live) || !slices.Contains(live.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer):
 		klog.V(2).InfoS("Not recreating the LoadBalancer of a Service that is going away", "service", klog.KObj(service))
 		return 0, nil
 	}

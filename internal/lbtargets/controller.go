@@ -36,6 +36,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
@@ -72,7 +73,9 @@ type Config struct {
 	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
 	ClusterName string
 	// Health is the Node health rule the provider applies.
-	Health         targetrules.Health
+	Health targetrules.Health
+	// Class says which Services are this CCM's.
+	Class          lbclass.Policy
 	Services       coreinformers.ServiceInformer
 	Nodes          coreinformers.NodeInformer
 	EndpointSlices discoveryinformers.EndpointSliceInformer
@@ -282,7 +285,7 @@ func (c *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 		return
 	}
 	service, err := c.services.Services(slice.Namespace).Get(name)
-	if err != nil || !targetrules.WantsLoadBalancer(service) || !targetrules.Local(service) {
+	if err != nil || !c.Class.Wants(service) || !targetrules.Local(service) {
 		return
 	}
 	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, c.Coalesce)
@@ -445,7 +448,7 @@ func (c *Controller) queueServices(match func(*corev1.Service) bool) error {
 		return err
 	}
 	for _, service := range services {
-		if targetrules.WantsLoadBalancer(service) && match(service) {
+		if c.Class.Wants(service) && match(service) {
 			c.queue.Add(key{kind: kindService, namespace: service.Namespace, name: service.Name})
 		}
 	}
@@ -488,7 +491,7 @@ func (c *Controller) syncService(ctx context.Context, namespace, name string) er
 	if err != nil {
 		return err
 	}
-	if !targetrules.WantsLoadBalancer(service) {
+	if !c.Class.Wants(service) {
 		return nil
 	}
 	nodes, err := EligibleNodes(c.nodes)

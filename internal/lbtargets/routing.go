@@ -182,7 +182,7 @@ func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, er
 			service = listed
 		}
 	}
-	if service == nil || !targetrules.WantsLoadBalancer(service) {
+	if service == nil || !t.class.Wants(service) {
 		t.forgetRoutingKey(key)
 		return nil, nil, nil
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
@@ -42,6 +43,8 @@ type Targets struct {
 	selecting bool
 	// health is the Node health rule.
 	health targetrules.Health
+	// class says which Services are this CCM's.
+	class lbclass.Policy
 	// recorder records the repairs of drifted labels on the Nodes concerned; may be nil.
 	recorder record.EventRecorder
 	// listers are the CCM's listers, set once informers exist (SetListers), which may be after
@@ -83,7 +86,9 @@ type TargetsConfig struct {
 	// Selecting is --use-nic-selector: LoadBalancers select their targets by the target label.
 	Selecting bool
 	Health    targetrules.Health
-	Recorder  record.EventRecorder
+	// Class says which Services are this CCM's.
+	Class    lbclass.Policy
+	Recorder record.EventRecorder
 	// FindLoadBalancer returns the Service's LoadBalancer from the cache, or nil if it has none.
 	FindLoadBalancer func(context.Context, *corev1.Service) (*networkingv1alpha1.LoadBalancer, error)
 	// OnReport, if set, is told what each routing sync found, for events and metrics.
@@ -99,6 +104,7 @@ func NewTargets(config TargetsConfig) *Targets {
 		network:          config.Network,
 		selecting:        config.Selecting,
 		health:           config.Health,
+		class:            config.Class,
 		recorder:         config.Recorder,
 		findLoadBalancer: config.FindLoadBalancer,
 		onReport:         config.OnReport,

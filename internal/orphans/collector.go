@@ -32,6 +32,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
@@ -221,7 +222,7 @@ func (c *Collector) orphaned(lb *networkingv1alpha1.LoadBalancer, clusterID stri
 		return true, "the Service was deleted and re-created", nil
 	case service.Spec.Type != corev1.ServiceTypeLoadBalancer:
 		return true, "the Service is no longer of type LoadBalancer", nil
-	case service.Spec.LoadBalancerClass != nil:
+	case lbclass.Foreign(service):
 		return true, "the Service has a load balancer class, so another controller serves it", nil
 	}
 	return false, "", nil

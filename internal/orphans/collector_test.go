@@ -19,6 +19,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -117,6 +118,22 @@ func service(t *testing.T, name string, serviceType corev1.ServiceType) *corev1.
 	return svc
 }
 
+// classService creates a Service of type LoadBalancer with the load balancer class.
+func classService(t *testing.T, name, class string) *corev1.Service {
+	t.Helper()
+	svc, err := stack.TargetClientset.CoreV1().Services("default").Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stack.TargetClientset.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return svc
+}
+
 // gone reports whether the LoadBalancer is deleted or being deleted.
 func gone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) bool {
 	t.Helper()
@@ -152,14 +169,18 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 	ctx := context.Background()
 	lbService := service(t, "still-wanted", corev1.ServiceTypeLoadBalancer)
 	demoted := service(t, "demoted", corev1.ServiceTypeClusterIP)
+	ofTheClass := classService(t, "of-the-class", lbclass.Name)
+	ofAnother := classService(t, "of-another-class", "example.org/other")
 	lab := stack.ClusterName
 	wanted := loadBalancer(t, "wanted", ironcore.Owner{Cluster: lab, Namespace: "default", Name: lbService.Name, UID: string(lbService.UID)})
 	ghost := loadBalancer(t, "ghost", ironcore.Owner{Cluster: lab, Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000001"})
 	replaced := loadBalancer(t, "replaced", ironcore.Owner{Cluster: lab, Namespace: "default", Name: lbService.Name, UID: "1f0e4b52-0000-4000-8000-000000000002"})
 	noLongerLB := loadBalancer(t, "no-longer-lb", ironcore.Owner{Cluster: lab, Namespace: "default", Name: demoted.Name, UID: string(demoted.UID)})
+	classWanted := loadBalancer(t, "class-wanted", ironcore.Owner{Cluster: lab, Namespace: "default", Name: ofTheClass.Name, UID: string(ofTheClass.UID)})
+	otherClass := loadBalancer(t, "other-class", ironcore.Owner{Cluster: lab, Namespace: "default", Name: ofAnother.Name, UID: string(ofAnother.UID)})
 	otherCluster := loadBalancerMarked(t, "other-cluster", ironcore.Owner{Cluster: "other", Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000003"}, "", stack.Network)
 
-	names := []string{"wanted", "ghost", "replaced", "no-longer-lb", "other-cluster"}
+	names := []string{"wanted", "ghost", "replaced", "no-longer-lb", "class-wanted", "other-class", "other-cluster"}
 	// A long grace period: seen orphaned, but not yet old enough.
 	patient := collector(t, config.OrphanCleanupDelete, time.Hour, names...)
 	c := collector(t, config.OrphanCleanupDelete, 0, names...)
@@ -167,7 +188,7 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 	deletedBefore := counter(t, "deleted")
 	patient.Sweep(ctx)
 	patient.Sweep(ctx)
-	for _, lb := range []*networkingv1alpha1.LoadBalancer{wanted, ghost, replaced, noLongerLB, otherCluster} {
+	for _, lb := range []*networkingv1alpha1.LoadBalancer{wanted, ghost, replaced, noLongerLB, classWanted, otherClass, otherCluster} {
 		if gone(t, lb) {
 			t.Fatalf("LoadBalancer %s deleted within the grace period", lb.Name)
 		}
@@ -175,18 +196,18 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 	// The first sweep only notes the orphans; the second, past the (zero) grace period, acts.
 	c.Sweep(ctx)
 	c.Sweep(ctx)
-	for _, lb := range []*networkingv1alpha1.LoadBalancer{ghost, replaced, noLongerLB} {
+	for _, lb := range []*networkingv1alpha1.LoadBalancer{ghost, replaced, noLongerLB, otherClass} {
 		if !gone(t, lb) {
 			t.Errorf("orphaned LoadBalancer %s was not deleted", lb.Name)
 		}
 	}
-	for _, lb := range []*networkingv1alpha1.LoadBalancer{wanted, otherCluster} {
+	for _, lb := range []*networkingv1alpha1.LoadBalancer{wanted, classWanted, otherCluster} {
 		if gone(t, lb) {
 			t.Errorf("LoadBalancer %s was deleted, but it is not an orphan of this cluster", lb.Name)
 		}
 	}
-	if deleted := counter(t, "deleted") - deletedBefore; deleted != 3 {
-		t.Errorf("deletions counted: %v, want 3", deleted)
+	if deleted := counter(t, "deleted") - deletedBefore; deleted != 4 {
+		t.Errorf("deletions counted: %v, want 4", deleted)
 	}
 }
 

@@ -219,9 +219,3 @@ func Excluded(node *corev1.Node) bool {
 	excluded, err := strconv.ParseBool(value)
 	return err != nil || excluded
 }
-
-// WantsLoadBalancer is the service controller's rule for the Services it gives the cloud
-// provider: type LoadBalancer, no load balancer class, not being deleted.
-func WantsLoadBalancer(service *corev1.Service) bool {
-	return service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.Spec.LoadBalancerClass == nil && service.DeletionTimestamp == nil
-}

@@ -178,6 +178,8 @@ type ServiceOptions struct {
 	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy
 	// AllocateLoadBalancerNodePorts is spec.allocateLoadBalancerNodePorts; nil means true.
 	AllocateLoadBalancerNodePorts *bool
+	// LoadBalancerClass is spec.loadBalancerClass; empty means none.
+	LoadBalancerClass string
 }
 
 // CreateLoadBalancerService creates a Service of type LoadBalancer in the target cluster.
@@ -199,6 +201,9 @@ func (s *Stack) CreateLoadBalancerService(ctx context.Context, name string, opts
 			ExternalTrafficPolicy:         opts.ExternalTrafficPolicy,
 			AllocateLoadBalancerNodePorts: opts.AllocateLoadBalancerNodePorts,
 		},
+	}
+	if opts.LoadBalancerClass != "" {
+		service.Spec.LoadBalancerClass = &opts.LoadBalancerClass
 	}
 	if opts.DualStack {
 		policy := corev1.IPFamilyPolicyRequireDualStack

@@ -22,6 +22,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
@@ -173,6 +174,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	loadBalancers.targets = lbtargets.NewTargets(lbtargets.TargetsConfig{
 		IronCore: client, Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Selecting: options.UseNICSelector,
 		Health:   targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
+		Class:    lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
 		Recorder: settings.Recorder,
 		FindLoadBalancer: func(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 			return loadBalancers.findOwn(ctx, settings.ClusterNameFlag, service)
@@ -196,6 +198,11 @@ func (c *Cloud) ClusterName() string { return c.config.ClusterName }
 
 // Options are the IronCore flags the provider was built with.
 func (c *Cloud) Options() config.Options { return c.options }
+
+// LoadBalancerClass says which Services are this CCM's (--default-load-balancer).
+func (c *Cloud) LoadBalancerClass() lbclass.Policy {
+	return lbclass.Policy{ClassOnly: !c.options.DefaultLoadBalancer}
+}
 
 // IronCore is the access layer, shared with the CCM's own controllers.
 func (c *Cloud) IronCore() *ironcore.Client { return c.ironcore }

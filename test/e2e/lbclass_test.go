@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// TestALoadBalancerClassOfItsOwn runs the CCM beside another load balancer implementation: a
+// Service of class ironcore.dev/load-balancer is served end to end (address, routing, a port
+// change, deletion without leftovers), a Service of another class is never touched, and a
+// class-less one is served by default and never touched with --default-load-balancer=false.
+// "Never touched" is checked after the CCM acted on a later change of its own Service: no
+// finalizer, no status, no event, no IronCore write under its LoadBalancer's name (the
+// CCM's own IronCore proxy logs every write) and no mention in the CCM's log.
+func TestALoadBalancerClassOfItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		classlessOurs bool
+	}{
+		{name: "default", classlessOurs: true},
+		{name: "class-only", args: []string{"--default-load-balancer=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "ccm-class-" + tc.name
+			proxy, kubeconfig, err := stack.StartIronCoreProxy(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ccm := startCCM(t, name, append(slices.Clone(tc.args), "--ironcore-kubeconfig="+kubeconfig)...)
+			node := "class-" + tc.name
+			worker(t, node)
+
+			classless := createService(t, "classless-"+tc.name, testenv.ServiceOptions{})
+			foreign := createService(t, "foreign-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: "example.org/other"})
+			ours := createService(t, "ours-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
+			waitForIngress(t, ours, anyIngress)
+			waitForRouting(t, provider.LoadBalancerName(ours), nicIPs(t, node))
+			if tc.classlessOurs {
+				waitForIngress(t, classless, anyIngress)
+			}
+
+			// Changes to all three; the CCM acts on its own Service's.
+			for _, service := range []*corev1.Service{classless, foreign} {
+				setAnnotation(t, service, "example.org/touched", "yes")
+			}
+			addPort(t, ours, 8080)
+			waitForLoadBalancerPort(t, provider.LoadBalancerName(ours), 8080)
+
+			untouched := []*corev1.Service{foreign}
+			if !tc.classlessOurs {
+				untouched = append(untouched, classless)
+			}
+			log := readLog(ccm)
+			for _, service := range untouched {
+				requireUntouched(t, service, proxy.Writes(), log)
+			}
+
+			lbName := provider.LoadBalancerName(ours)
+			if err := deleteService(ours); err != nil {
+				t.Fatal(err)
+			}
+			waitForServiceGone(t, ours)
+			waitForNoLeftovers(t, []string{lbName})
+			if tc.classlessOurs {
+				if err := deleteService(classless); err != nil {
+					t.Fatal(err)
+				}
+				waitForServiceGone(t, classless)
+				waitForNoLeftovers(t, []string{provider.LoadBalancerName(classless)})
+			}
+		})
+	}
+}
+
+// requireUntouched fails the test if anything shows that the CCM acted on the Service.
+func requireUntouched(t *testing.T, service *corev1.Service, writes []apiproxy.Write, log string) {
+	t.Helper()
+	ctx := context.Background()
+	live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
+		t.Errorf("Service %s: finalizers %v, ingress %v; want it untouched", service.Name, live.Finalizers, live.Status.LoadBalancer.Ingress)
+	}
+	events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + service.Name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, event := range events.Items {
+		t.Errorf("Service %s has an event: %s %s", service.Name, event.Reason, event.Message)
+	}
+	lbName := provider.LoadBalancerName(service)
+	for _, write := range writes {
+		if write.Name == lbName {
+			t.Errorf("Service %s: the CCM wrote %s %s %s", service.Name, write.Verb, write.Resource, write.Name)
+		}
+	}
+	err = stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, &networkingv1alpha1.LoadBalancer{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("Service %s: IronCore LoadBalancer %s: %v, want none", service.Name, lbName, err)
+	}
+	if strings.Contains(log, service.Name) {
+		t.Errorf("the CCM's log mentions Service %s", service.Name)
+	}
+}
+
+func addPort(t *testing.T, service *corev1.Service, port int32) {
+	t.Helper()
+	ctx := context.Background()
+	live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Ports = append(live.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: corev1.ProtocolTCP, Port: port})
+	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("LoadBalancer %s with port %d", lbName, port), func(ctx context.Context) error {
+		lb := &networkingv1alpha1.LoadBalancer{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
+			return err
+		}
+		for _, p := range lb.Spec.Ports {
+			if p.Port == port {
+				return nil
+			}
+		}
+		return fmt.Errorf("ports %v", lb.Spec.Ports)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
