@@ -229,6 +229,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 			IronCore:        ironcoreCloud.IronCore(),
 			LoadBalancers:   loadBalancers,
 			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
+			ReleaseReplaced: ironcoreCloud.ReleaseReplacedLoadBalancers,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
 			Class:           ironcoreCloud.LoadBalancerClass(),
 			Services:        completed.SharedInformers.Core().V1().Services(),

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
@@ -248,6 +249,10 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 		if internal {
 			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 		}
+		if c.pick(3) == 0 {
+			// The CCM's own class is served as class-less Services are, type switches included.
+			opts.LoadBalancerClass = lbclass.Name
+		}
 		service, err := c.stack.CreateLoadBalancerService(ctx, name, opts)
 		if err != nil {
 			return err
@@ -255,7 +260,11 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 		state := &chaosService{service: service, internal: internal, ports: []int32{80}, wave: wave}
 		c.mu.Lock()
 		c.services[name] = state
-		c.byLoadBalancer[strings.ReplaceAll(string(service.UID), "-", "")] = state
+		// A type switch replaces the LoadBalancer with one named after the new type.
+		lbName := strings.ReplaceAll(string(service.UID), "-", "")
+		for _, name := range []string{lbName, lbName + "-internal", lbName + "-public"} {
+			c.byLoadBalancer[name] = state
+		}
 		c.mu.Unlock()
 		created[i] = name
 		return nil

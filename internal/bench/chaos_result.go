@@ -47,7 +47,9 @@ type ChaosResult struct {
 	// LeftNodesDeleted are the Nodes of deleted Machines the CCM deleted.
 	LeftNodesDeleted int `json:"leftNodesDeleted"`
 	Duplicates       int `json:"duplicates"`
-	Leftovers        int `json:"leftovers"`
+	// AddressesLost counts the samples in which a Service that had an address showed none.
+	AddressesLost int `json:"addressesLost"`
+	Leftovers     int `json:"leftovers"`
 	// TargetDrops are how long each destination of a Node still there was missing from a
 	// routing.
 	TargetDrops []Seconds `json:"targetDropsSeconds"`
@@ -127,7 +129,7 @@ func (r *ChaosResult) Markdown() string {
 		o.Nodes, o.Services, o.Waves, o.Disruptions, o.FaultRate, o.Seed, o.Latency)
 	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
-	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal); every Service of the previous wave edited (ports; one in four "+
+	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal, one in three of class ironcore.dev/load-balancer); every Service of the previous wave edited (ports; one in four "+
 		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
 		"killed or paused %d times right after an IronCore write; one Node made unhealthy and healthy again (NotReady past the grace period, "+
 		"or tainted for deletion by the cluster autoscaler, in turn), one target label removed by hand and one destination removed by hand "+
@@ -184,7 +186,8 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| IronCore writes by a paused leader after the other took over | %d |\n", writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
 	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
-	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers | %d |\n", r.Duplicates)
+	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
+	fmt.Fprintf(&b, "| moments a Service that had an address showed none (type switches included) | %d |\n", r.AddressesLost)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
 	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface | %d |\n", r.PodCIDRsChecked)

@@ -133,10 +133,13 @@ func destinationKey(destination networkingv1alpha1.LoadBalancerDestination) stri
 }
 
 // sample records every second how many Services exist and have an address, how many
-// IronCore LoadBalancers there are and whether any Service has two, and whether faults are on.
+// IronCore LoadBalancers there are and whether any Service has two of one type (a type switch
+// has one of each for a moment), whether a Service that had an address has none, and whether
+// faults are on.
 func (c *chaos) sample(ctx context.Context) {
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
+	addressed := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -152,6 +155,7 @@ func (c *chaos) sample(ctx context.Context) {
 			continue
 		}
 		sample := ChaosSample{AtSeconds: newSeconds(time.Since(c.started)), LoadBalancers: len(lbs.Items)}
+		nowAddressed := map[string]bool{}
 		for _, service := range services.Items {
 			if service.Spec.Type != corev1.ServiceTypeLoadBalancer {
 				continue
@@ -159,17 +163,24 @@ func (c *chaos) sample(ctx context.Context) {
 			sample.Services++
 			if len(service.Status.LoadBalancer.Ingress) > 0 {
 				sample.WithAddress++
+				nowAddressed[string(service.UID)] = true
+			} else if addressed[string(service.UID)] && service.DeletionTimestamp == nil {
+				c.problem("Service %s had an address and shows none", service.Name)
+				c.mu.Lock()
+				c.result.AddressesLost++
+				c.mu.Unlock()
 			}
 		}
+		addressed = nowAddressed
 		perService := map[string]int{}
 		for _, lb := range lbs.Items {
 			if lb.DeletionTimestamp == nil {
-				perService[lb.Annotations[keys.AnnotationServiceUID]]++
+				perService[lb.Annotations[keys.AnnotationServiceUID]+" "+string(lb.Spec.Type)]++
 			}
 		}
-		for uid, n := range perService {
+		for service, n := range perService {
 			if n > 1 {
-				c.problem("Service %s has %d IronCore LoadBalancers at once", uid, n)
+				c.problem("Service %s has %d IronCore LoadBalancers of one type at once", service, n)
 				c.mu.Lock()
 				c.result.Duplicates++
 				c.mu.Unlock()

@@ -72,6 +72,9 @@ type Config struct {
 	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
 	// writes.
 	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error)
+	// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
+	// Service shows the new one's addresses; nil does nothing.
+	ReleaseReplaced func(ctx context.Context, clusterName string, service *corev1.Service) error
 	// PendingWarning is how long a Service waits for its addresses before a Warning event says
 	// so; zero means AddressPendingWarning.
 	PendingWarning time.Duration
@@ -279,7 +282,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 // the Service's status: the service controller does not come back for them (the provider
 // returns what is allocated so far rather than a retry, which it would report as a Warning).
 // Until IronCore has allocated them, the next address change brings the Service back, and
-// after PendingWarning a Warning event says that it is waiting. It never creates a
+// after PendingWarning a Warning event says that it is waiting. Once the Service shows them,
+// the LoadBalancers a type switch replaced are deleted (ReleaseReplaced). It never creates a
 // LoadBalancer: the Service may be going away.
 func (c *Controller) reportAddresses(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
 	status, pending, err := c.AllocatedStatus(ctx, c.ClusterName, service)
@@ -299,7 +303,14 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	if status == nil {
 		return 0, nil
 	}
-	return 0, c.writeStatus(ctx, service, status)
+	if !equality.Semantic.DeepEqual(service.Status.LoadBalancer, *status) {
+		// The write brings the Service back, showing them.
+		return 0, c.writeStatus(ctx, service, status)
+	}
+	if c.ReleaseReplaced == nil {
+		return 0, nil
+	}
+	return 0, c.ReleaseReplaced(ctx, c.ClusterName, service)
 }
 
 // trafficRecheck is how soon a Service whose addresses wait for their routing's first

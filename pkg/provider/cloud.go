@@ -298,6 +298,12 @@ func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName str
 	return c.loadBalancers.AllocatedStatus(ctx, clusterName, service)
 }
 
+// ReleaseReplacedLoadBalancers deletes the LoadBalancers a type switch of the Service replaced,
+// once the Service shows the addresses of the new one.
+func (c *Cloud) ReleaseReplacedLoadBalancers(ctx context.Context, clusterName string, service *corev1.Service) error {
+	return c.loadBalancers.ReleaseReplaced(ctx, clusterName, service)
+}
+
 // SetInformers gives the provider the CCM's shared informers; routes read Nodes from them.
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {

@@ -82,8 +82,9 @@ func EventReasons() []EventReason {
 			"Restore `networkName`, or, if the move is intended, re-create the Service: it gets a new LoadBalancer, with new addresses, on the new Network."),
 		{
 			Reason: ReasonTypeChanged, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
-			When: "The Service switched between Public and Internal. Its LoadBalancer is deleted, without waiting, and a new one is created " +
-				"once the old one is gone; the Service gets new addresses.",
+			When: "The Service switched between Public and Internal. A LoadBalancer of the new type is created beside the old one, which " +
+				"keeps serving the Service's addresses until the new one has its own and its routing a destination; then the Service's status " +
+				"switches to the new addresses in one update, and the old LoadBalancer is deleted.",
 			Action: "Nothing, if the switch is intended; clients must use the new addresses.",
 		},
 		warning(ReasonSourceRangesOnNodes,

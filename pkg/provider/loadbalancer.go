@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,9 +120,19 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return nil, l.report(service, err)
 	}
+	replaced, err := l.replacedBy(ctx, clusterName, service, existing, desired.Spec.Type)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil && existing.Spec.Type != desired.Spec.Type && existing.DeletionTimestamp == nil {
+		// A type switch begins: a LoadBalancer of the new type is made beside this one.
+		if existing, err = l.successor(ctx, clusterName, service, existing, desired); err != nil {
+			return nil, err
+		}
+	}
 	var kept []lbspec.Problem
 	if existing != nil {
-		if ready, err := l.prepareUpdate(ctx, service, existing, desired); !ready || err != nil {
+		if ready, err := l.prepareUpdate(service, existing, desired); !ready || err != nil {
 			return nil, err
 		}
 		desired.Name = existing.Name
@@ -162,6 +173,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if waitingForTargets {
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
+	if len(replaced) > 0 {
+		return l.completeSwitch(ctx, service, lb, desired, replaced, nodes)
+	}
 	if !lbspec.Allocated(lb, desired) {
 		ready, err := l.waitForAddresses(ctx, service, lb, desired)
 		if err != nil {
@@ -200,6 +214,12 @@ func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Serv
 	if len(service.Status.LoadBalancer.Ingress) > 0 {
 		return true, nil
 	}
+	return l.routesSomewhere(ctx, service, lb, nodes)
+}
+
+// routesSomewhere tells whether lb's routing holds a destination, or the target rules choose
+// none, whatever addresses the Service shows.
+func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ownedBy(routing, lb) && ironcore.RoutingDestinationCount(routing) > 0:
@@ -353,10 +373,9 @@ func (l *loadBalancers) targetsLabelled(ctx context.Context, existing *networkin
 	return true, nil
 }
 
-// prepareUpdate checks that an existing LoadBalancer can be updated to the desired one. A type
-// switch replaces it: the old one is deleted here and the new one created on a later call,
-// once the old one is gone. ready is false while that takes.
-func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (bool, error) {
+// prepareUpdate checks that an existing LoadBalancer can be updated to the desired one; ready is
+// false while it cannot be yet. (A type switch makes another: see successor.)
+func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (bool, error) {
 	if existing.DeletionTimestamp != nil {
 		return false, l.retry(service, "the previous IronCore LoadBalancer %s is still being deleted", existing.Name)
 	}
@@ -365,15 +384,128 @@ func (l *loadBalancers) prepareUpdate(ctx context.Context, service *corev1.Servi
 			"IronCore LoadBalancer %s is on Network %s, not %s as the cloud-config says; a LoadBalancer cannot move, so it is left as it is",
 			existing.Name, existing.Spec.NetworkRef.Name, desired.Spec.NetworkRef.Name)})
 	}
-	if existing.Spec.Type == desired.Spec.Type {
-		return true, nil
+	return true, nil
+}
+
+// replacedBy returns the Service's LoadBalancers, other than current, that are not of lbType
+// and not being deleted: those a type switch replaces.
+func (l *loadBalancers) replacedBy(ctx context.Context, clusterName string, service *corev1.Service, current *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) ([]*networkingv1alpha1.LoadBalancer, error) {
+	owned, err := l.ownedOfService(ctx, l.owners(clusterName), service)
+	if err != nil {
+		return nil, err
 	}
-	l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonTypeChanged,
-		"Replacing %s IronCore LoadBalancer %s with an %s one; the Service gets new addresses", existing.Spec.Type, existing.Name, desired.Spec.Type)
-	if err := l.delete(ctx, existing); err != nil {
-		return false, err
+	if current != nil && !slices.ContainsFunc(owned, func(lb *networkingv1alpha1.LoadBalancer) bool { return lb.UID == current.UID }) {
+		owned = append(owned, current) // found by name
 	}
-	return false, l.retry(service, "replacing IronCore LoadBalancer %s of type %s with type %s", existing.Name, existing.Spec.Type, desired.Spec.Type)
+	var replaced []*networkingv1alpha1.LoadBalancer
+	for _, lb := range owned {
+		if lb.Spec.Type != lbType && lb.DeletionTimestamp == nil {
+			replaced = append(replaced, lb)
+		}
+	}
+	return replaced, nil
+}
+
+// successor begins a type switch of the Service, whose LoadBalancer existing is of another type
+// than desired: desired gets the name of the LoadBalancer that replaces it (successorName),
+// and successor returns that LoadBalancer if it exists already, or nil for it to be created.
+// existing keeps serving, and the Service keeps its addresses, until completeSwitch hands over.
+func (l *loadBalancers) successor(ctx context.Context, clusterName string, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	desired.Name = successorName(service, existing, desired.Spec.Type)
+	lb, err := l.ironcore.LoadBalancer(ctx, desired.Name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonTypeChanged,
+			"Replacing %s IronCore LoadBalancer %s with an %s one, %s; the Service keeps its addresses until the new one has its own and a target",
+			existing.Spec.Type, existing.Name, desired.Spec.Type, desired.Name)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	lb, err = l.ownedOrConflict(lb, l.owners(clusterName), service)
+	if err != nil {
+		return nil, l.report(service, err)
+	}
+	return lb, nil
+}
+
+// completeSwitch returns the status of a Service whose type switches from the replaced
+// LoadBalancers to lb: the addresses the Service shows, which lead to a replaced one, until lb
+// has its addresses and its routing a destination (or no target is expected); then lb's, in
+// one status update. The replaced LoadBalancers are deleted once the Service shows lb's
+// addresses: by this sync if it already does, otherwise by the repair controller once the
+// status is written (ReleaseReplaced).
+func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	ready := lbspec.Allocated(lb, desired)
+	if ready {
+		routes, err := l.routesSomewhere(ctx, service, lb, nodes)
+		if err != nil {
+			return nil, err
+		}
+		ready = routes
+	}
+	if !ready {
+		if l.addressesReported.Load() {
+			// The repair controller hands over when lb's addresses or routing arrive.
+			return service.Status.LoadBalancer.DeepCopy(), nil
+		}
+		return nil, l.retry(service, "replacing IronCore LoadBalancer %s with %s of type %s, which has no addresses or no target yet", replaced[0].Name, lb.Name, lb.Spec.Type)
+	}
+	status := lbspec.Status(lb)
+	if shows(service, status) {
+		return status, l.deleteReplaced(ctx, service, replaced)
+	}
+	return status, nil
+}
+
+// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
+// Service shows the addresses of the LoadBalancer of its type (see completeSwitch); a sync
+// that finds none to delete does nothing.
+func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string, service *corev1.Service) error {
+	desired, err := lbspec.Desired(service, l.settings)
+	if err != nil {
+		return nil //nolint:nilerr // the Service's syncs report its errors
+	}
+	lb, err := l.find(ctx, clusterName, service, false)
+	var conflict *lbspec.Problem
+	switch {
+	case errors.As(err, &conflict):
+		return nil
+	case err != nil:
+		return err
+	case lb == nil || lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type || !lbspec.Allocated(lb, desired) || !shows(service, lbspec.Status(lb)):
+		return nil
+	}
+	replaced, err := l.replacedBy(ctx, clusterName, service, lb, desired.Spec.Type)
+	if err != nil {
+		return err
+	}
+	return l.deleteReplaced(ctx, service, replaced)
+}
+
+func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Service, replaced []*networkingv1alpha1.LoadBalancer) error {
+	var errs []error
+	for _, lb := range replaced {
+		if err := l.delete(ctx, lb); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		klog.InfoS("Deleted the IronCore LoadBalancer a type switch replaced", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
+	}
+	return errors.Join(errs...)
+}
+
+// shows tells whether the Service's status shows exactly the addresses in status.
+func shows(service *corev1.Service, status *corev1.LoadBalancerStatus) bool {
+	if len(status.Ingress) == 0 || len(service.Status.LoadBalancer.Ingress) != len(status.Ingress) {
+		return false
+	}
+	for i, ingress := range status.Ingress {
+		if service.Status.LoadBalancer.Ingress[i].IP != ingress.IP {
+			return false
+		}
+	}
+	return true
 }
 
 // UpdateLoadBalancer records the Nodes as the Service's targets and queues their writes (the
@@ -408,7 +540,14 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 	case !lbspec.Allocated(lb, desired):
 		return nil, lbspec.PendingAddresses, nil
 	}
-	if leads, err := l.leadsSomewhere(ctx, service, lb, nil); err != nil || !leads {
+	leads := l.leadsSomewhere
+	if replaced, err := l.replacedBy(ctx, clusterName, service, lb, desired.Spec.Type); err != nil {
+		return nil, lbspec.NotPending, err
+	} else if len(replaced) > 0 {
+		// A type switch: the addresses the Service shows are the replaced LoadBalancer's.
+		leads = l.routesSomewhere
+	}
+	if leads, err := leads(ctx, service, lb, nil); err != nil || !leads {
 		return nil, lbspec.PendingTraffic, err
 	}
 	if took, ok := l.retries.forget(service.UID); ok {
@@ -431,10 +570,22 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 		return nil
 	case err != nil:
 		return err
-	case lb == nil || lb.DeletionTimestamp != nil:
+	case lb == nil:
 		return nil
 	}
-	return l.delete(ctx, lb)
+	// During a type switch the Service has two.
+	replaced, err := l.replacedBy(ctx, clusterName, service, lb, lb.Spec.Type)
+	if err != nil {
+		return err
+	}
+	if lb.DeletionTimestamp == nil {
+		replaced = append(replaced, lb)
+	}
+	var errs []error
+	for _, lb := range replaced {
+		errs = append(errs, l.delete(ctx, lb))
+	}
+	return errors.Join(errs...)
 }
 
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.

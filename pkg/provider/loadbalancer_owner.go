@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +25,8 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 }
 
 // find returns the Service's LoadBalancer, or nil if it has none. It looks for LoadBalancers
-// recording the Service's UID, then at the names this and the reference CCM give them, in the
+// recording the Service's UID (of two, during a type switch, the one of the type the Service
+// asks for: see current), then at the names this and the reference CCM give them, in the
 // cache and, with confirmMiss, if the cache knows none, at the API server, so that a
 // LoadBalancer created a moment ago is not mistaken for a missing one (which would let a
 // Service go without deleting it). A LoadBalancer under one of those names that belongs to
@@ -32,15 +34,13 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 func (l *loadBalancers) find(ctx context.Context, clusterName string, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
 	// The cluster's names: the configured one, the --cluster-name the service controller passes
 	// (which the reference CCM recorded), and the earlier names of clusterNameAliases.
-	owners := append([]string{l.settings.Cluster, clusterName}, l.settings.Aliases...)
-	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
+	owners := l.owners(clusterName)
+	owned, err := l.ownedOfService(ctx, owners, service)
 	if err != nil {
 		return nil, err
 	}
-	for i := range candidates {
-		if l.owns(&candidates[i], owners, service) {
-			return &candidates[i], nil
-		}
+	if len(owned) > 0 {
+		return current(service, owned), nil
 	}
 	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
 	// cluster's names, each once.
@@ -76,6 +76,64 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, service *c
 		return nil, err
 	}
 	return l.ownedOrConflict(lb, owners, service)
+}
+
+// owners are the cluster's names: the configured one, the --cluster-name the service
+// controller passes (which the reference CCM recorded), and the earlier names of
+// clusterNameAliases.
+func (l *loadBalancers) owners(clusterName string) []string {
+	return append([]string{l.settings.Cluster, clusterName}, l.settings.Aliases...)
+}
+
+// ownedOfService returns the LoadBalancers in the cache that record the Service's UID and this
+// cluster: one, or two while its type switches.
+func (l *loadBalancers) ownedOfService(ctx context.Context, owners []string, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
+	candidates, err := l.ironcore.LoadBalancersOfService(ctx, service.UID)
+	if err != nil {
+		return nil, err
+	}
+	var owned []*networkingv1alpha1.LoadBalancer
+	for i := range candidates {
+		if l.owns(&candidates[i], owners, service) {
+			owned = append(owned, &candidates[i])
+		}
+	}
+	return owned, nil
+}
+
+// current picks the Service's LoadBalancer among those it owns: the one of the type it asks
+// for, not being deleted; else one not being deleted; else the first.
+func current(service *corev1.Service, owned []*networkingv1alpha1.LoadBalancer) *networkingv1alpha1.LoadBalancer {
+	want := networkingv1alpha1.LoadBalancerTypePublic
+	if internal, err := lbspec.Internal(service); err == nil && internal {
+		want = networkingv1alpha1.LoadBalancerTypeInternal
+	}
+	var live *networkingv1alpha1.LoadBalancer
+	for _, lb := range owned {
+		if lb.DeletionTimestamp != nil {
+			continue
+		}
+		if lb.Spec.Type == want {
+			return lb
+		}
+		if live == nil {
+			live = lb
+		}
+	}
+	if live != nil {
+		return live
+	}
+	return owned[0]
+}
+
+// successorName names the LoadBalancer that replaces existing when the Service's type switches:
+// the Service's name (see lbspec.Name) if existing has another, else that name with the type.
+func successorName(service *corev1.Service, existing *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) string {
+	name := lbspec.Name(service)
+	if existing.Name != name {
+		return name
+	}
+	return name + "-" + strings.ToLower(string(lbType))
 }
 
 // findOwn is find from the cache, for the target reconcilers: a LoadBalancer of someone else

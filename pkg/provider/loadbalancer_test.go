@@ -15,6 +15,8 @@ import (
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -212,23 +214,76 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 	}
 }
 
-func TestTypeSwitchReplacesTheLoadBalancerWithoutLeaks(t *testing.T) {
+// TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress switches a Service from Internal to
+// Public and back, calling EnsureLoadBalancer as the service controller does and writing what
+// it returns into the Service. While the new LoadBalancer has no addresses or no destination,
+// the Service keeps the old one's addresses (never none, never a mix), and the old LoadBalancer
+// stays; then the status switches at once, and the old LoadBalancer goes once the Service shows
+// the new addresses. Deleting the Service in the middle of a switch deletes both.
+func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	ctx := context.Background()
 	lbs := loadBalancerOf(t, cloud)
 	nodes := workerNodes(t, "lb-switch-1")
 	service := createService(t, "switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
 	name := provider.LoadBalancerName(service)
-	internalIPs := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
 	internalLB := ironcoreLoadBalancer(t, name)
-	prefixKey := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0)}
 
-	// Internal to Public: no call waits, the old LoadBalancer and its prefix go.
-	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
-	publicIPs := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
-	publicLB := ironcoreLoadBalancer(t, name)
-	if publicLB.UID == internalLB.UID || publicLB.Spec.Type != networkingv1alpha1.LoadBalancerTypePublic || slices.Equal(publicIPs, internalIPs) {
-		t.Fatalf("after the switch: LoadBalancer %s of type %s with %v, want a new Public one", publicLB.UID, publicLB.Spec.Type, publicIPs)
+	// switchTo switches the Service and returns the new LoadBalancer once the Service shows its
+	// addresses and the old one is gone.
+	switchTo := func(internal string, old *networkingv1alpha1.LoadBalancer, successor string) *networkingv1alpha1.LoadBalancer {
+		t.Helper()
+		before := service.Status.LoadBalancer.DeepCopy()
+		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
+		keptOld := 0
+		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(ctx context.Context) error {
+			status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+			var retry *api.RetryError
+			switch {
+			case errors.As(err, &retry):
+			case err != nil:
+				t.Fatalf("EnsureLoadBalancer: %v", err)
+			case len(status.Ingress) == 0:
+				t.Fatalf("EnsureLoadBalancer returned no addresses during the switch")
+			default:
+				service.Status.LoadBalancer = *status
+			}
+			if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *before) {
+				keptOld++
+				// Until the status switches, the old LoadBalancer serves.
+				if lb := ironcoreLoadBalancer(t, old.Name); lb.UID != old.UID || lb.DeletionTimestamp != nil {
+					t.Fatalf("the old LoadBalancer %s is being deleted while the Service still shows its addresses", old.Name)
+				}
+				return errors.New("the Service shows the old addresses")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keptOld == 0 {
+			t.Fatal("the first sync after the switch already returned the new addresses")
+		}
+		next := ironcoreLoadBalancer(t, successor)
+		if next.UID == old.UID || ingressIPs(&service.Status.LoadBalancer) == nil || !slices.Equal(ingressIPs(&service.Status.LoadBalancer), ipStringsOf(next)) {
+			t.Fatalf("the Service shows %v; LoadBalancer %s has %v", ingressIPs(&service.Status.LoadBalancer), next.Name, ipStringsOf(next))
+		}
+		if lb := ironcoreLoadBalancer(t, old.Name); lb.UID != old.UID || lb.DeletionTimestamp != nil {
+			t.Fatalf("the old LoadBalancer %s was deleted before the Service showed the new addresses", old.Name)
+		}
+		// The service controller's next sync, or the repair controller, sees the new addresses
+		// shown: the old LoadBalancer goes.
+		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+			t.Fatal(err)
+		}
+		waitForLoadBalancerGone(t, old)
+		return next
 	}
+	publicLB := switchTo("false", internalLB, name+"-public")
+	if publicLB.Spec.Type != networkingv1alpha1.LoadBalancerTypePublic {
+		t.Fatalf("LoadBalancer %s is %s, want Public", publicLB.Name, publicLB.Spec.Type)
+	}
+	prefixKey := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0)}
 	err := testenv.WaitFor(ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
 		err := stack.IronCore.Client.Get(ctx, prefixKey, &ipamv1alpha1.Prefix{})
 		if client.IgnoreNotFound(err) != nil || err == nil {
@@ -239,12 +294,64 @@ func TestTypeSwitchReplacesTheLoadBalancerWithoutLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And back to Internal, under the Service's own name again.
+	switchTo("true", publicLB, name)
 
-	// And back to Internal.
-	service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
-	ensureUntilReady(t, lbs, service, nodes)
-	if lb := ironcoreLoadBalancer(t, name); lb.UID == publicLB.UID || lb.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
-		t.Fatalf("after switching back: LoadBalancer %s of type %s, want a new Internal one", lb.UID, lb.Spec.Type)
+	// A switch cut short by the Service's deletion leaves nothing.
+	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
+	var both []*networkingv1alpha1.LoadBalancer
+	err = testenv.WaitFor(ctx, waitTimeout, "a new Public LoadBalancer beside the Internal one, in the provider's cache", func(ctx context.Context) error {
+		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err == nil {
+			t.Fatal("the switch completed in one sync")
+		}
+		both = nil
+		for _, lbName := range []string{name, name + "-public"} {
+			lb, err := cloud.IronCore().LoadBalancer(ctx, lbName)
+			if err != nil {
+				return err
+			}
+			if lb.DeletionTimestamp != nil {
+				return fmt.Errorf("LoadBalancer %s is being deleted", lbName)
+			}
+			both = append(both, lb)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range both {
+		waitForLoadBalancerGone(t, lb)
+	}
+}
+
+func ipStringsOf(lb *networkingv1alpha1.LoadBalancer) []string {
+	var ips []string
+	for _, ip := range lb.Status.IPs {
+		ips = append(ips, ip.String())
+	}
+	return ips
+}
+
+// waitForLoadBalancerGone waits until the LoadBalancer is deleted or being deleted.
+func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+lb.Name+" to go", func(ctx context.Context) error {
+		current := &networkingv1alpha1.LoadBalancer{}
+		err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && (current.UID != lb.UID || current.DeletionTimestamp != nil)):
+			return nil
+		case err != nil:
+			return err
+		}
+		return errors.New("still there")
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -140,7 +140,9 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
 
-	// Public to Internal: a new LoadBalancer with an internal address.
+	// Public to Internal: a new LoadBalancer with an internal address, and the Service never
+	// without an address on the way: a watch sees every status the Service goes through.
+	statuses := watchIngress(t, service)
 	setAnnotation(t, service, keys.AnnotationInternalLoadBalancer, "true")
 	internal := waitForIngress(t, service, func(ips []string) error {
 		if len(ips) != 1 || !netip.MustParsePrefix("10.1.0.0/16").Contains(netip.MustParseAddr(ips[0])) {
@@ -149,7 +151,14 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		return nil
 	})
 	t.Logf("switched to Internal: %v -> %v", public, internal)
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+	internalName := name + "-internal"
+	waitForRouting(t, internalName, nicIPs(t, "lb-1", "lb-3"))
+	waitForNoLeftovers(t, []string{name})
+	for _, ips := range statuses() {
+		if len(ips) != 1 || (ips[0] != public[0] && ips[0] != internal[0]) {
+			t.Errorf("during the switch the Service showed %v, want %v, then %v", ips, public, internal)
+		}
+	}
 	// The CCM deleted the Public LoadBalancer itself: that is no deletion out of band.
 	if events := serviceEvents(t, service.Namespace, service.Name, lbrepair.ReasonRecreated); len(events) > 0 {
 		t.Errorf("the type switch was taken for a deletion out of band: %v", events)
@@ -159,7 +168,43 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForServiceGone(t, service)
-	waitForNoLeftovers(t, []string{name})
+	waitForNoLeftovers(t, []string{name, internalName})
+}
+
+// watchIngress watches the Service from now on, and returns a function that returns the
+// addresses of each status it went through.
+func watchIngress(t *testing.T, service *corev1.Service) func() [][]string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	watcher, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + service.Name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen [][]string
+	go func() {
+		for event := range watcher.ResultChan() {
+			current, ok := event.Object.(*corev1.Service)
+			if !ok {
+				continue
+			}
+			var ips []string
+			for _, ingress := range current.Status.LoadBalancer.Ingress {
+				ips = append(ips, ingress.IP)
+			}
+			mu.Lock()
+			seen = append(seen, ips)
+			mu.Unlock()
+		}
+	}()
+	return func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
 
 func setAnnotation(t *testing.T, service *corev1.Service, key, value string) {
