@@ -71,12 +71,41 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 				requireUntouched(t, service, proxy.Writes(), log)
 			}
 
+			// The class cannot change while the Service is a LoadBalancer. One that stops being
+			// one loses its class and its LoadBalancer; made one again of another class, it is
+			// someone else's.
 			lbName := provider.LoadBalancerName(ours)
+			setType(t, ours, corev1.ServiceTypeClusterIP, nil)
+			waitForNoLeftovers(t, []string{lbName})
+			waitForService(t, ours, "no load balancer cleanup finalizer", func(service *corev1.Service) error {
+				if servicehelpers.HasLBFinalizer(service) || service.Spec.LoadBalancerClass != nil {
+					return fmt.Errorf("finalizers %v, class %v", service.Finalizers, service.Spec.LoadBalancerClass)
+				}
+				return nil
+			})
+			other := "example.org/other"
+			proxy.Reset()
+			setType(t, ours, corev1.ServiceTypeLoadBalancer, &other)
+			addPort(t, classless, 9090)
+			if tc.classlessOurs {
+				waitForLoadBalancerPort(t, provider.LoadBalancerName(classless), 9090)
+			} else {
+				setAnnotation(t, foreign, "example.org/touched", "again")
+				retouched := createService(t, "ours-again-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
+				waitForIngress(t, retouched, anyIngress)
+			}
+			if live := liveService(t, ours); servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
+				t.Errorf("Service %s of another class: finalizers %v, ingress %v", live.Name, live.Finalizers, live.Status.LoadBalancer.Ingress)
+			}
+			for _, write := range proxy.Writes() {
+				if write.Name == lbName {
+					t.Errorf("the CCM wrote %s %s %s after the Service took another class", write.Verb, write.Resource, write.Name)
+				}
+			}
 			if err := deleteService(ours); err != nil {
 				t.Fatal(err)
 			}
 			waitForServiceGone(t, ours)
-			waitForNoLeftovers(t, []string{lbName})
 			if tc.classlessOurs {
 				if err := deleteService(classless); err != nil {
 					t.Fatal(err)
@@ -149,6 +178,36 @@ func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 			}
 		}
 		return fmt.Errorf("ports %v", lb.Spec.Ports)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceType, class *string) {
+	t.Helper()
+	ctx := context.Background()
+	live := liveService(t, service)
+	live.Spec.Type, live.Spec.LoadBalancerClass = serviceType, class
+	if serviceType != corev1.ServiceTypeLoadBalancer {
+		live.Spec.ExternalTrafficPolicy, live.Spec.AllocateLoadBalancerNodePorts = "", nil
+		for i := range live.Spec.Ports {
+			live.Spec.Ports[i].NodePort = 0
+		}
+	}
+	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitForService(t *testing.T, service *corev1.Service, what string, check func(*corev1.Service) error) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" with "+what, func(ctx context.Context) error {
+		live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return check(live)
 	})
 	if err != nil {
 		t.Fatal(err)
