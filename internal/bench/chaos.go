@@ -175,7 +175,7 @@ func (c *chaos) run(ctx context.Context) error {
 		return err
 	}
 	if err := waitForInitializedNodes(ctx, c.stack, c.opts.Nodes); err != nil {
-		return err
+		return fmt.Errorf("%w\n%s", err, c.describeReplicas())
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
@@ -947,6 +947,32 @@ func (r *chaosReplica) start() error {
 	}
 	r.current, r.planning = process, false
 	return nil
+}
+
+// describeReplicas says, for a failure, whether each replica runs and how its log ends.
+func (c *chaos) describeReplicas() string {
+	var b strings.Builder
+	for _, r := range c.replicas {
+		process := r.process()
+		state := "running"
+		select {
+		case <-process.Exited():
+			state = fmt.Sprintf("exited (%v)", process.Err())
+		default:
+		}
+		fmt.Fprintf(&b, "%s is %s; its log ends:\n%s\n", process.Name, state, logTail(process.LogPath, 20))
+	}
+	return b.String()
+}
+
+// logTail returns the last lines of the file at path.
+func logTail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
 func (r *chaosReplica) process() *testenv.Process {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -93,17 +94,44 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 		// IronCore writes the routing of a LoadBalancer that selects.
 		return nil
 	}
-	lb, err := t.findLoadBalancer(ctx, service)
-	if err != nil || lb == nil || lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil {
-		// Without a LoadBalancer there is nothing to route to (its creation queues this key
-		// again); one that still selects is IronCore's to route (a Service turning Local,
-		// before the selector is removed).
+	// Two during a type switch: the one the Service's addresses lead to keeps its routing up
+	// to date until the other takes over.
+	lbs, err := t.findLoadBalancers(ctx, service)
+	if err != nil {
 		return err
+	}
+	lbs = slices.DeleteFunc(lbs, func(lb *networkingv1alpha1.LoadBalancer) bool {
+		// One being deleted needs no routing; one that still selects is IronCore's to route
+		// (a Service turning Local, before the selector is removed).
+		return lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil
+	})
+	if len(lbs) == 0 {
+		// Nothing to route to: a LoadBalancer's creation queues this key again.
+		return nil
 	}
 	destinations, report, err := t.Destinations(ctx, service, nodes)
 	if err != nil {
 		return err
 	}
+	for _, lb := range lbs {
+		if err := t.applyRouting(ctx, service, lb, destinations); err != nil {
+			return err
+		}
+	}
+	t.routing.mu.Lock()
+	if t.routing.reports == nil {
+		t.routing.reports = map[string]Report{}
+	}
+	t.routing.reports[key] = report
+	t.routing.mu.Unlock()
+	if t.onReport != nil {
+		t.onReport(service, report)
+	}
+	return report.Skipped.Err()
+}
+
+// applyRouting writes lb's routing with the destinations, unless it holds them already.
+func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination) error {
 	network, err := t.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
 	if err != nil {
 		return err
@@ -145,16 +173,7 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 		klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
 	}
-	t.routing.mu.Lock()
-	if t.routing.reports == nil {
-		t.routing.reports = map[string]Report{}
-	}
-	t.routing.reports[key] = report
-	t.routing.mu.Unlock()
-	if t.onReport != nil {
-		t.onReport(service, report)
-	}
-	return report.Skipped.Err()
+	return nil
 }
 
 // routingInputs returns the Service of a routing key, the newer of the lister's and the latest

@@ -53,8 +53,8 @@ type Targets struct {
 	// are eligible; Local Services go only to Nodes with a serving endpoint, from the
 	// EndpointSlice lister.
 	listers atomic.Pointer[listers]
-	// findLoadBalancer returns the Service's LoadBalancer from the cache, or nil.
-	findLoadBalancer func(context.Context, *corev1.Service) (*networkingv1alpha1.LoadBalancer, error)
+	// findLoadBalancers returns the Service's LoadBalancers from the cache.
+	findLoadBalancers func(context.Context, *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error)
 	// onReport, if set, is told what each routing sync found.
 	onReport func(*corev1.Service, Report)
 
@@ -89,8 +89,9 @@ type TargetsConfig struct {
 	// Class says which Services are this CCM's.
 	Class    lbclass.Policy
 	Recorder record.EventRecorder
-	// FindLoadBalancer returns the Service's LoadBalancer from the cache, or nil if it has none.
-	FindLoadBalancer func(context.Context, *corev1.Service) (*networkingv1alpha1.LoadBalancer, error)
+	// FindLoadBalancers returns the Service's LoadBalancers from the cache: none, one, or two
+	// while its type switches.
+	FindLoadBalancers func(context.Context, *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error)
 	// OnReport, if set, is told what each routing sync found, for events and metrics.
 	OnReport func(*corev1.Service, Report)
 }
@@ -99,15 +100,15 @@ type TargetsConfig struct {
 // reconciler.
 func NewTargets(config TargetsConfig) *Targets {
 	return &Targets{
-		ironcore:         config.IronCore,
-		cluster:          config.Cluster,
-		network:          config.Network,
-		selecting:        config.Selecting,
-		health:           config.Health,
-		class:            config.Class,
-		recorder:         config.Recorder,
-		findLoadBalancer: config.FindLoadBalancer,
-		onReport:         config.OnReport,
+		ironcore:          config.IronCore,
+		cluster:           config.Cluster,
+		network:           config.Network,
+		selecting:         config.Selecting,
+		health:            config.Health,
+		class:             config.Class,
+		recorder:          config.Recorder,
+		findLoadBalancers: config.FindLoadBalancers,
+		onReport:          config.OnReport,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ironcore-load-balancer-target-labels"}),
 	}

@@ -176,8 +176,8 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		Health:   targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
 		Class:    lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
 		Recorder: settings.Recorder,
-		FindLoadBalancer: func(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-			return loadBalancers.findOwn(ctx, settings.ClusterNameFlag, service)
+		FindLoadBalancers: func(ctx context.Context, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
+			return loadBalancers.findAllOwn(ctx, settings.ClusterNameFlag, service)
 		},
 		OnReport: loadBalancers.reportTargets,
 	})

@@ -147,6 +147,19 @@ func (l *loadBalancers) findOwn(ctx context.Context, clusterName string, service
 	return lb, err
 }
 
+// findAllOwn is findOwn with, during a type switch, the LoadBalancers the switch replaces.
+func (l *loadBalancers) findAllOwn(ctx context.Context, clusterName string, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
+	lb, err := l.findOwn(ctx, clusterName, service)
+	if err != nil || lb == nil {
+		return nil, err
+	}
+	replaced, err := l.replacedBy(ctx, clusterName, service, lb, lb.Spec.Type)
+	if err != nil {
+		return nil, err
+	}
+	return append([]*networkingv1alpha1.LoadBalancer{lb}, replaced...), nil
+}
+
 func (l *loadBalancers) ownedOrConflict(lb *networkingv1alpha1.LoadBalancer, owners []string, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 	if l.owns(lb, owners, service) {
 		return lb, nil

@@ -328,6 +328,47 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	}
 }
 
+// TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch: while a type switch waits for the
+// new LoadBalancer (here forever: it asks for an internal address another LoadBalancer has),
+// the old one carries the Service's traffic, and its routing follows the Nodes as the new
+// one's does.
+func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	defer close(stop)
+	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := loadBalancerOf(t, explicit)
+	nodes := workerNodes(t, "lb-pending-1", "lb-pending-2")
+	holder := createService(t, "pending-holder", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	taken := ingressIPs(ensureUntilReady(t, lbs, holder, nodes))
+
+	service := createService(t, "pending-switch", testenv.ServiceOptions{})
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
+	name := provider.LoadBalancerName(service)
+	waitForRouting(t, name, nicIPs(t, "lb-pending-1"))
+
+	service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: taken[0]}
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err == nil {
+		t.Fatal("the switch completed although the new LoadBalancer cannot get its address")
+	}
+	successor := ironcoreLoadBalancer(t, name+"-internal")
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		t.Fatal(err)
+	}
+	waitForRouting(t, successor.Name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
+	waitForRouting(t, name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
+	if lb := ironcoreLoadBalancer(t, name); lb.DeletionTimestamp != nil {
+		t.Fatal("the old LoadBalancer is being deleted while the switch waits")
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancerGone(t, successor)
+}
+
 func ipStringsOf(lb *networkingv1alpha1.LoadBalancer) []string {
 	var ips []string
 	for _, ip := range lb.Status.IPs {
