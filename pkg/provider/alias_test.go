@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -18,6 +19,12 @@ import (
 // stack's cloud-config with extra lines appended.
 func startCloudWithConfig(t *testing.T, extra string) *provider.Cloud {
 	t.Helper()
+	return startCloudWithConfigAndOptions(t, extra, testOptions())
+}
+
+// startCloudWithConfigAndOptions is startCloudWithConfig with the given options.
+func startCloudWithConfigAndOptions(t *testing.T, extra string, options *config.Options) *provider.Cloud {
+	t.Helper()
 	base, err := os.ReadFile(stack.CloudConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +33,6 @@ func startCloudWithConfig(t *testing.T, extra string) *provider.Cloud {
 	if err := os.WriteFile(path, append(base, extra...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	options := testOptions()
 	ctx := context.Background()
 	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
 	if err != nil {

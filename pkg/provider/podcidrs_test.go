@@ -3,11 +3,8 @@ package provider_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,34 +23,16 @@ import (
 // routings, as routesOf), and returns it with the informer's lister.
 func ipamCloud(t *testing.T, parent string) (*provider.Cloud, corelisters.NodeLister) {
 	t.Helper()
-	base, err := os.ReadFile(stack.CloudConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "cloud-config.yaml")
-	if err := os.WriteFile(path, append(base, "podCIDRParentPrefix: "+parent+"\npodCIDRMaskSize: 24\n"...), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	options := testOptions()
 	options.UseNICSelector = false
-	ctx := context.Background()
-	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startCloudWithConfigAndOptions(t, "podCIDRParentPrefix: "+parent+"\npodCIDRMaskSize: 24\n", options)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	c.Initialize(nil, stop)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	c.SetInformers(factory)
 	lister := factory.Core().V1().Nodes().Lister()
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !c.IronCore().WaitForCacheSync(syncCtx) {
-		t.Fatal("the IronCore cache did not sync")
-	}
 	return c, lister
 }
 
