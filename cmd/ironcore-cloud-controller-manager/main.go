@@ -8,8 +8,11 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
@@ -23,6 +26,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric on /metrics
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
+	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -36,6 +40,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodesync"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/writegate"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -88,7 +93,10 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if ccmdefaults.DisableRoutesWithoutClusterCIDR(shared) {
 		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
 	}
-	fence := leaseFence(completed)
+	fence, err := leaseFence(completed)
+	if err != nil {
+		return nil, err
+	}
 	return provider.New(context.Background(), provider.Settings{
 		CloudConfigPath:    shared.CloudProvider.CloudConfigFile,
 		ClusterNameFlag:    shared.ClusterName,
@@ -100,17 +108,36 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 }
 
 // leaseFence returns, with leader election on, the fence that keeps this replica from writing
-// to IronCore unless it renewed its leader lease within the renew deadline. It watches the
-// leader election's writes of the lease through the configuration the framework builds the
-// leader election's client from, which the framework does only after this runs.
-func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) *leasefence.Fence {
+// to IronCore and to the cluster unless it renewed its leader lease within the renew deadline.
+// It watches the leader election's writes of the lease through the configuration the framework
+// builds the leader election's client from, which the framework does only after this runs, as
+// it does the controllers' clients, whose writes the fence gates there.
+func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.Fence, error) {
 	election := completed.ComponentConfig.Generic.LeaderElection
 	if !election.LeaderElect {
-		return nil
+		return nil, nil
 	}
 	fence := leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration)
+	gate := writegate.New(leasefence.Unfenced)
+	gate.SetFence(fence)
+	// The gate goes first, onto the base transport, whose connections it fences.
+	completed.Kubeconfig.Wrap(gate.Wrap)
 	completed.Kubeconfig.Wrap(fence.Wrap)
-	return fence
+
+	// The framework built two clients before: the one events are sent with, and the one that
+	// gets the tokens of controllers acting as their own service accounts. Their successors
+	// write through the gate.
+	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(completed.Kubeconfig, options.CloudControllerManagerUserAgent))
+	if err != nil {
+		return nil, fmt.Errorf("build the cluster client: %w", err)
+	}
+	completed.Client = client
+	if completed.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
+		anonymous := restclient.AnonymousClientConfig(completed.Kubeconfig)
+		anonymous.Wrap(gate.Wrap)
+		completed.ClientBuilder = clientbuilder.NewDynamicClientBuilder(anonymous, client.CoreV1(), metav1.NamespaceSystem)
+	}
+	return fence, nil
 }
 
 // controllerInitializers are the framework's controllers plus ours.

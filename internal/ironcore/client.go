@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/writegate"
 )
 
 // ErrNotFound is wrapped by every error that means the object does not exist.
@@ -63,7 +64,7 @@ type Client struct {
 	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
 	podCIDRPrefixesCached bool
 	// writeGate holds the fence every write must pass; see FenceWrites.
-	writeGate *writeGate
+	writeGate *writegate.Gate
 	// informers are the cache's informers, for the read-only readers.
 	informers *informerRegistry
 }
@@ -106,8 +107,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if limiter == nil {
 		limiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	}
-	gate := &writeGate{}
-	cfg.Wrap(gate.wrap)
+	gate := writegate.New(nil)
+	cfg.Wrap(gate.Wrap)
 	cfg.Wrap(instrument)
 	cfg.Wrap(bound(RequestTimeout))
 	httpClient, err := rest.HTTPClientFor(cfg)

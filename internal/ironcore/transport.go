@@ -2,17 +2,13 @@ package ironcore
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
@@ -109,79 +105,5 @@ type cancelOnClose struct {
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
-	return err
-}
-
-// writeGate holds the fence whose deadline requests which change objects must be sent before;
-// none passes all.
-type writeGate struct {
-	fence atomic.Pointer[WriteFence]
-}
-
-func (g *writeGate) wrap(next http.RoundTripper) http.RoundTripper {
-	return &gatedTransport{next: next, gate: g}
-}
-
-// deadline is the fence's deadline for a write on the wire; with no fence, none.
-func (g *writeGate) deadline() (time.Time, error) {
-	fence := g.fence.Load()
-	if fence == nil {
-		return time.Time{}, nil
-	}
-	return (*fence).Deadline()
-}
-
-// gatedTransport sends a request that changes objects, with a fence, only before the fence's
-// deadline: such a request goes over connections of its own
-// (see fencedWrites) that refuse to write once the deadline has passed.
-type gatedTransport struct {
-	next http.RoundTripper
-	gate *writeGate
-
-	// writes is built from next on the first fenced write; nil if next is not an
-	// *http.Transport, whose connections could be fenced.
-	writes     http.RoundTripper
-	writesOnce sync.Once
-}
-
-func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return t.next.RoundTrip(req)
-	}
-	fence := t.gate.fence.Load()
-	if fence == nil {
-		return t.next.RoundTrip(req)
-	}
-	deadline, err := (*fence).Deadline()
-	if err != nil {
-		return nil, refuse(req, err)
-	}
-	t.writesOnce.Do(func() {
-		t.writes = fencedWrites(t.next, t.gate.deadline)
-		if t.writes == nil {
-			klog.InfoS("IronCore writes carry the leader lease's deadline but are not fenced on the wire: the client's transport is not an *http.Transport", "transport", fmt.Sprintf("%T", t.next))
-		}
-	})
-	next := t.writes
-	if next == nil {
-		next = t.next
-	}
-	// A write still waiting for a connection, or for its answer, at the deadline is abandoned.
-	ctx, cancel := context.WithDeadline(req.Context(), deadline)
-	resp, err := next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-// refuse fails req unsent with err; a RoundTripper must close the body even when it fails.
-func refuse(req *http.Request, err error) error {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
 	return err
 }

@@ -6,11 +6,15 @@
 //
 // The fence watches this process's own writes of the lease: every acquisition and renewal the
 // leader election makes is a successful write of the lease by this process. This replica may
-// write to IronCore until its deadline: the last such write's sending plus the renew deadline,
-// by this process's clock. Another replica takes over only a whole lease duration, which is
-// longer, after the last renewal it saw; the difference is the margin for clocks and for the
-// time a write takes to reach IronCore. No identity has to be guessed: a renewal this process
-// made is its own.
+// write to IronCore and to the cluster until its deadline: the last such write's sending plus
+// the renew deadline. Another replica takes over only a whole lease duration, which is longer,
+// after the last renewal it saw; the difference is the margin for clocks and for the time a
+// write takes to arrive. No identity has to be guessed: a renewal this process made is its own.
+//
+// The time since the renewal is the longest of what three clocks say: the monotonic clock, which
+// on Linux stops while the machine is suspended, the boot-time clock, which counts a suspension,
+// and the wall clock, which a virtual machine's host or NTP moves forward after a pause the
+// other two did not see.
 package leasefence
 
 import (
@@ -18,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,14 +40,14 @@ const maxLeaseBytes = 1 << 20
 type Fence struct {
 	namespace, name string
 	renewDeadline   time.Duration
-	now             func() time.Time
+	clock           func() reading
 	// decoder reads the lease a create returns, in JSON or protobuf as the client asked.
 	decoder runtime.Decoder
 
 	mu sync.Mutex
 	// renewed is when the last write of the lease that succeeded was sent; zero until the
 	// first.
-	renewed time.Time
+	renewed reading
 	// refusing is whether the last check refused, so that the change is logged once.
 	refusing bool
 }
@@ -51,7 +56,7 @@ type Fence struct {
 // with renewDeadline. Wrap the leader election's client with Wrap.
 func New(namespace, name string, renewDeadline time.Duration) *Fence {
 	return &Fence{
-		namespace: namespace, name: name, renewDeadline: renewDeadline, now: time.Now,
+		namespace: namespace, name: name, renewDeadline: renewDeadline, clock: newClock(),
 		decoder: clientgoscheme.Codecs.UniversalDeserializer(),
 	}
 }
@@ -64,7 +69,7 @@ func (f *Fence) Wrap(next http.RoundTripper) http.RoundTripper {
 		if !ok {
 			return next.RoundTrip(req)
 		}
-		sent := f.now()
+		sent := f.clock()
 		resp, err := next.RoundTrip(req)
 		if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 			return resp, err
@@ -75,7 +80,7 @@ func (f *Fence) Wrap(next http.RoundTripper) http.RoundTripper {
 			return resp, nil
 		}
 		f.mu.Lock()
-		if sent.After(f.renewed) {
+		if f.renewed.wall.IsZero() || sent.mono > f.renewed.mono {
 			f.renewed = sent
 		}
 		f.mu.Unlock()
@@ -129,9 +134,8 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// Deadline returns the instant until which this replica may write to IronCore, the last
-// renewal it sent plus the renew deadline, or why it may not write now. The deadline moves only
-// later, with each renewal.
+// Deadline returns the instant until which this replica may write, the last renewal it sent
+// plus the renew deadline, or why it may not write now.
 func (f *Fence) Deadline() (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -139,22 +143,42 @@ func (f *Fence) Deadline() (time.Time, error) {
 	if (err != nil) != f.refusing {
 		f.refusing = err != nil
 		if err != nil {
-			klog.InfoS("Stopped writing to IronCore", "reason", err.Error())
+			klog.InfoS("Stopped writing to IronCore and to the cluster", "reason", err.Error())
 		} else {
-			klog.InfoS("Writing to IronCore: this replica renewed the leader lease", "lease", klog.KRef(f.namespace, f.name), "renewDeadline", f.renewDeadline)
+			klog.InfoS("Writing to IronCore and to the cluster: this replica renewed the leader lease", "lease", klog.KRef(f.namespace, f.name), "renewDeadline", f.renewDeadline)
 		}
 	}
 	return deadline, err
 }
 
 func (f *Fence) deadline() (time.Time, error) {
-	if f.renewed.IsZero() {
-		return time.Time{}, fmt.Errorf("not writing to IronCore: this replica has not written the leader lease %s/%s", f.namespace, f.name)
+	if f.renewed.wall.IsZero() {
+		return time.Time{}, fmt.Errorf("not writing: this replica has not written the leader lease %s/%s", f.namespace, f.name)
 	}
-	deadline := f.renewed.Add(f.renewDeadline)
-	if now := f.now(); !now.Before(deadline) {
-		return time.Time{}, fmt.Errorf("not writing to IronCore: this replica last renewed the leader lease %s/%s %s ago, not within the renew deadline %s; another replica may lead",
-			f.namespace, f.name, now.Sub(f.renewed).Round(time.Millisecond), f.renewDeadline)
+	now := f.clock()
+	elapsed := now.since(f.renewed)
+	if elapsed >= f.renewDeadline {
+		return time.Time{}, fmt.Errorf("not writing: this replica last renewed the leader lease %s/%s %s ago, not within the renew deadline %s; another replica may lead",
+			f.namespace, f.name, elapsed.Round(time.Millisecond), f.renewDeadline)
 	}
-	return deadline, nil
+	return now.wall.Add(f.renewDeadline - elapsed), nil
+}
+
+// Unfenced tells the writes to the cluster that pass the fence whatever it says: writes of
+// leases, by which the leader election (this lease's, and leader migration's) acquires and
+// keeps its leases, so that the fence can open at all; and requests that are sent as creates
+// but change nothing: service account tokens, for the clients of controllers that act as their
+// own service accounts, and reviews of tokens and permissions.
+func Unfenced(req *http.Request) bool {
+	path := req.URL.Path
+	switch {
+	case strings.HasPrefix(path, "/apis/coordination.k8s.io/"):
+		return true
+	case strings.HasPrefix(path, "/apis/authentication.k8s.io/"), strings.HasPrefix(path, "/apis/authorization.k8s.io/"):
+		return req.Method == http.MethodPost
+	}
+	// POST /api/v1/namespaces/<namespace>/serviceaccounts/<name>/token
+	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	return req.Method == http.MethodPost && len(segments) == 7 && segments[0] == "api" && segments[1] == "v1" &&
+		segments[2] == "namespaces" && segments[4] == "serviceaccounts" && segments[6] == "token"
 }

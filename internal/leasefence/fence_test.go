@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,12 @@ func TestFence(t *testing.T) {
 	server := echo(t, &status)
 	now := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 	f := New("kube-system", "cloud-controller-manager", 10*time.Second)
-	f.now = func() time.Time { return now }
+	clock := reading{mono: time.Hour, wall: now, boot: 2 * time.Hour}
+	f.clock = func() reading { return clock }
+	advance := func(d time.Duration) {
+		now = now.Add(d)
+		clock = reading{mono: clock.mono + d, wall: now, boot: clock.boot + d}
+	}
 	client := &http.Client{Transport: f.Wrap(http.DefaultTransport)}
 	const json = runtime.ContentTypeJSON
 	own := leaseBody(t, "cloud-controller-manager", json)
@@ -98,11 +104,11 @@ func TestFence(t *testing.T) {
 	acquired := now
 	send(t, client, http.MethodPost, server.URL+leases, json, own) // acquired by creating the lease
 	expect(t, f, "")
-	now = now.Add(9 * time.Second)
+	advance(9 * time.Second)
 	if deadline, err := f.Deadline(); err != nil || !deadline.Equal(acquired.Add(10*time.Second)) {
 		t.Fatalf("Deadline() = %v, %v; want the acquisition plus the renew deadline, %v", deadline, err, acquired.Add(10*time.Second))
 	}
-	now = now.Add(time.Second)
+	advance(time.Second)
 	expect(t, f, "last renewed the leader lease kube-system/cloud-controller-manager 10s ago")
 	if deadline, err := f.Deadline(); err == nil {
 		t.Fatalf("Deadline() = %v at the deadline, want a refusal", deadline)
@@ -114,9 +120,9 @@ func TestFence(t *testing.T) {
 		t.Fatalf("Deadline() = %v after a renewal, want %v", deadline, now.Add(10*time.Second))
 	}
 	status = http.StatusConflict // a renewal the API server refused: another replica holds it
-	now = now.Add(5 * time.Second)
+	advance(5 * time.Second)
 	send(t, client, http.MethodPut, server.URL+leases+"/cloud-controller-manager", json, own)
-	now = now.Add(5 * time.Second)
+	advance(5 * time.Second)
 	expect(t, f, "10s ago")
 }
 
@@ -144,5 +150,85 @@ func TestACreateOpensTheFenceOnlyForItsLease(t *testing.T) {
 			}
 			expect(t, f, "")
 		})
+	}
+}
+
+// TestAClockThatStoodStillDoesNotHoldTheFenceOpen pauses the process past the renew deadline
+// with one clock standing still each time, as the monotonic clock does through a suspension of
+// the machine, or the monotonic and boot-time clocks through a pause of a virtual machine that
+// only the wall clock learns of: the fence refuses as after a pause every clock saw.
+func TestAClockThatStoodStillDoesNotHoldTheFenceOpen(t *testing.T) {
+	renewed := reading{mono: time.Minute, wall: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC), boot: time.Hour}
+	const pause = 30 * time.Second
+	for _, tc := range []struct {
+		name string
+		now  reading
+	}{
+		{"every clock counted the pause", reading{mono: renewed.mono + pause, wall: renewed.wall.Add(pause), boot: renewed.boot + pause}},
+		{"the monotonic clock stood still", reading{mono: renewed.mono + time.Second, wall: renewed.wall.Add(pause), boot: renewed.boot + pause}},
+		{"only the wall clock counted the pause", reading{mono: renewed.mono + time.Second, wall: renewed.wall.Add(pause), boot: renewed.boot + time.Second}},
+		{"only the boot-time clock counted the pause", reading{mono: renewed.mono + time.Second, wall: renewed.wall.Add(time.Second), boot: renewed.boot + pause}},
+		{"the wall clock was set back", reading{mono: renewed.mono + pause, wall: renewed.wall.Add(-time.Hour), boot: renewed.boot + pause}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+			f.renewed = renewed
+			f.clock = func() reading { return tc.now }
+			expect(t, f, "last renewed the leader lease kube-system/cloud-controller-manager 30s ago")
+		})
+	}
+
+	// Within the deadline by every clock, the deadline is what the clock that counted most
+	// leaves: here the wall clock, 4 s ahead.
+	f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+	f.renewed = renewed
+	now := reading{mono: renewed.mono + 2*time.Second, wall: renewed.wall.Add(6 * time.Second), boot: renewed.boot + 2*time.Second}
+	f.clock = func() reading { return now }
+	if deadline, err := f.Deadline(); err != nil || !deadline.Equal(now.wall.Add(4*time.Second)) {
+		t.Fatalf("Deadline() = %v, %v; want 4s after now by the wall clock, %v", deadline, err, now.wall.Add(4*time.Second))
+	}
+}
+
+// TestTheMachinesClocksAreRead checks that the clocks the fence reads in production give
+// readings: a boot-time clock that read zero would count for nothing.
+func TestTheMachinesClocksAreRead(t *testing.T) {
+	clock := newClock()
+	first := clock()
+	second := clock()
+	if first.wall.IsZero() || second.mono < first.mono {
+		t.Fatalf("readings %+v then %+v", first, second)
+	}
+	if goruntime.GOOS == "linux" && (first.boot == 0 || second.boot < first.boot) {
+		t.Fatalf("the boot-time clock read %s then %s", first.boot, second.boot)
+	}
+}
+
+// TestUnfencedWrites lists which writes to the cluster pass a closed fence.
+func TestUnfencedWrites(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		unfenced     bool
+	}{
+		{http.MethodPut, leases + "/cloud-controller-manager", true},
+		{http.MethodPost, leases, true},
+		{http.MethodPost, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases", true},
+		{http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts/service-controller/token", true},
+		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", true},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", true},
+		{http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts", false},
+		{http.MethodDelete, "/api/v1/namespaces/kube-system/serviceaccounts/service-controller/token", false},
+		{http.MethodPost, "/api/v1/namespaces/default/events", false},
+		{http.MethodPatch, "/api/v1/nodes/node-1", false},
+		{http.MethodPatch, "/api/v1/namespaces/default/services/web/status", false},
+		{http.MethodPut, "/api/v1/namespaces/default/services/web", false},
+		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/default/events", false},
+	} {
+		req, err := http.NewRequest(tc.method, "https://cluster"+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Unfenced(req); got != tc.unfenced {
+			t.Errorf("Unfenced(%s %s) = %t, want %t", tc.method, tc.path, got, tc.unfenced)
+		}
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
 
 // Process is a program the stack started, with its output in a log file.
@@ -87,4 +90,48 @@ func (p *Process) Stop() error {
 		return fmt.Errorf("%s: %w", p.Name, p.err)
 	}
 	return nil
+}
+
+// PauseAtWrite pauses the process (Pause) as the first of its writes that match accepts
+// arrives at one of the proxies, before the proxy forwards it: the process stops in the middle
+// of a write, waiting for the answer, as a machine that freezes mid-request would. It returns
+// that write, or an error if none came within timeout, in which case the process runs on.
+func (p *Process) PauseAtWrite(timeout time.Duration, match func(apiproxy.Write) bool, proxies ...*apiproxy.Proxy) (apiproxy.Write, error) {
+	type paused struct {
+		write apiproxy.Write
+		err   error
+	}
+	var (
+		mu      sync.Mutex
+		done    bool
+		outcome = make(chan paused, 1)
+	)
+	see := func(write apiproxy.Write) bool {
+		if !match(write) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			done = true
+			outcome <- paused{write: write, err: p.Pause()}
+		}
+		return true
+	}
+	for _, proxy := range proxies {
+		defer proxy.OnWrite(see)()
+	}
+	select {
+	case o := <-outcome:
+		return o.write, o.err
+	case <-time.After(timeout):
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if done { // paused just now
+		o := <-outcome
+		return o.write, o.err
+	}
+	done = true
+	return apiproxy.Write{}, fmt.Errorf("%s made no write to pause it at within %s", p.Name, timeout)
 }

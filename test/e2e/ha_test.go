@@ -259,28 +259,33 @@ func TestRestartMidFlight(t *testing.T) {
 	waitForNoLeftovers(t, lbNames)
 }
 
-// TestAPausedLeaderWritesNothingOnceAnotherLeads pauses the leading replica (SIGSTOP) while it
-// writes to IronCore, past its lease, until the other replica has taken over and written
-// itself, then lets it go on (SIGCONT). Each replica reaches IronCore through its own proxy,
-// whose log of writes shows which replica wrote when: the paused one must write nothing after
-// the other acquired the lease, and must exit. Three rounds, leadership moving each time.
+// TestAPausedLeaderWritesNothingOnceAnotherLeads pauses the leading replica (SIGSTOP) in the
+// middle of a write, to IronCore or to the cluster, past its lease, until the other replica has
+// taken over and written itself, then lets it go on (SIGCONT). Each replica reaches IronCore and
+// the cluster through proxies of its own, whose logs of writes show which replica wrote what
+// when: the paused one must write nothing of any kind after the other acquired the lease, and
+// must exit. Three rounds, leadership moving each time.
 func TestAPausedLeaderWritesNothingOnceAnotherLeads(t *testing.T) {
 	const rounds = 3
 	type replica struct {
-		name       string
-		proxy      *apiproxy.Proxy
-		kubeconfig string
-		process    *testenv.Process
-		starts     int
+		name                         string
+		proxy, targetProxy           *apiproxy.Proxy
+		kubeconfig, targetKubeconfig string
+		process                      *testenv.Process
+		starts                       int
 	}
 	start := func(r *replica) {
 		r.starts++
-		r.process = startCCMWithoutCrashCheck(t, fmt.Sprintf("%s-%d", r.name, r.starts), append(leaderElectionArgs(), "--ironcore-kubeconfig="+r.kubeconfig)...)
+		r.process = startCCMWithoutCrashCheck(t, fmt.Sprintf("%s-%d", r.name, r.starts),
+			append(leaderElectionArgs(), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig)...)
 	}
 	replicas := []*replica{{name: "ccm-paused-a"}, {name: "ccm-paused-b"}}
 	for _, r := range replicas {
 		var err error
 		if r.proxy, r.kubeconfig, err = stack.StartIronCoreProxy(r.name); err != nil {
+			t.Fatal(err)
+		}
+		if r.targetProxy, r.targetKubeconfig, err = stack.StartTargetProxy(r.name); err != nil {
 			t.Fatal(err)
 		}
 		start(r)
@@ -335,12 +340,15 @@ func TestAPausedLeaderWritesNothingOnceAnotherLeads(t *testing.T) {
 			leader, other = other, leader
 		}
 		holder := leaseHolder(t)
-		// Pause the leader right after it wrote: in the middle of its work.
-		waitForWrites(t, leader.proxy, time.Now(), leader.name+" to write to IronCore")
-		paused := time.Now()
-		if err := leader.process.Pause(); err != nil {
+		// Pause the leader as one of its writes arrives, other than of its lease: in the middle
+		// of its work.
+		pausedAt, err := leader.process.PauseAtWrite(waitTimeout, func(write apiproxy.Write) bool {
+			return write.Resource != "leases.coordination.k8s.io"
+		}, leader.proxy, leader.targetProxy)
+		if err != nil {
 			t.Fatal(err)
 		}
+		paused := time.Now()
 		acquired := waitForNewLeaseHolder(t, holder)
 		waitForWrites(t, other.proxy, acquired, other.name+" to write to IronCore as the new leader")
 		if err := leader.process.Resume(); err != nil {
@@ -353,13 +361,13 @@ func TestAPausedLeaderWritesNothingOnceAnotherLeads(t *testing.T) {
 			t.Fatalf("round %d: %s went on running after it lost its lease", round, leader.process.Name)
 		}
 		var late []apiproxy.Write
-		for _, write := range leader.proxy.Writes() {
+		for _, write := range append(leader.proxy.Writes(), leader.targetProxy.Writes()...) {
 			if write.At.After(acquired) {
 				late = append(late, write)
 			}
 		}
-		t.Logf("round %d: %s paused for %s; %s acquired the lease %s after the pause; the paused one exited %s after it resumed, with %d writes after the takeover",
-			round, leader.name, resumed.Sub(paused).Round(time.Millisecond), other.name, acquired.Sub(paused).Round(time.Millisecond),
+		t.Logf("round %d: %s paused at %s %s %s for %s; %s acquired the lease %s after the pause; the paused one exited %s after it resumed, with %d writes after the takeover",
+			round, leader.name, pausedAt.Verb, pausedAt.Resource, pausedAt.Name, resumed.Sub(paused).Round(time.Millisecond), other.name, acquired.Sub(paused).Round(time.Millisecond),
 			time.Since(resumed).Round(time.Millisecond), len(late))
 		for _, write := range late {
 			t.Errorf("round %d: %s wrote after %s took over: %s %s %s (status %d) %s after the takeover",

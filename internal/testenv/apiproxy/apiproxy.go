@@ -94,6 +94,8 @@ type Proxy struct {
 	faults   []Fault
 	random   *mathrand.Rand
 	injected map[FaultKind]int
+	// onWrite, if set, sees each write before it is forwarded.
+	onWrite func(Write)
 	// held are the resources whose watch events are held back; released is closed when the
 	// current hold ends.
 	held     sets.Set[string]
@@ -211,6 +213,31 @@ func (p *Proxy) Writes() []Write {
 	return append([]Write(nil), p.writes...)
 }
 
+// OnWrite calls see with each write that arrives from now on, before the write is forwarded
+// (which waits for see to return), until see returns true or cancel is called. A test pauses
+// the client there: in the middle of a write.
+func (p *Proxy) OnWrite(see func(Write) bool) (cancel func()) {
+	var (
+		mu   sync.Mutex
+		done bool
+	)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// One write at a time: the others wait while see pauses the client.
+	p.onWrite = func(write Write) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			done = see(write)
+		}
+	}
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.onWrite = nil
+	}
+}
+
 // Reset clears the counts, the writes, and the counts of injected faults.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
@@ -283,7 +310,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		index, generation = len(p.writes), p.generation
 		p.writes = append(p.writes, *write)
+		onWrite := p.onWrite
 		p.mu.Unlock()
+		if onWrite != nil {
+			onWrite(*write)
+		}
 	}
 	recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	if info, err := p.info.NewRequestInfo(r); err == nil && info.IsResourceRequest && info.Verb == "watch" {

@@ -1,4 +1,4 @@
-package ironcore
+package writegate
 
 import (
 	"bytes"
@@ -131,11 +131,11 @@ func clientCertificate(t *testing.T) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
-// gatedClient builds, as New does, an HTTP client for server from a rest.Config with a bearer
-// token and a client certificate, its writes gated by the returned Client's gate. beforeConn,
+// gatedClient builds, as client-go does, an HTTP client for server from a rest.Config with a
+// bearer token and a client certificate, its writes gated by the returned gate. beforeConn,
 // if not nil, runs for each request between the gate and the connection the request is sent
 // on (as the transport's proxy lookup, which runs there).
-func gatedClient(t *testing.T, server *apiServer, beforeConn func(*http.Request)) (*Client, *http.Client) {
+func gatedClient(t *testing.T, server *apiServer, exempt func(*http.Request) bool, beforeConn func(*http.Request)) (*Gate, *http.Client) {
 	t.Helper()
 	certPEM, keyPEM := clientCertificate(t)
 	cfg := &rest.Config{
@@ -153,14 +153,14 @@ func gatedClient(t *testing.T, server *apiServer, beforeConn func(*http.Request)
 			return nil, nil
 		},
 	}
-	gate := &writeGate{}
-	cfg.Wrap(gate.wrap)
+	gate := New(exempt)
+	cfg.Wrap(gate.Wrap)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(httpClient.CloseIdleConnections)
-	return &Client{writeGate: gate}, httpClient
+	return gate, httpClient
 }
 
 func do(client *http.Client, method, path string) error {
@@ -190,12 +190,12 @@ func TestAFencedWriteIsNotSentAfterTheDeadline(t *testing.T) {
 	server := newAPIServer(t)
 	fence := newFakeFence()
 	var paused bool
-	c, client := gatedClient(t, server, func(req *http.Request) {
+	gate, client := gatedClient(t, server, nil, func(req *http.Request) {
 		if paused && req.Method == http.MethodPatch {
 			fence.pass()
 		}
 	})
-	c.FenceWrites(fence)
+	gate.SetFence(fence)
 
 	if err := do(client, http.MethodPatch, server.URL+loadBalancer); err != nil {
 		t.Fatalf("a write before the deadline: %v", err)
@@ -226,12 +226,12 @@ func TestAFencedWriteCarriesTheFenceDeadline(t *testing.T) {
 	fence := newFakeFence()
 	var deadline time.Time
 	var ok bool
-	c, client := gatedClient(t, server, func(req *http.Request) {
+	gate, client := gatedClient(t, server, nil, func(req *http.Request) {
 		if req.Method == http.MethodPatch {
 			deadline, ok = req.Context().Deadline()
 		}
 	})
-	c.FenceWrites(fence)
+	gate.SetFence(fence)
 	if err := do(client, http.MethodPatch, server.URL+loadBalancer); err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +246,8 @@ func TestReadsPassAClosedFence(t *testing.T) {
 	server := newAPIServer(t)
 	fence := newFakeFence()
 	fence.pass()
-	c, client := gatedClient(t, server, nil)
-	c.FenceWrites(fence)
+	gate, client := gatedClient(t, server, nil, nil)
+	gate.SetFence(fence)
 
 	for _, path := range []string{loadBalancer, loadBalancer + "?watch=true"} {
 		if err := do(client, http.MethodGet, server.URL+path); err != nil {
@@ -275,7 +275,7 @@ func TestReadsPassAClosedFence(t *testing.T) {
 func TestUnfencedWritesTakeTheUsualWay(t *testing.T) {
 	server := newAPIServer(t)
 	var deadlines int
-	_, client := gatedClient(t, server, func(req *http.Request) {
+	_, client := gatedClient(t, server, nil, func(req *http.Request) {
 		if _, ok := req.Context().Deadline(); ok {
 			deadlines++
 		}
@@ -297,5 +297,30 @@ func TestUnfencedWritesTakeTheUsualWay(t *testing.T) {
 	}
 	if deadlines != 0 {
 		t.Errorf("%d unfenced writes had a deadline, want none", deadlines)
+	}
+}
+
+// TestExemptWritesPassAClosedFence writes past a closed fence: the exempt write reaches the
+// server the usual way, the other one is refused unsent.
+func TestExemptWritesPassAClosedFence(t *testing.T) {
+	const lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"
+	server := newAPIServer(t)
+	fence := newFakeFence()
+	fence.pass()
+	gate, client := gatedClient(t, server, func(req *http.Request) bool { return req.URL.Path == lease }, nil)
+	gate.SetFence(fence)
+
+	if err := do(client, http.MethodPut, server.URL+lease); err != nil {
+		t.Errorf("an exempt write past a closed fence: %v", err)
+	}
+	if err := do(client, http.MethodPut, server.URL+loadBalancer); !errors.Is(err, errFenceClosed) {
+		t.Errorf("a write past a closed fence returned %v, want the fence's refusal", err)
+	}
+	puts := server.received(http.MethodPut)
+	if len(puts) != 1 || puts[0].path != lease {
+		t.Fatalf("the server saw the writes %+v, want only the exempt one", puts)
+	}
+	if puts[0].protoMajor != 2 {
+		t.Errorf("the exempt write went over HTTP/%d, want HTTP/2 as unfenced writes do", puts[0].protoMajor)
 	}
 }

@@ -1,0 +1,231 @@
+// Package writegate lets the requests of a client that change objects through only before a
+// fence's deadline: the last moment this replica may write, because no other replica can lead
+// before it. A write is refused unsent after the deadline, abandoned if it is still pending at
+// it, and none of its bytes go on the wire after it, even if the process was paused after the
+// write was let through. Reads and watches pass as ever.
+package writegate
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Fence tells until when this process may write; a leasefence.Fence is one.
+type Fence interface {
+	// Deadline returns the instant until which writes may be sent, or why none may be now.
+	Deadline() (time.Time, error)
+}
+
+// Gate holds the fence every write of the clients it wraps must pass; with none, all pass.
+type Gate struct {
+	fence atomic.Pointer[Fence]
+	// exempt tells the writes that pass whatever the fence says.
+	exempt func(*http.Request) bool
+}
+
+// New returns a gate without a fence. exempt, if not nil, tells the writes the fence does
+// not hold: those that keep the fence itself going (the leader election's), or that change
+// nothing although they are sent as creates (reviews of tokens and permissions).
+func New(exempt func(*http.Request) bool) *Gate { return &Gate{exempt: exempt} }
+
+// SetFence makes every write from now on carry fence's deadline.
+func (g *Gate) SetFence(fence Fence) { g.fence.Store(&fence) }
+
+// Wrap gates the writes of a client, for rest.Config.Wrap. It must be the innermost wrapper,
+// given the client's base transport: writes are fenced on the wire only over connections of an
+// *http.Transport.
+func (g *Gate) Wrap(next http.RoundTripper) http.RoundTripper {
+	return &gatedTransport{next: next, gate: g}
+}
+
+// deadline is the fence's deadline for a write on the wire; with no fence, none.
+func (g *Gate) deadline() (time.Time, error) {
+	fence := g.fence.Load()
+	if fence == nil {
+		return time.Time{}, nil
+	}
+	return (*fence).Deadline()
+}
+
+// gatedTransport sends a request that changes objects, with a fence, only before the fence's
+// deadline: such a request goes over connections of its own (see fencedWrites) that refuse to
+// write once the deadline has passed.
+type gatedTransport struct {
+	next http.RoundTripper
+	gate *Gate
+
+	// writes is built from next on the first fenced write; nil if next is not an
+	// *http.Transport, whose connections could be fenced.
+	writes     http.RoundTripper
+	writesOnce sync.Once
+}
+
+func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return t.next.RoundTrip(req)
+	}
+	fence := t.gate.fence.Load()
+	if fence == nil || (t.gate.exempt != nil && t.gate.exempt(req)) {
+		return t.next.RoundTrip(req)
+	}
+	deadline, err := (*fence).Deadline()
+	if err != nil {
+		return nil, refuse(req, err)
+	}
+	t.writesOnce.Do(func() {
+		t.writes = fencedWrites(t.next, t.gate.deadline)
+		if t.writes == nil {
+			klog.InfoS("Writes carry the leader lease's deadline but are not fenced on the wire: the client's transport is not an *http.Transport", "host", req.URL.Host, "transport", fmt.Sprintf("%T", t.next))
+		}
+	})
+	next := t.writes
+	if next == nil {
+		next = t.next
+	}
+	// A write still waiting for a connection, or for its answer, at the deadline is abandoned.
+	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	resp, err := next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// refuse fails req unsent with err; a RoundTripper must close the body even when it fails.
+func refuse(req *http.Request, err error) error {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return err
+}
+
+// cancelOnClose ends a write's context once its answer has been read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// fencedWrites returns the transport for fenced writes: next's settings (TLS with the client
+// certificate and its rotation, proxy, dialer, timeouts) speaking HTTP/1.1 only, over
+// connections of its own that check deadline before each write. It returns nil if next is not
+// an *http.Transport: client-go's base transport is one unless rest.Config.Transport is set.
+//
+// Connections of their own, speaking HTTP/1.1, because the check must refuse exactly the write
+// whose bytes are due: an HTTP/1.1 connection carries one request at a time, so a refusal
+// ends that write alone, whereas an HTTP/2 connection interleaves the frames of the reads and
+// watches with the writes', all of which a refusal would end.
+func fencedWrites(next http.RoundTripper, deadline func() (time.Time, error)) http.RoundTripper {
+	base, ok := next.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	t := base.Clone()
+	t.ForceAttemptHTTP2 = false
+	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	t.HTTP2 = nil
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
+	if t.TLSClientConfig != nil {
+		// The clone keeps GetClientCertificate (exec plugins, reloaded files). Offering h2
+		// would let the server choose it, which this transport cannot speak.
+		t.TLSClientConfig.NextProtos = slices.DeleteFunc(slices.Clone(t.TLSClientConfig.NextProtos), func(proto string) bool { return proto == "h2" })
+	}
+	dial := t.DialContext
+	//nolint:staticcheck // SA1019: a transport that dials with the deprecated Dial keeps doing so.
+	if legacy := t.Dial; dial == nil && legacy != nil {
+		dial = func(_ context.Context, network, address string) (net.Conn, error) { return legacy(network, address) }
+	}
+	if dial == nil {
+		// What net/http dials with when neither is set.
+		dial = (&net.Dialer{}).DialContext
+	}
+	t.DialContext = fenceDial(dial, deadline)
+	dialTLS := t.DialTLSContext
+	//nolint:staticcheck // SA1019: as for Dial.
+	if legacy := t.DialTLS; dialTLS == nil && legacy != nil {
+		dialTLS = func(_ context.Context, network, address string) (net.Conn, error) { return legacy(network, address) }
+	}
+	if dialTLS != nil {
+		t.DialTLSContext = fenceDial(dialTLS, deadline)
+	}
+	return t
+}
+
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+func fenceDial(dial dialFunc, deadline func() (time.Time, error)) dialFunc {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &fencedConn{Conn: conn, deadline: deadline}, nil
+	}
+}
+
+// fencedConn checks the fence's deadline before each write and, once it has passed, refuses and
+// closes: a write let through just before the process was paused is not sent when it resumes.
+// The request's partly written bytes that reached the API server before are an incomplete request,
+// which the API server does not carry out.
+type fencedConn struct {
+	net.Conn
+	deadline func() (time.Time, error)
+
+	mu sync.Mutex
+	// own is the write deadline the connection's user set (TLS sets one around its closing
+	// alert, and a past one after it), kept where it is sooner than the fence's.
+	own time.Time
+}
+
+func (c *fencedConn) Write(b []byte) (int, error) {
+	deadline, err := c.deadline()
+	if err != nil {
+		_ = c.Close()
+		return 0, fmt.Errorf("write to %s: %w", c.RemoteAddr(), err)
+	}
+	c.mu.Lock()
+	if !c.own.IsZero() && (deadline.IsZero() || c.own.Before(deadline)) {
+		deadline = c.own
+	}
+	// A write blocked on a full socket then fails at the deadline rather than finishing after.
+	err = c.Conn.SetWriteDeadline(deadline)
+	c.mu.Unlock()
+	if err != nil {
+		_ = c.Close()
+		return 0, fmt.Errorf("set the write deadline of the connection to %s: %w", c.RemoteAddr(), err)
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *fencedConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.own = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *fencedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.own = t
+	return c.Conn.SetDeadline(t)
+}
