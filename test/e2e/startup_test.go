@@ -16,7 +16,10 @@ import (
 )
 
 // TestStartupProblemsEndWithOneClearMessage runs the binary with broken configurations: each
-// must exit with status 1 and a message naming the problem, without a stack trace.
+// must exit with status 1 and a message naming the problem, without a stack trace, and write
+// nothing, to IronCore or to the cluster. Each reaches both through proxies of its own, whose
+// logs show every write; leader election is on, so a start that went on past the problem
+// would write its lease at once.
 func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -26,7 +29,15 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 		}
 		return path
 	}
-	noNamespace, err := os.ReadFile(stack.CCMIronCoreKubeconfig)
+	ironcoreProxy, ironcoreKubeconfig, err := stack.StartIronCoreProxy("bad-start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targetProxy, targetKubeconfig, err := stack.StartTargetProxy("bad-start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noNamespace, err := os.ReadFile(ironcoreKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +85,10 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 	}, {
 		name: "IronCore unreachable",
 		setup: func(t *testing.T) {
-			if err := stack.IronCoreProxy.SetMode(apiproxy.Down); err != nil {
+			if err := ironcoreProxy.SetMode(apiproxy.Down); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
+			t.Cleanup(func() { _ = ironcoreProxy.SetMode(apiproxy.Forward) })
 		},
 		want: []string{"cannot reach the IronCore API"},
 	}} {
@@ -85,16 +96,22 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t)
 			}
-			args, _, err := stack.CCMArgs(tc.args...)
+			ironcoreProxy.Reset()
+			targetProxy.Reset()
+			args, _, err := stack.CCMArgs(append([]string{"--ironcore-kubeconfig=" + ironcoreKubeconfig, "--kubeconfig=" + targetKubeconfig,
+				"--leader-elect=true"}, tc.args...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			output, err := exec.CommandContext(ctx, ccmBinary, args...).CombinedOutput()
+			for _, write := range append(ironcoreProxy.Writes(), targetProxy.Writes()...) {
+				t.Errorf("the failed start wrote: %s %s %s", write.Verb, write.Resource, write.Name)
+			}
 			var exitErr *exec.ExitError
 			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
-				t.Fatalf("exit: %v, want status 1; output:\n%s", err, output)
+				t.Fatalf("exit: %v, want status 1; output:\n%s", err, tail(string(output), 20))
 			}
 			text := string(output)
 			for _, want := range tc.want {
