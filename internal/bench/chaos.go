@@ -69,7 +69,7 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
 		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
-		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}}
+		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, podCIDRs: map[string][]string{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
@@ -115,6 +115,8 @@ type chaos struct {
 	// hand): routings leave them by design. handEdits are destinations removed by hand, by
 	// routing and key.
 	excused, handEdits map[string]bool
+	// podCIDRs are the pod CIDRs of each Node in the cluster, as the watch last saw them.
+	podCIDRs map[string][]string
 }
 
 // chaosService is what a Service should have.
@@ -149,7 +151,15 @@ func (c *chaos) run(ctx context.Context) error {
 		return err
 	}
 	c.nextNode = c.opts.Nodes
+	// Every other Node gets its pod CIDR from IronCore's IPAM, through the CCM; the others have
+	// theirs set when they register, outside the parent.
+	if _, err := c.stack.CreateRootPrefix(ctx, chaosPodParent, chaosPodParentCIDR, nil); err != nil {
+		return err
+	}
 	var err error
+	if c.stack.CloudConfig, err = c.stack.WriteCloudConfig("chaos", "podCIDRParentPrefix: "+chaosPodParent+"\n"); err != nil {
+		return err
+	}
 	c.log("building the CCM...")
 	if c.binary, err = testenv.BuildCCM(ctx, c.stack.Dir, false); err != nil {
 		return err
@@ -369,8 +379,12 @@ func (c *chaos) disruptions(ctx context.Context, wave int) error {
 	return nil
 }
 
-// disrupt kills or pauses the leader right after it wrote to IronCore, measures the takeover,
-// checks that a paused leader writes nothing once the other leads, and restarts it.
+// pauseWait is how long a pause waits for the leader to start a write, to pause it there.
+const pauseWait = 20 * time.Second
+
+// disrupt kills the leader right after it wrote to IronCore, or pauses it in the middle of a
+// write to either API, measures the takeover, checks that a paused leader writes nothing of
+// any kind once the other leads, and restarts it.
 func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 	leader, holder, err := c.leader(ctx)
 	if err != nil {
@@ -380,30 +394,45 @@ func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 	if other == leader {
 		other = c.replicas[1]
 	}
-	// In the middle of its work: right after a write, or after a second without one.
-	since := time.Now()
-	_ = testenv.WaitFor(ctx, time.Second, "a write", func(context.Context) error {
-		if writes := leader.proxy.Writes(); len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
-			return errors.New("none")
-		}
-		return nil
-	})
 	kind := "kill"
-	at := time.Now()
+	var (
+		at       time.Time
+		pausedAt string
+	)
 	if pause {
 		kind = "pause"
 		leader.planned(true)
-		if err := leader.process().Pause(); err != nil {
-			return err
+		// In the middle of a write: as one arrives at either API, before it is forwarded.
+		write, err := leader.process().PauseAtWrite(pauseWait, func(write apiproxy.Write) bool {
+			return write.Resource != "leases.coordination.k8s.io"
+		}, leader.proxy, leader.targetProxy)
+		if err != nil {
+			// An idle leader: paused all the same, and counted as such.
+			c.log("%v; pausing it idle", err)
+			if err := leader.process().Pause(); err != nil {
+				return err
+			}
+		} else {
+			pausedAt = strings.TrimSpace(write.Verb + " " + write.Resource + " " + write.Name)
 		}
+		at = time.Now()
 	} else {
+		// In the middle of its work: right after a write, or after a second without one.
+		since := time.Now()
+		_ = testenv.WaitFor(ctx, time.Second, "a write", func(context.Context) error {
+			if writes := leader.proxy.Writes(); len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
+				return errors.New("none")
+			}
+			return nil
+		})
+		at = time.Now()
 		leader.kill()
 	}
 	acquired, err := waitForLeaseChange(ctx, c.stack, holder)
 	if err != nil {
 		return err
 	}
-	takeover := Takeover{Kind: kind, AtSeconds: newSeconds(at.Sub(c.started)), TakeoverSeconds: newSeconds(acquired.Sub(at))}
+	takeover := Takeover{Kind: kind, AtSeconds: newSeconds(at.Sub(c.started)), TakeoverSeconds: newSeconds(acquired.Sub(at)), PausedAt: pausedAt}
 	if pause {
 		_ = testenv.WaitFor(ctx, 10*time.Second, "the new leader to write", func(context.Context) error {
 			if writes := other.proxy.Writes(); len(writes) == 0 || !writes[len(writes)-1].At.After(acquired) {
@@ -421,7 +450,7 @@ func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 			c.problem("%s went on running a minute after it lost its lease while paused", process.Name)
 			leader.kill()
 		}
-		for _, write := range leader.proxy.Writes() {
+		for _, write := range append(leader.proxy.Writes(), leader.targetProxy.Writes()...) {
 			if write.At.After(acquired) {
 				takeover.WritesAfterTakeover++
 				c.problem("%s wrote after %s took over: %s %s %s", leader.name, other.name, write.Verb, write.Resource, write.Name)
@@ -538,7 +567,15 @@ func (c *chaos) nodeChurn(ctx context.Context) error {
 	return c.addNode(ctx, next)
 }
 
-// addNode registers Node i, whose Machine runs, with its pod CIDR.
+// The parent of the pod CIDRs IronCore's IPAM allocates: inside the cluster CIDR, apart from
+// the pod CIDRs Nodes register with (podCIDR).
+const chaosPodParent, chaosPodParentCIDR = "chaos-pods-v4", "10.192.0.0/10"
+
+// allocated tells the Nodes whose pod CIDR IronCore's IPAM allocates: every other one.
+func allocated(i int) bool { return i%2 == 1 }
+
+// addNode registers Node i, whose Machine runs, with its pod CIDR or, for one that IronCore
+// allocates, without.
 func (c *chaos) addNode(ctx context.Context, i int) error {
 	nic := &networkingv1alpha1.NetworkInterface{}
 	if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(i))}, nic); err != nil {
@@ -555,7 +592,11 @@ func (c *chaos) addNode(ctx context.Context, i int) error {
 	c.nodeIPs[nodeName(i)] = ips
 	c.present[nodeName(i)] = true
 	c.mu.Unlock()
-	_, err := c.stack.CreateNode(ctx, nodeName(i), testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}})
+	options := testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}}
+	if allocated(i) {
+		options.PodCIDRs = nil
+	}
+	_, err := c.stack.CreateNode(ctx, nodeName(i), options)
 	return err
 }
 
@@ -811,8 +852,8 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 	return wrong
 }
 
-// checkPodCIDRs checks that every present Node's pod CIDR is on its NetworkInterface exactly
-// once and on no other.
+// checkPodCIDRs checks that every present Node has its pod CIDR (one IronCore allocates, for
+// every other Node), and that it is on the Node's NetworkInterface exactly once and on no other.
 func (c *chaos) checkPodCIDRs(ctx context.Context) {
 	err := testenv.WaitFor(ctx, 2*time.Minute, "every pod CIDR on its NetworkInterface", func(ctx context.Context) error {
 		nics := &networkingv1alpha1.NetworkInterfaceList{}
@@ -827,17 +868,50 @@ func (c *chaos) checkPodCIDRs(ctx context.Context) {
 				}
 			}
 		}
+		// An allocated pod CIDR is on its NetworkInterface as the Prefix of an ephemeral entry.
+		prefixes := &ipamv1alpha1.PrefixList{}
+		if err := c.stack.IronCore.Client.List(ctx, prefixes, client.InNamespace(c.stack.Namespace), client.HasLabels{keys.LabelPodCIDR}); err != nil {
+			return err
+		}
+		for _, prefix := range prefixes.Items {
+			owner := metav1.GetControllerOf(&prefix)
+			if owner == nil || owner.Kind != "NetworkInterface" || !prefix.DeletionTimestamp.IsZero() ||
+				prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated || prefix.Spec.Prefix == nil {
+				continue
+			}
+			cidr := prefix.Spec.Prefix.Masked().String()
+			where[cidr] = append(where[cidr], owner.Name)
+		}
+		nodes, err := c.stack.TargetClientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		podCIDRs := map[string][]string{}
+		for _, node := range nodes.Items {
+			podCIDRs[node.Name] = node.Spec.PodCIDRs
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.result.PodCIDRsChecked = 0
+		c.result.PodCIDRsChecked, c.result.PodCIDRsAllocated = 0, 0
 		for i := 0; i < c.nextNode; i++ {
 			name := nodeName(i)
 			if !c.present[name] {
 				continue
 			}
-			c.result.PodCIDRsChecked++
-			if got := where[podCIDR(i)]; !slices.Equal(got, []string{testenv.NetworkInterfaceName(name)}) {
-				return fmt.Errorf("pod CIDR %s of %s is on %v", podCIDR(i), name, got)
+			cidrs := podCIDRs[name]
+			if len(cidrs) == 0 {
+				return fmt.Errorf("node %s has no pod CIDR", name)
+			}
+			if allocated(i) {
+				c.result.PodCIDRsAllocated++
+			} else if !slices.Equal(cidrs, []string{podCIDR(i)}) {
+				return fmt.Errorf("node %s has the pod CIDRs %v, want the %s it registered with", name, cidrs, podCIDR(i))
+			}
+			for _, cidr := range cidrs {
+				c.result.PodCIDRsChecked++
+				if got := where[cidr]; !slices.Equal(got, []string{testenv.NetworkInterfaceName(name)}) {
+					return fmt.Errorf("pod CIDR %s of %s is on %v", cidr, name, got)
+				}
 			}
 		}
 		return nil

@@ -41,9 +41,13 @@ type ChaosResult struct {
 
 	// ConvergenceSeconds is the time from the end of the chaos until every Service was served
 	// right.
-	ConvergenceSeconds    Seconds `json:"convergenceSeconds"`
-	PodCIDRsChecked       int     `json:"podCIDRsChecked"`
-	WrongfulNodeDeletions int     `json:"wrongfulNodeDeletions"`
+	ConvergenceSeconds Seconds `json:"convergenceSeconds"`
+	PodCIDRsChecked    int     `json:"podCIDRsChecked"`
+	// PodCIDRsAllocated counts the Nodes of the end whose pod CIDR IronCore's IPAM allocated;
+	// SharedPodCIDRs, the moments a pod CIDR was on two Nodes of the cluster.
+	PodCIDRsAllocated     int `json:"podCIDRsAllocated"`
+	SharedPodCIDRs        int `json:"sharedPodCIDRs"`
+	WrongfulNodeDeletions int `json:"wrongfulNodeDeletions"`
 	// LeftNodesDeleted are the Nodes of deleted Machines the CCM deleted.
 	LeftNodesDeleted int `json:"leftNodesDeleted"`
 	Duplicates       int `json:"duplicates"`
@@ -75,8 +79,12 @@ type Takeover struct {
 	AtSeconds Seconds `json:"atSeconds"`
 	// TakeoverSeconds runs from the disruption to the other replica acquiring the lease.
 	TakeoverSeconds Seconds `json:"takeoverSeconds"`
-	// WritesAfterTakeover are IronCore writes of a paused leader after the other took over.
+	// WritesAfterTakeover are writes of a paused leader, to IronCore or to the cluster, after the
+	// other took over.
 	WritesAfterTakeover int `json:"writesAfterTakeover"`
+	// PausedAt is the write a paused leader was stopped in the middle of; empty if it made
+	// none to be paused at.
+	PausedAt string `json:"pausedAt,omitempty"`
 }
 
 // ChaosSample is the state of the run at one moment.
@@ -130,8 +138,9 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
 	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal, one in three of class ironcore.dev/load-balancer); every Service of the previous wave edited (ports; one in four "+
-		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins; the leader "+
-		"killed or paused %d times right after an IronCore write; one Node made unhealthy and healthy again (NotReady past the grace period, "+
+		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins (every other Node gets its "+
+		"pod CIDR from IronCore's IPAM through the CCM, the others register with theirs); the leader "+
+		"killed right after an IronCore write or paused in the middle of a write to either API, %d times; one Node made unhealthy and healthy again (NotReady past the grace period, "+
 		"or tainted for deletion by the cluster autoscaler, in turn), one target label removed by hand and one destination removed by hand "+
 		"from a Local Service's routing; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
 		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
@@ -150,11 +159,14 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
 
 	var kills, pauses []time.Duration
-	writesAfter := 0
+	writesAfter, midWrite := 0, 0
 	for _, t := range r.Takeovers {
 		d := time.Duration(float64(t.TakeoverSeconds) * float64(time.Second))
 		if t.Kind == "pause" {
 			pauses = append(pauses, d)
+			if t.PausedAt != "" {
+				midWrite++
+			}
 		} else {
 			kills = append(kills, d)
 		}
@@ -183,14 +195,16 @@ func (r *ChaosResult) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
-	fmt.Fprintf(&b, "| IronCore writes by a paused leader after the other took over | %d |\n", writesAfter)
+	fmt.Fprintf(&b, "| writes of any kind, to IronCore or to the cluster, by a paused leader after the other took over (paused mid-write: %d of %d) | %d |\n",
+		midWrite, len(pauses), writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
 	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
 	fmt.Fprintf(&b, "| moments a Service that had an address showed none (type switches included) | %d |\n", r.AddressesLost)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
-	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface | %d |\n", r.PodCIDRsChecked)
+	fmt.Fprintf(&b, "| moments a pod CIDR was on two Nodes | %d |\n", r.SharedPodCIDRs)
+	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface (of Nodes, allocated by IronCore's IPAM) | %d (%d) |\n", r.PodCIDRsChecked, r.PodCIDRsAllocated)
 	fmt.Fprintf(&b, "| from the end of the chaos until every Service was served right | %.1fs |\n\n", r.ConvergenceSeconds)
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(&b, "Problems:\n\n")

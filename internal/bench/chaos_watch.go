@@ -18,11 +18,21 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-// watch checks, as they happen, what must never happen: a Node deleted that did not leave,
-// and a routing losing the destination of a Node that is still there.
+// watch checks, as they happen, what must never happen: a Node deleted that did not leave, a
+// pod CIDR on two Nodes, and a routing losing the destination of a Node that is still there.
 func (c *chaos) watch(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.stack.TargetClientset, 0)
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if node, ok := obj.(*corev1.Node); ok {
+				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if node, ok := obj.(*corev1.Node); ok {
+				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+			}
+		},
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
@@ -31,6 +41,7 @@ func (c *chaos) watch(ctx context.Context) error {
 			if !ok {
 				return
 			}
+			c.podCIDRsChanged(node.Name, nil)
 			c.mu.Lock()
 			leaving := c.leaving[node.Name]
 			c.mu.Unlock()
@@ -74,6 +85,32 @@ func (c *chaos) watch(ctx context.Context) error {
 		return fmt.Errorf("the IronCore cache did not sync")
 	}
 	return nil
+}
+
+// podCIDRsChanged records a Node's pod CIDRs (none once it is gone), and a problem for each
+// that another Node in the cluster holds too.
+func (c *chaos) podCIDRsChanged(node string, cidrs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(cidrs) == 0 {
+		delete(c.podCIDRs, node)
+		return
+	}
+	if slices.Equal(c.podCIDRs[node], cidrs) {
+		return
+	}
+	c.podCIDRs[node] = cidrs
+	for other, held := range c.podCIDRs {
+		if other == node {
+			continue
+		}
+		for _, cidr := range cidrs {
+			if slices.Contains(held, cidr) {
+				c.result.SharedPodCIDRs++
+				c.result.Problems = append(c.result.Problems, fmt.Sprintf("pod CIDR %s is on Node %s and Node %s", cidr, node, other))
+			}
+		}
+	}
 }
 
 // routingChanged records each destination of a present Node that a routing lost, and when it

@@ -16,8 +16,12 @@ const PollInterval = 100 * time.Millisecond
 func WaitFor(ctx context.Context, timeout time.Duration, what string, condition func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		last = condition(ctx)
-		return last == nil, nil
+		err := condition(ctx)
+		// A check cut short by the deadline says less than the one before it.
+		if err == nil || ctx.Err() == nil || last == nil {
+			last = err
+		}
+		return err == nil, nil
 	})
 	switch {
 	case err == nil:
