@@ -117,7 +117,7 @@ func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.F
 	if !election.LeaderElect {
 		return nil, nil
 	}
-	fence := leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration)
+	fence := leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration, election.LeaseDuration.Duration)
 	gate := writegate.New(leasefence.Unfenced)
 	gate.SetFence(fence)
 	// The gate goes first, onto the base transport, whose connections it fences.

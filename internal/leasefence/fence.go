@@ -39,7 +39,8 @@ const maxLeaseBytes = 1 << 20
 // Fence follows this replica's renewals of its leader lease.
 type Fence struct {
 	namespace, name string
-	renewDeadline   time.Duration
+	// renewDeadline is how long after a renewal this replica may write.
+	renewDeadline time.Duration
 	clock           func() reading
 	// decoder reads the lease a create returns, in JSON or protobuf as the client asked.
 	decoder runtime.Decoder
@@ -52,11 +53,17 @@ type Fence struct {
 	refusing bool
 }
 
+// MinMargin is the least time the fence leaves between its deadline and the earliest moment
+// another replica can take the lease over, for a write already on its way to arrive.
+const MinMargin = time.Second
+
 // New returns a fence for the lease namespace/name, renewed by this replica's leader election
-// with renewDeadline. Wrap the leader election's client with Wrap.
-func New(namespace, name string, renewDeadline time.Duration) *Fence {
+// with renewDeadline, which other replicas take over leaseDuration after its last renewal.
+// Writes may go until the renew deadline after a renewal, and at the latest MinMargin before
+// the lease duration is over. Wrap the leader election's client with Wrap.
+func New(namespace, name string, renewDeadline, leaseDuration time.Duration) *Fence {
 	return &Fence{
-		namespace: namespace, name: name, renewDeadline: renewDeadline, clock: newClock(),
+		namespace: namespace, name: name, renewDeadline: min(renewDeadline, leaseDuration-MinMargin), clock: newClock(),
 		decoder: clientgoscheme.Codecs.UniversalDeserializer(),
 	}
 }
@@ -145,7 +152,7 @@ func (f *Fence) Deadline() (time.Time, error) {
 		if err != nil {
 			klog.InfoS("Stopped writing to IronCore and to the cluster", "reason", err.Error())
 		} else {
-			klog.InfoS("Writing to IronCore and to the cluster: this replica renewed the leader lease", "lease", klog.KRef(f.namespace, f.name), "renewDeadline", f.renewDeadline)
+			klog.InfoS("Writing to IronCore and to the cluster: this replica renewed the leader lease", "lease", klog.KRef(f.namespace, f.name), "writesFor", f.renewDeadline)
 		}
 	}
 	return deadline, err
@@ -158,7 +165,7 @@ func (f *Fence) deadline() (time.Time, error) {
 	now := f.clock()
 	elapsed := now.since(f.renewed)
 	if elapsed >= f.renewDeadline {
-		return time.Time{}, fmt.Errorf("not writing: this replica last renewed the leader lease %s/%s %s ago, not within the renew deadline %s; another replica may lead",
+		return time.Time{}, fmt.Errorf("not writing: this replica last renewed the leader lease %s/%s %s ago, not within %s; another replica may lead",
 			f.namespace, f.name, elapsed.Round(time.Millisecond), f.renewDeadline)
 	}
 	return now.wall.Add(f.renewDeadline - elapsed), nil

@@ -84,7 +84,7 @@ func TestFence(t *testing.T) {
 	status := http.StatusOK
 	server := echo(t, &status)
 	now := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
-	f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+	f := New("kube-system", "cloud-controller-manager", 10*time.Second, 15*time.Second)
 	clock := reading{mono: time.Hour, wall: now, boot: 2 * time.Hour}
 	f.clock = func() reading { return clock }
 	advance := func(d time.Duration) {
@@ -135,7 +135,7 @@ func TestACreateOpensTheFenceOnlyForItsLease(t *testing.T) {
 		t.Run(mediaType, func(t *testing.T) {
 			status := http.StatusCreated
 			server := echo(t, &status)
-			f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+			f := New("kube-system", "cloud-controller-manager", 10*time.Second, 15*time.Second)
 			client := &http.Client{Transport: f.Wrap(http.DefaultTransport)}
 
 			other := leaseBody(t, "cloud-provider-extraction-migration", mediaType)
@@ -171,7 +171,7 @@ func TestAClockThatStoodStillDoesNotHoldTheFenceOpen(t *testing.T) {
 		{"the wall clock was set back", reading{mono: renewed.mono + pause, wall: renewed.wall.Add(-time.Hour), boot: renewed.boot + pause}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+			f := New("kube-system", "cloud-controller-manager", 10*time.Second, 15*time.Second)
 			f.renewed = renewed
 			f.clock = func() reading { return tc.now }
 			expect(t, f, "last renewed the leader lease kube-system/cloud-controller-manager 30s ago")
@@ -180,7 +180,7 @@ func TestAClockThatStoodStillDoesNotHoldTheFenceOpen(t *testing.T) {
 
 	// Within the deadline by every clock, the deadline is what the clock that counted most
 	// leaves: here the wall clock, 4 s ahead.
-	f := New("kube-system", "cloud-controller-manager", 10*time.Second)
+	f := New("kube-system", "cloud-controller-manager", 10*time.Second, 15*time.Second)
 	f.renewed = renewed
 	now := reading{mono: renewed.mono + 2*time.Second, wall: renewed.wall.Add(6 * time.Second), boot: renewed.boot + 2*time.Second}
 	f.clock = func() reading { return now }
@@ -231,4 +231,20 @@ func TestUnfencedWrites(t *testing.T) {
 			t.Errorf("Unfenced(%s %s) = %t, want %t", tc.method, tc.path, got, tc.unfenced)
 		}
 	}
+}
+
+// TestTheFenceKeepsAMarginBeforeTheLeaseRunsOut sets a renew deadline close to the lease
+// duration: the fence closes MinMargin before another replica may take over, not at the renew
+// deadline.
+func TestTheFenceKeepsAMarginBeforeTheLeaseRunsOut(t *testing.T) {
+	renewed := reading{mono: time.Minute, wall: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC), boot: time.Hour}
+	f := New("kube-system", "cloud-controller-manager", 14900*time.Millisecond, 15*time.Second)
+	f.renewed = renewed
+	now := renewed
+	f.clock = func() reading { return now }
+	if deadline, err := f.Deadline(); err != nil || !deadline.Equal(renewed.wall.Add(15*time.Second-MinMargin)) {
+		t.Fatalf("Deadline() = %v, %v; want the lease duration less the margin after the renewal, %v", deadline, err, renewed.wall.Add(15*time.Second-MinMargin))
+	}
+	now = reading{mono: renewed.mono + 14*time.Second, wall: renewed.wall.Add(14 * time.Second), boot: renewed.boot + 14*time.Second}
+	expect(t, f, "14s ago, not within 14s")
 }
