@@ -41,7 +41,7 @@ type Fence struct {
 	namespace, name string
 	// renewDeadline is how long after a renewal this replica may write.
 	renewDeadline time.Duration
-	clock           func() reading
+	clock         func() reading
 	// decoder reads the lease a create returns, in JSON or protobuf as the client asked.
 	decoder runtime.Decoder
 
