@@ -269,7 +269,9 @@ func (c *chaos) routingsHolding(ctx context.Context, nic string) ([]string, erro
 // are not Local. It returns how long that took; past targetBound it records a problem.
 func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic string, held bool, what string) time.Duration {
 	started := time.Now()
-	err := testenv.WaitFor(ctx, targetBound, what, func(ctx context.Context) error {
+	var missing []string
+	condition := func(ctx context.Context) error {
+		missing = nil
 		for _, name := range routings {
 			c.mu.Lock()
 			state := c.byLoadBalancer[name]
@@ -286,19 +288,50 @@ func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic stri
 				return err
 			}
 			if destinations(routing)["nic:"+nic] != held {
-				return fmt.Errorf("routing %s", name)
+				missing = append(missing, name)
 			}
 		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%d routings, the first %s", len(missing), missing[0])
+		}
 		return nil
-	})
+	}
+	err := testenv.WaitFor(ctx, targetBound, what, condition)
 	if err != nil {
 		verb := "leave"
 		if held {
 			verb = "take back"
 		}
-		c.problem("%s: the routings did not %s %s: %v", what, verb, nic, err)
+		// How late, if at all: IronCore slow, or a routing left behind for good.
+		first := ""
+		if len(missing) > 0 {
+			first = c.describeLoadBalancer(ctx, missing[0])
+		}
+		late := "and had not after 3 more minutes"
+		if testenv.WaitFor(ctx, 3*time.Minute, what, condition) == nil {
+			late = fmt.Sprintf("and did %s after the first wait began", time.Since(started).Round(time.Second))
+		}
+		c.problem("%s: the routings did not %s %s within %s (%v; %s), %s", what, verb, nic, targetBound, err, first, late)
 	}
 	return time.Since(started)
+}
+
+// describeLoadBalancer says what a routing's LoadBalancer and its Service look like, for a
+// problem's message.
+func (c *chaos) describeLoadBalancer(ctx context.Context, name string) string {
+	lb := &networkingv1alpha1.LoadBalancer{}
+	if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: name}, lb); err != nil {
+		return fmt.Sprintf("LoadBalancer %s: %v", name, err)
+	}
+	c.mu.Lock()
+	state := c.byLoadBalancer[name]
+	c.mu.Unlock()
+	service := "no Service"
+	if state != nil {
+		service = fmt.Sprintf("Service %s (internal %t, local %t, class %v)", state.service.Name, state.internal, state.local, state.service.Spec.LoadBalancerClass)
+	}
+	return fmt.Sprintf("LoadBalancer %s: type %s, selector %v, deleting %t, annotations %v; %s",
+		name, lb.Spec.Type, lb.Spec.NetworkInterfaceSelector, !lb.DeletionTimestamp.IsZero(), lb.Annotations, service)
 }
 
 // stillWanted tells whether the Local Service of the routing still wants the destination:

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -17,8 +18,9 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, condition 
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		err := condition(ctx)
-		// A check cut short by the deadline says less than the one before it.
-		if err == nil || ctx.Err() == nil || last == nil {
+		// A check cut short by the deadline (or by a rate limiter that foresaw it) says less
+		// than the one before it.
+		if err == nil || last == nil || (ctx.Err() == nil && !strings.Contains(err.Error(), "would exceed context deadline")) {
 			last = err
 		}
 		return err == nil, nil
