@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type labelRecord struct {
 	labelled map[string]bool
 	// nudged holds, by LoadBalancer UID, the digest written and the resource version it left.
 	nudged map[types.UID]writtenDigest
+	// repairs counts the labels this process put back after they were changed behind its
+	// back; the digest includes it, since a label put back changes no target, yet IronCore may
+	// miss it as it misses any other.
+	repairs int
 }
 
 type writtenDigest struct {
@@ -211,7 +216,7 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 			remove = append(remove, nic.Name)
 		}
 	}
-	t.countDrift(have, want, nodesByNetworkInterface(resolved))
+	drifted := t.countDrift(have, want, nodesByNetworkInterface(resolved))
 	err = t.writeLabels(ctx, add, remove)
 	t.mu.Lock()
 	t.last = Report{Skipped: skipped, Choice: choice}
@@ -221,6 +226,7 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 	}
 	t.labels.mu.Lock()
 	t.labels.labelled = want
+	t.labels.repairs += drifted
 	t.labels.mu.Unlock()
 	return t.nudgeSelecting(ctx, want)
 }
@@ -228,13 +234,13 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 // countDrift counts the labels that differ from what the last sync left in place while the
 // desired targets did not change for them: labels removed from a target, or added to a
 // NetworkInterface that is not one, behind this reconciler's back. Each is recorded on its
-// Node, which is what gained or lost traffic.
-func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) {
+// Node, which is what gained or lost traffic. It returns how many there are.
+func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) int {
 	t.labels.mu.Lock()
 	before := t.labels.labelled
 	t.labels.mu.Unlock()
 	if before == nil {
-		return
+		return 0
 	}
 	var drifted []string
 	for name := range before {
@@ -248,7 +254,7 @@ func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev
 		}
 	}
 	if len(drifted) == 0 {
-		return
+		return 0
 	}
 	slices.Sort(drifted)
 	metrics.LoadBalancerTargetDriftRepaired.WithLabelValues("label").Add(float64(len(drifted)))
@@ -260,6 +266,7 @@ func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev
 				keys.LabelLoadBalancerTarget, name, want[name])
 		}
 	}
+	return len(drifted)
 }
 
 // nodesByNetworkInterface maps the resolved Nodes' NetworkInterfaces to their Nodes.
@@ -397,7 +404,8 @@ func (t *Targets) nudgedDigest(lb *networkingv1alpha1.LoadBalancer) string {
 }
 
 // targetsDigest identifies the targets as IronCore routes them: by name, state and
-// addresses, as the cache shows them, once it shows this process's writes of each.
+// addresses, as the cache shows them, once it shows this process's writes of each; and the
+// labels put back so far, each of which IronCore must be nudged for too.
 func (t *Targets) targetsDigest(ctx context.Context, targets map[string]bool) (string, error) {
 	entries := make([]string, 0, len(targets))
 	for name := range targets {
@@ -417,6 +425,11 @@ func (t *Targets) targetsDigest(ctx context.Context, targets map[string]bool) (s
 		}
 		entries = append(entries, entry)
 	}
+	t.labels.mu.Lock()
+	if t.labels.repairs > 0 {
+		entries = append(entries, "repairs="+strconv.Itoa(t.labels.repairs))
+	}
+	t.labels.mu.Unlock()
 	slices.Sort(entries)
 	hash := sha256.Sum256([]byte(strings.Join(entries, ";")))
 	return hex.EncodeToString(hash[:8]), nil
