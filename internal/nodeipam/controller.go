@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,6 +49,7 @@ const (
 	ReasonFailed        = "PodCIDRAllocationFailed"
 	ReasonFromElsewhere = "PodCIDRsFromAnotherAllocator"
 	ReasonMachineShared = "PodCIDRMachineShared"
+	ReasonHeldElsewhere = "PodCIDRHeldByAnotherNode"
 )
 
 // ErrMachineShared is wrapped by an allocator that refuses a Node because another Node runs on
@@ -136,6 +139,9 @@ type waitingNode struct {
 	nextLook         time.Time
 	explained        bool
 	networkInterface string
+	// refusal is the reason of the last refusal reported (an event), so that each is reported
+	// once per wait.
+	refusal string
 }
 
 // diagnosis is what the allocator found wrong with a family's parents, and when.
@@ -192,7 +198,8 @@ func New(config Config) (*Controller, error) {
 				c.stopWaiting(node.Name)
 				c.mu.Lock()
 				delete(c.reported, node.Name)
-				// A waiting Node may have waited for this one to leave its Machine.
+				// A waiting Node may have waited for this one to leave its Machine, or to give
+				// up its pod CIDRs.
 				for name := range c.waiting {
 					c.queue.Add(name)
 				}
@@ -294,7 +301,7 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 		return false, err
 	}
 	if errors.Is(err, ErrMachineShared) {
-		c.refuse(node, err)
+		c.refuse(node, refusal{Reason: ReasonMachineShared, Message: err.Error()})
 		return true, nil
 	}
 	if err != nil {
@@ -303,6 +310,13 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 	}
 	if allocation.CIDRs == nil {
 		c.explain(ctx, node, allocation.NetworkInterface, allocation.PendingFamilies, strings.Join(allocation.Pending, "; "))
+		return true, nil
+	}
+	// IronCore gives a pod CIDR back as soon as the NetworkInterface that held it is gone, which
+	// is before the Node of its Machine is deleted: until then that Node keeps the range.
+	if other, cidr := c.heldElsewhere(node, allocation.CIDRs); other != "" {
+		c.refuse(node, refusal{Reason: ReasonHeldElsewhere, Message: fmt.Sprintf("pod CIDR %s, which IronCore allocated on NetworkInterface %s, is still the pod CIDR of Node %s; "+
+			"waiting for that Node to be deleted or to give it up", cidr, allocation.NetworkInterface, other)})
 		return true, nil
 	}
 	if err := c.setPodCIDRs(ctx, node, allocation.CIDRs); err != nil {
@@ -402,9 +416,14 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 	klog.InfoS("Pod CIDRs cannot be allocated yet", "node", klog.KObj(node), "reason", message)
 }
 
-// refuse records that the Node waits because another Node runs on its Machine, and reports it
-// at once, once per wait: nothing else can explain it.
-func (c *Controller) refuse(node *corev1.Node, err error) {
+// refusal is why a Node gets no pod CIDRs for now, with the event's reason.
+type refusal struct {
+	Reason, Message string
+}
+
+// refuse records that the Node waits for another Node (on its Machine, or holding its range to
+// be), and reports it at once, once per wait and reason: nothing else can explain it.
+func (c *Controller) refuse(node *corev1.Node, r refusal) {
 	c.mu.Lock()
 	waiting, ok := c.waiting[node.Name]
 	if !ok {
@@ -412,14 +431,39 @@ func (c *Controller) refuse(node *corev1.Node, err error) {
 		c.waiting[node.Name] = waiting
 		metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
 	}
-	due := !waiting.explained
-	waiting.explained = true
+	due := waiting.refusal != r.Reason
+	waiting.refusal = r.Reason
 	c.mu.Unlock()
 	if !due {
 		return
 	}
-	c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonMachineShared, "Not allocating pod CIDRs: %v", err)
-	klog.InfoS("Not allocating pod CIDRs: another Node runs on the same Machine", "node", klog.KObj(node), "err", err)
+	c.Recorder.Eventf(node, corev1.EventTypeWarning, r.Reason, "Not allocating pod CIDRs: %s", r.Message)
+	klog.InfoS("Not allocating pod CIDRs", "node", klog.KObj(node), "reason", r.Reason, "detail", r.Message)
+}
+
+// heldElsewhere names another Node of the cluster whose pod CIDRs overlap cidrs, and the CIDR.
+func (c *Controller) heldElsewhere(node *corev1.Node, cidrs []string) (string, string) {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return "", ""
+	}
+	for _, cidr := range cidrs {
+		want, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			continue
+		}
+		for _, other := range nodes {
+			if other.Name == node.Name {
+				continue
+			}
+			for _, held := range other.Spec.PodCIDRs {
+				if prefix, err := netip.ParsePrefix(held); err == nil && prefix.Overlaps(want) {
+					return other.Name, cidr
+				}
+			}
+		}
+	}
+	return "", ""
 }
 
 // diagnose asks the allocator what is wrong with the family's parents, at most once per half

@@ -176,6 +176,13 @@ func EventReasons() []EventReason {
 			Action: "Delete the Node that does not run on the Machine, or give the Machines distinct hostnames.",
 		},
 		{
+			Reason: nodeipam.ReasonHeldElsewhere, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,
+			When: "Pod CIDR allocation from IronCore is on, and IronCore allocated this Node a range that another Node of the cluster still has: " +
+				"IronCore gives a range back as soon as the NetworkInterface that held it is gone, which is before the Node of that Machine is deleted. " +
+				"This Node gets no pod CIDRs until the other Node is deleted. Recorded once per wait.",
+			Action: "Nothing, if the other Node's Machine is gone: the CCM deletes that Node once it is not Ready. If it stays Ready, find out what still runs as it, and delete it.",
+		},
+		{
 			Reason: lbtargets.ReasonTargetRestored, Type: corev1.EventTypeNormal, Object: "Node", Controller: lbtargets.Name,
 			When:   "A Node the health rule had found unhealthy is healthy again; its NetworkInterfaces are load balancer targets again.",
 			Action: "Nothing.",

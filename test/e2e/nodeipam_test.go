@@ -481,3 +481,71 @@ func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 		}
 	}
 }
+
+// TestAPodCIDRWaitsForTheNodeThatHoldsIt: IronCore gives a pod CIDR back as soon as the
+// NetworkInterface that held it is gone with its Machine, while the Node of that Machine may
+// still be in the cluster (here it stays Ready, so nothing deletes it). A new Node to which
+// IronCore allocates the same range must not get it until the old Node is gone: the parent has
+// room for two pod CIDRs, and a third Node keeps the other.
+func TestAPodCIDRWaitsForTheNodeThatHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	rootPrefix(t, "pods-reuse", "10.212.0.0/25", nil)
+	ipamCCM(t, "ccm-ipam-reuse", "podCIDRParentPrefix: pods-reuse\npodCIDRMaskSize: 26\n", "10.212.0.0/16", true)
+
+	keep, old, replacement := "ipam-reuse-keep", "ipam-reuse-old", "ipam-reuse-new"
+	var cidr string
+	for _, name := range []string{keep, old} {
+		runningMachine(t, name, testenv.MachineOptions{})
+		createNode(t, name, testenv.NodeOptions{})
+		node := waitForNode(t, name, "Node "+name+" with a pod CIDR", func(node *corev1.Node) error {
+			if len(node.Spec.PodCIDRs) != 1 {
+				return fmt.Errorf("pod CIDRs %v", node.Spec.PodCIDRs)
+			}
+			return nil
+		})
+		cidr = node.Spec.PodCIDRs[0]
+	}
+	if err := stack.IronCore.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: old}}); err != nil {
+		t.Fatal(err)
+	}
+	err := testenv.WaitFor(ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+old+" left", func(ctx context.Context) error {
+		return noPodCIDRPrefixesOf(ctx, old)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runningMachine(t, replacement, testenv.MachineOptions{})
+	createNode(t, replacement, testenv.NodeOptions{})
+	err = testenv.WaitFor(ctx, 2*waitTimeout, "IronCore to allocate the range again, to "+replacement, func(ctx context.Context) error {
+		state, err := readPodCIDRNIC(ctx, replacement)
+		if err != nil {
+			return err
+		}
+		if entries := state.entries[corev1.IPv4Protocol]; !slices.Equal(entries, []string{cidr}) {
+			return fmt.Errorf("entries %v", state.entries)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForNodeEvent(t, replacement, "PodCIDRHeldByAnotherNode", "still the pod CIDR of Node "+old)
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, replacement, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Spec.PodCIDRs) > 0 {
+		t.Fatalf("Node %s got the pod CIDRs %v while Node %s holds %s", replacement, node.Spec.PodCIDRs, old, cidr)
+	}
+
+	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForNode(t, replacement, "Node "+replacement+" with the range, once Node "+old+" is gone", func(node *corev1.Node) error {
+		if !slices.Equal(node.Spec.PodCIDRs, []string{cidr}) {
+			return fmt.Errorf("pod CIDRs %v", node.Spec.PodCIDRs)
+		}
+		return nil
+	})
+}
