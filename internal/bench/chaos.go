@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	mathrand "math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -451,9 +452,15 @@ func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 			leader.kill()
 		}
 		for _, write := range append(leader.proxy.Writes(), leader.targetProxy.Writes()...) {
-			if write.At.After(acquired) {
+			switch {
+			case !write.At.After(acquired):
+			case refusedRenewal(write):
+				// Its leader election renewing from the lease it knew: the API server's
+				// resourceVersion check refuses it, which is the fence on the lease itself.
+				takeover.RenewalsRefused++
+			default:
 				takeover.WritesAfterTakeover++
-				c.problem("%s wrote after %s took over: %s %s %s", leader.name, other.name, write.Verb, write.Resource, write.Name)
+				c.problem("%s wrote after %s took over: %s %s %s (status %d)", leader.name, other.name, write.Verb, write.Resource, write.Name, write.Status)
 			}
 		}
 	}
@@ -1066,6 +1073,11 @@ func (r *chaosReplica) kill() {
 	r.process().Kill()
 }
 
+// refusedRenewal tells a write of the leader lease that the API server refused as a conflict.
+func refusedRenewal(write apiproxy.Write) bool {
+	return write.Resource == "leases.coordination.k8s.io" && write.Name == chaosLeaseName && write.Status == http.StatusConflict
+}
+
 // lastLeaseWrite is when the replica last wrote the leader lease successfully, as its target
 // proxy saw it.
 func (r *chaosReplica) lastLeaseWrite() time.Time {
@@ -1086,6 +1098,13 @@ func (r *chaosReplica) running() bool {
 	default:
 		return true
 	}
+}
+
+// startupLookupFault tells the end of a replica whose start-up, in the framework, could not read
+// the cluster's authentication configuration because the target API failed the request on
+// purpose.
+func startupLookupFault(last string) bool {
+	return strings.Contains(last, "unable to load configmap based") && strings.Contains(last, "injected failure")
 }
 
 // superviseReplicas restarts a replica that ended by itself (a lost lease, a crash), as a
@@ -1115,8 +1134,10 @@ func (c *chaos) superviseReplicas(ctx context.Context) {
 			c.mu.Lock()
 			c.result.UnplannedExits = append(c.result.UnplannedExits, fmt.Sprintf("%s (%v): %s", process.Name, process.Err(), last))
 			c.mu.Unlock()
-			// Losing the lease to faults of the target API is a way to end; any other is not.
-			if !strings.Contains(last, "leaderelection lost") {
+			// Losing the lease to faults of the target API is a way to end, and so is the
+			// framework's start-up failing to read its authentication configuration through a
+			// fault of the target API (it exits, to be restarted); any other is not.
+			if !strings.Contains(last, "leaderelection lost") && !startupLookupFault(last) {
 				c.problem("%s ended by itself: %s", process.Name, last)
 			}
 			c.log("%s ended by itself (%v); restarting it. Its last lines:\n%s", process.Name, process.Err(), last)

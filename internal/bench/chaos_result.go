@@ -82,6 +82,9 @@ type Takeover struct {
 	// WritesAfterTakeover are writes of a paused leader, to IronCore or to the cluster, after the
 	// other took over.
 	WritesAfterTakeover int `json:"writesAfterTakeover"`
+	// RenewalsRefused are writes of the leader lease by a paused leader after the other took
+	// over that the API server refused as conflicts: not counted as writes.
+	RenewalsRefused int `json:"renewalsRefused,omitempty"`
 	// PausedAt is the write a paused leader was stopped in the middle of; empty if it made
 	// none to be paused at.
 	PausedAt string `json:"pausedAt,omitempty"`
@@ -159,7 +162,7 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
 
 	var kills, pauses []time.Duration
-	writesAfter, midWrite := 0, 0
+	writesAfter, midWrite, refused := 0, 0, 0
 	for _, t := range r.Takeovers {
 		d := time.Duration(float64(t.TakeoverSeconds) * float64(time.Second))
 		if t.Kind == "pause" {
@@ -171,6 +174,7 @@ func (r *ChaosResult) Markdown() string {
 			kills = append(kills, d)
 		}
 		writesAfter += t.WritesAfterTakeover
+		refused += t.RenewalsRefused
 	}
 	fmt.Fprintf(&b, "| Leader takeovers (lease duration 4 s) | count | p50 | max |\n|---|---:|---:|---:|\n")
 	for _, row := range []struct {
@@ -195,8 +199,8 @@ func (r *ChaosResult) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
-	fmt.Fprintf(&b, "| writes of any kind, to IronCore or to the cluster, by a paused leader after the other took over (paused mid-write: %d of %d) | %d |\n",
-		midWrite, len(pauses), writesAfter)
+	fmt.Fprintf(&b, "| writes of any kind, to IronCore or to the cluster, by a paused leader after the other took over (paused mid-write: %d of %d; "+
+		"lease renewals the API server refused as conflicts, not counted: %d) | %d |\n", midWrite, len(pauses), refused, writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
 	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
