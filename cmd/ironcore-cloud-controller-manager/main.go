@@ -117,6 +117,9 @@ func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.F
 	if !election.LeaderElect {
 		return nil, nil
 	}
+	if _, err := leasefence.CheckWindow(election.RenewDeadline.Duration, election.LeaseDuration.Duration, election.RetryPeriod.Duration); err != nil {
+		return nil, err
+	}
 	fence := leasefence.New(election.ResourceNamespace, election.ResourceName, election.RenewDeadline.Duration, election.LeaseDuration.Duration)
 	gate := writegate.New(leasefence.Unfenced)
 	gate.SetFence(fence)

@@ -51,9 +51,10 @@ type labelRecord struct {
 	// nudged holds, by LoadBalancer UID, the digest written and the resource version it left.
 	nudged map[types.UID]writtenDigest
 	// repairs counts the labels this process put back after they were changed behind its
-	// back; the digest includes it, since a label put back changes no target, yet IronCore may
-	// miss it as it misses any other.
+	// back; the digest includes it, with process (random, this process's own), since a label
+	// put back changes no target, yet IronCore may miss it as it misses any other.
 	repairs int
+	process string
 }
 
 type writtenDigest struct {
@@ -427,7 +428,8 @@ func (t *Targets) targetsDigest(ctx context.Context, targets map[string]bool) (s
 	}
 	t.labels.mu.Lock()
 	if t.labels.repairs > 0 {
-		entries = append(entries, "repairs="+strconv.Itoa(t.labels.repairs))
+		// With this process's mark: another replica's count of repairs may be the same number.
+		entries = append(entries, "repairs="+strconv.Itoa(t.labels.repairs)+"@"+t.labels.process)
 	}
 	t.labels.mu.Unlock()
 	slices.Sort(entries)

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -109,6 +110,7 @@ func NewTargets(config TargetsConfig) *Targets {
 		recorder:          config.Recorder,
 		findLoadBalancers: config.FindLoadBalancers,
 		onReport:          config.OnReport,
+		labels:            labelRecord{process: string(uuid.NewUUID())},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ironcore-load-balancer-target-labels"}),
 	}

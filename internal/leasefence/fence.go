@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -97,14 +98,15 @@ func (f *Fence) Wrap(next http.RoundTripper) http.RoundTripper {
 
 // writesLease tells a create of a lease of the namespace (POST to its leases, create true),
 // which may be this one, or an update of this one (PUT or PATCH to its name): the leader
-// election creates the lease, then updates it.
+// election creates the lease, then updates it. The API server's address may have a path of its
+// own before the API's (a proxy's), so paths are matched by their end.
 func (f *Fence) writesLease(req *http.Request) (create, ok bool) {
 	collection := "/apis/coordination.k8s.io/v1/namespaces/" + f.namespace + "/leases"
 	switch req.Method {
 	case http.MethodPost:
-		return true, req.URL.Path == collection
+		return true, strings.HasSuffix(req.URL.Path, collection)
 	case http.MethodPut, http.MethodPatch:
-		return false, req.URL.Path == collection+"/"+f.name
+		return false, strings.HasSuffix(req.URL.Path, collection+"/"+f.name)
 	}
 	return false, false
 }
@@ -175,17 +177,34 @@ func (f *Fence) deadline() (time.Time, error) {
 // leases, by which the leader election (this lease's, and leader migration's) acquires and
 // keeps its leases, so that the fence can open at all; and requests that are sent as creates
 // but change nothing: service account tokens, for the clients of controllers that act as their
-// own service accounts, and reviews of tokens and permissions.
+// own service accounts, and reviews of tokens and permissions. Paths are matched after any path
+// of the API server's address.
 func Unfenced(req *http.Request) bool {
-	path := req.URL.Path
-	switch {
-	case strings.HasPrefix(path, "/apis/coordination.k8s.io/"):
-		return true
-	case strings.HasPrefix(path, "/apis/authentication.k8s.io/"), strings.HasPrefix(path, "/apis/authorization.k8s.io/"):
-		return req.Method == http.MethodPost
+	segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	for i := range segments {
+		rest := segments[i:]
+		switch {
+		case len(rest) >= 2 && rest[0] == "apis" && rest[1] == "coordination.k8s.io":
+			return slices.Contains(rest, "leases")
+		case len(rest) >= 2 && rest[0] == "apis" && (rest[1] == "authentication.k8s.io" || rest[1] == "authorization.k8s.io"):
+			return req.Method == http.MethodPost
+		case len(rest) == 7 && rest[0] == "api" && rest[1] == "v1" && rest[2] == "namespaces" && rest[4] == "serviceaccounts" && rest[6] == "token":
+			// POST /api/v1/namespaces/<namespace>/serviceaccounts/<name>/token
+			return req.Method == http.MethodPost
+		}
 	}
-	// POST /api/v1/namespaces/<namespace>/serviceaccounts/<name>/token
-	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	return req.Method == http.MethodPost && len(segments) == 7 && segments[0] == "api" && segments[1] == "v1" &&
-		segments[2] == "namespaces" && segments[4] == "serviceaccounts" && segments[6] == "token"
+	return false
+}
+
+// CheckWindow returns how long after a renewal this replica may write, for New's arguments, or
+// why the leader election's timings leave too short a window: the leader election renews every
+// retryPeriod, and a window no longer than that would close between renewals.
+func CheckWindow(renewDeadline, leaseDuration, retryPeriod time.Duration) (time.Duration, error) {
+	window := min(renewDeadline, leaseDuration-MinMargin)
+	if window <= retryPeriod {
+		return 0, fmt.Errorf("--leader-elect-lease-duration %s and --leader-elect-renew-deadline %s leave %s to write after each renewal "+
+			"(the renew deadline, and at most the lease duration less %s), not more than --leader-elect-retry-period %s: "+
+			"writes would stop between renewals; lengthen the lease duration", leaseDuration, renewDeadline, window, MinMargin, retryPeriod)
+	}
+	return window, nil
 }

@@ -222,6 +222,11 @@ func TestUnfencedWrites(t *testing.T) {
 		{http.MethodPatch, "/api/v1/namespaces/default/services/web/status", false},
 		{http.MethodPut, "/api/v1/namespaces/default/services/web", false},
 		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/default/events", false},
+		// Behind a proxy whose address has a path.
+		{http.MethodPut, "/k8s/clusters/c-1" + leases + "/cloud-controller-manager", true},
+		{http.MethodPost, "/k8s/clusters/c-1/api/v1/namespaces/kube-system/serviceaccounts/service-controller/token", true},
+		{http.MethodPatch, "/k8s/clusters/c-1/api/v1/nodes/node-1", false},
+		{http.MethodPatch, "/api/v1/namespaces/apis/services/coordination.k8s.io", false},
 	} {
 		req, err := http.NewRequest(tc.method, "https://cluster"+tc.path, nil)
 		if err != nil {
@@ -247,4 +252,30 @@ func TestTheFenceKeepsAMarginBeforeTheLeaseRunsOut(t *testing.T) {
 	}
 	now = reading{mono: renewed.mono + 14*time.Second, wall: renewed.wall.Add(14 * time.Second), boot: renewed.boot + 14*time.Second}
 	expect(t, f, "14s ago, not within 14s")
+}
+
+// TestAFenceBehindAProxyPathOpens renews the lease through an API server address with a path
+// of its own, as a proxy's: the renewal still opens the fence.
+func TestAFenceBehindAProxyPathOpens(t *testing.T) {
+	status := http.StatusOK
+	server := echo(t, &status)
+	f := New("kube-system", "cloud-controller-manager", 10*time.Second, 15*time.Second)
+	client := &http.Client{Transport: f.Wrap(http.DefaultTransport)}
+	const json = runtime.ContentTypeJSON
+	send(t, client, http.MethodPut, server.URL+"/k8s/clusters/c-1"+leases+"/cloud-controller-manager", json, leaseBody(t, "cloud-controller-manager", json))
+	expect(t, f, "")
+}
+
+// TestTimingsThatLeaveNoWindowAreRefused: a window no longer than the retry period would close
+// between the leader election's renewals.
+func TestTimingsThatLeaveNoWindowAreRefused(t *testing.T) {
+	if window, err := CheckWindow(10*time.Second, 15*time.Second, 2*time.Second); err != nil || window != 10*time.Second {
+		t.Errorf("the defaults: %s, %v; want 10s", window, err)
+	}
+	if window, err := CheckWindow(3*time.Second, 4*time.Second, 500*time.Millisecond); err != nil || window != 3*time.Second {
+		t.Errorf("the tests' timings: %s, %v; want 3s", window, err)
+	}
+	if _, err := CheckWindow(time.Second, 1500*time.Millisecond, 500*time.Millisecond); err == nil || !strings.Contains(err.Error(), "leave 500ms to write after each renewal") {
+		t.Errorf("a lease of 1.5s with a retry period of 0.5s: %v, want a refusal", err)
+	}
 }

@@ -1,8 +1,9 @@
 // Package writegate lets the requests of a client that change objects through only before a
 // fence's deadline: the last moment this replica may write, because no other replica can lead
 // before it. A write is refused unsent after the deadline, abandoned if it is still pending at
-// it, and none of its bytes go on the wire after it, even if the process was paused after the
-// write was let through. Reads and watches pass as ever.
+// it, and its connection checks the deadline before each write to the socket, so a write let
+// through just before the process was paused is not sent when it resumes. (The instant between
+// that check and the system call remains.) Reads and watches pass as ever.
 package writegate
 
 import (

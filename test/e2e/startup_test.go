@@ -79,6 +79,10 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 		args: []string{"--cloud-config=" + write("no-labelled-parent.yaml", "networkName: cluster-network\nclusterName: lab\nipv6PodCIDRParentPrefixLabels: {no-such: label}\n")},
 		want: []string{"ipv6PodCIDRParentPrefixLabels: no IPv6 Prefix labelled map[no-such:label] larger than /64 exists"},
 	}, {
+		name: "leader election timings that leave no time to write",
+		args: []string{"--leader-elect-lease-duration=1500ms", "--leader-elect-renew-deadline=1s", "--leader-elect-retry-period=500ms"},
+		want: []string{"leave 500ms to write after each renewal", "lengthen the lease duration"},
+	}, {
 		name: "IronCore kubeconfig without a namespace",
 		args: []string{"--ironcore-kubeconfig=" + noNamespaceKubeconfig},
 		want: []string{"sets no namespace"},

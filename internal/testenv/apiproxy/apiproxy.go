@@ -94,8 +94,10 @@ type Proxy struct {
 	faults   []Fault
 	random   *mathrand.Rand
 	injected map[FaultKind]int
-	// onWrite, if set, sees each write before it is forwarded.
-	onWrite func(Write)
+	// onWrite, if set, sees each write before it is forwarded; onWriteHook numbers it, out of
+	// hooks set so far.
+	onWrite            func(Write)
+	onWriteHook, hooks int
 	// held are the resources whose watch events are held back; released is closed when the
 	// current hold ends.
 	held     sets.Set[string]
@@ -223,6 +225,8 @@ func (p *Proxy) OnWrite(see func(Write) bool) (cancel func()) {
 	)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.hooks++
+	hook := p.hooks
 	// One write at a time: the others wait while see pauses the client.
 	p.onWrite = func(write Write) {
 		mu.Lock()
@@ -231,10 +235,13 @@ func (p *Proxy) OnWrite(see func(Write) bool) (cancel func()) {
 			done = see(write)
 		}
 	}
+	p.onWriteHook = hook
 	return func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.onWrite = nil
+		if p.onWriteHook == hook { // not a later caller's
+			p.onWrite = nil
+		}
 	}
 }
 
