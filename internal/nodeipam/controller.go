@@ -120,7 +120,7 @@ type Controller struct {
 	// releasing is held by a release pass, and shared by Node syncs: a release never runs
 	// between a sync's reading of a Node's entries and its write of the Node's pod CIDRs.
 	releasing sync.RWMutex
-	// mu guards waiting, waitingOn, reported and diagnoses.
+	// mu guards waiting, waitingOn, reported, set and diagnoses.
 	mu sync.Mutex
 	// waiting holds the Nodes that wait for their pod CIDRs, and waitingOn their names by
 	// their NetworkInterfaces' names, for the Prefix changes that concern them.
@@ -128,6 +128,9 @@ type Controller struct {
 	waitingOn map[string]string
 	// reported holds the Nodes reported as having pod CIDRs from elsewhere.
 	reported map[string]bool
+	// set holds the pod CIDRs this process set on Nodes, by Node, until the Node is deleted:
+	// a Node cache behind those writes would not show them to heldElsewhere.
+	set map[string][]string
 	// diagnoses holds the last diagnosis of each family: in a burst, many Nodes wait on the
 	// same parents, and one live read answers for all of them.
 	diagnoses map[corev1.IPFamily]diagnosis
@@ -173,6 +176,7 @@ func New(config Config) (*Controller, error) {
 		waiting:   map[string]*waitingNode{},
 		waitingOn: map[string]string{},
 		reported:  map[string]bool{},
+		set:       map[string][]string{},
 		diagnoses: map[corev1.IPFamily]diagnosis{},
 	}
 	_, err := config.Nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -198,6 +202,7 @@ func New(config Config) (*Controller, error) {
 				c.stopWaiting(node.Name)
 				c.mu.Lock()
 				delete(c.reported, node.Name)
+				delete(c.set, node.Name)
 				// A waiting Node may have waited for this one to leave its Machine, or to give
 				// up its pod CIDRs.
 				for name := range c.waiting {
@@ -327,6 +332,9 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 		return false, err
 	}
 	c.stopWaiting(name)
+	c.mu.Lock()
+	c.set[name] = allocation.CIDRs
+	c.mu.Unlock()
 	metrics.PodCIDRAllocations.WithLabelValues("allocated").Inc()
 	metrics.PodCIDRAllocationDuration.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	c.Recorder.Eventf(node, corev1.EventTypeNormal, ReasonAllocated, "Pod CIDRs %s allocated by IronCore on NetworkInterface %s",
@@ -441,24 +449,36 @@ func (c *Controller) refuse(node *corev1.Node, r refusal) {
 	klog.InfoS("Not allocating pod CIDRs", "node", klog.KObj(node), "reason", r.Reason, "detail", r.Message)
 }
 
-// heldElsewhere names another Node of the cluster whose pod CIDRs overlap cidrs, and the CIDR.
+// heldElsewhere names another Node of the cluster whose pod CIDRs overlap cidrs, and the CIDR:
+// as the Node cache shows them, or as this process set them, which the cache may not show yet.
 func (c *Controller) heldElsewhere(node *corev1.Node, cidrs []string) (string, string) {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return "", ""
 	}
+	held := map[string][]string{}
+	for _, other := range nodes {
+		held[other.Name] = other.Spec.PodCIDRs
+	}
+	c.mu.Lock()
+	for name, set := range c.set {
+		if len(held[name]) == 0 {
+			held[name] = set
+		}
+	}
+	c.mu.Unlock()
 	for _, cidr := range cidrs {
 		want, err := netip.ParsePrefix(cidr)
 		if err != nil {
 			continue
 		}
-		for _, other := range nodes {
-			if other.Name == node.Name {
+		for name, theirs := range held {
+			if name == node.Name {
 				continue
 			}
-			for _, held := range other.Spec.PodCIDRs {
-				if prefix, err := netip.ParsePrefix(held); err == nil && prefix.Overlaps(want) {
-					return other.Name, cidr
+			for _, h := range theirs {
+				if prefix, err := netip.ParsePrefix(h); err == nil && prefix.Overlaps(want) {
+					return name, cidr
 				}
 			}
 		}
