@@ -310,7 +310,18 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	if c.ReleaseReplaced == nil {
 		return 0, nil
 	}
-	return 0, c.ReleaseReplaced(ctx, c.ClusterName, service)
+	// Deleting is decided on the Service as the API server has it: to a Service cache behind a
+	// type switch, the new LoadBalancer looks like the one the switch replaced.
+	live, err := c.Client.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
+	case live.UID != service.UID:
+		return 0, nil
+	}
+	return 0, c.ReleaseReplaced(ctx, c.ClusterName, live)
 }
 
 // trafficRecheck is how soon a Service whose addresses wait for their routing's first
