@@ -172,7 +172,7 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	}
 	// The allocated successor brings the Service to the repair; it either reads the Service
 	// from the API server before deleting, or deletes the successor.
-	err = testenv.WaitFor(ctx, waitTimeout, "the repair to look at the switching Service", func(ctx context.Context) error {
+	err = testenv.WaitFor(ctx, waitTimeout, "the repair to look at the switching Service", func(context.Context) error {
 		for _, count := range proxy.Counts() {
 			if count.Verb == "get" && count.Resource == "services" {
 				return nil
