@@ -234,6 +234,8 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	switchTo := func(internal string, old *networkingv1alpha1.LoadBalancer, successor string) *networkingv1alpha1.LoadBalancer {
 		t.Helper()
 		before := service.Status.LoadBalancer.DeepCopy()
+		// Copies, each time: the provider's controllers still read the Service given before.
+		service = service.DeepCopy()
 		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
 		keptOld := 0
 		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(ctx context.Context) error {
@@ -246,6 +248,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 			case len(status.Ingress) == 0:
 				t.Fatalf("EnsureLoadBalancer returned no addresses during the switch")
 			default:
+				service = service.DeepCopy()
 				service.Status.LoadBalancer = *status
 			}
 			if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *before) {
@@ -298,6 +301,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	switchTo("true", publicLB, name)
 
 	// A switch cut short by the Service's deletion leaves nothing.
+	service = service.DeepCopy()
 	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
 	var both []*networkingv1alpha1.LoadBalancer
 	// The first sync cannot complete the switch: the new LoadBalancer has no addresses yet.
@@ -355,6 +359,8 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	name := provider.LoadBalancerName(service)
 	waitForRouting(t, name, nicIPs(t, "lb-pending-1"))
 
+	// A copy: the provider's controllers still read the Service given before.
+	service = service.DeepCopy()
 	service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: taken[0]}
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err == nil {
 		t.Fatal("the switch completed although the new LoadBalancer cannot get its address")
