@@ -6,18 +6,83 @@ import (
 	"testing"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
+
+// repairRace is a served Service and a repair controller that reaches the cluster through a
+// proxy of its own, whose watches a test can hold back.
+type repairRace struct {
+	cloud    *provider.Cloud
+	lbs      cloudprovider.LoadBalancer
+	nodes    []*corev1.Node
+	service  *corev1.Service
+	proxy    *apiproxy.Proxy
+	services corelisters.ServiceLister
+}
+
+// startRepairRace serves a Service named name on a cloud of its own, with its addresses in its
+// status, and starts the repair controller behind a proxy; with release, it releases the
+// LoadBalancers a type switch replaced.
+func startRepairRace(ctx context.Context, t *testing.T, name string, release bool) *repairRace {
+	t.Helper()
+	r := &repairRace{cloud: startCloudWithConfig(t, "")}
+	r.lbs = loadBalancerOf(t, r.cloud)
+	r.nodes = workerNodes(t, name+"-1")
+	service := createService(t, name, testenv.ServiceOptions{})
+	service.Status.LoadBalancer = *ensureUntilReady(t, r.lbs, service, r.nodes)
+	var err error
+	if r.service, err = stack.TargetClientset.CoreV1().Services(service.Namespace).UpdateStatus(ctx, service, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.proxy, _, err = stack.StartTargetProxy(name); err != nil {
+		t.Fatal(err)
+	}
+	clientset, err := kubernetes.NewForConfig(r.proxy.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	config := lbrepair.Config{
+		IronCore: r.cloud.IronCore(), LoadBalancers: r.lbs, AllocatedStatus: r.cloud.AllocatedLoadBalancerStatus,
+		ClusterName: "kubernetes", Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
+	}
+	if release {
+		config.ReleaseReplaced = r.cloud.ReleaseReplacedLoadBalancers
+	}
+	repair, err := lbrepair.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.services = factory.Core().V1().Services().Lister()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go repair.Run(ctx, 1)
+	return r
+}
+
+// readServices tells whether the repair has read a Service from the API server.
+func (r *repairRace) readServices() bool {
+	for _, count := range r.proxy.Counts() {
+		if count.Verb == "get" && count.Resource == "services" {
+			return true
+		}
+	}
+	return false
+}
 
 // TestTheRepairDoesNotRecreateForADeletedService: the repair controller's Service lister still
 // shows a Service that the API server has deleted (its watch is held back) when the Service's
@@ -27,43 +92,15 @@ import (
 func TestTheRepairDoesNotRecreateForADeletedService(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := startCloudWithConfig(t, "")
-	lbs := loadBalancerOf(t, c)
-	nodes := workerNodes(t, "repair-race-1")
-	service := createService(t, "repair-race", testenv.ServiceOptions{})
-	status := ensureUntilReady(t, lbs, service, nodes)
-	service.Status.LoadBalancer = *status
-	service, err := stack.TargetClientset.CoreV1().Services(service.Namespace).UpdateStatus(ctx, service, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	proxy, _, err := stack.StartTargetProxy("repair-race")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientset, err := kubernetes.NewForConfig(proxy.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(clientset, 0)
-	repair, err := lbrepair.New(lbrepair.Config{
-		IronCore: c.IronCore(), LoadBalancers: lbs, AllocatedStatus: c.AllocatedLoadBalancerStatus, ClusterName: "kubernetes",
-		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go repair.Run(ctx, 1)
+	r := startRepairRace(ctx, t, "repair-race", false)
+	service, proxy := r.service, r.proxy
 
 	release := proxy.HoldWatches("services")
 	t.Cleanup(release)
 	if err := stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(ctx, service.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := factory.Core().V1().Services().Lister().Services(service.Namespace).Get(service.Name); err != nil {
+	if _, err := r.services.Services(service.Namespace).Get(service.Name); err != nil {
 		t.Fatalf("the lister no longer shows the deleted Service although its watch is held back: %v", err)
 	}
 	proxy.Reset()
@@ -71,11 +108,9 @@ func TestTheRepairDoesNotRecreateForADeletedService(t *testing.T) {
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, waitTimeout, "the repair's read of the Service from the API server", func(context.Context) error {
-		for _, count := range proxy.Counts() {
-			if count.Verb == "get" && count.Resource == "services" {
-				return nil
-			}
+	err := testenv.WaitFor(ctx, waitTimeout, "the repair's read of the Service from the API server", func(context.Context) error {
+		if r.readServices() {
+			return nil
 		}
 		return errors.New("no read yet")
 	})
@@ -103,42 +138,15 @@ func TestTheRepairDoesNotRecreateForADeletedService(t *testing.T) {
 func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := startCloudWithConfig(t, "")
-	lbs := loadBalancerOf(t, c)
-	nodes := workerNodes(t, "repair-switch-1")
-	service := createService(t, "repair-switch", testenv.ServiceOptions{})
-	status := ensureUntilReady(t, lbs, service, nodes)
-	service.Status.LoadBalancer = *status
-	service, err := stack.TargetClientset.CoreV1().Services(service.Namespace).UpdateStatus(ctx, service, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	proxy, _, err := stack.StartTargetProxy("repair-switch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientset, err := kubernetes.NewForConfig(proxy.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(clientset, 0)
-	repair, err := lbrepair.New(lbrepair.Config{
-		IronCore: c.IronCore(), LoadBalancers: lbs, AllocatedStatus: c.AllocatedLoadBalancerStatus, ReleaseReplaced: c.ReleaseReplacedLoadBalancers,
-		ClusterName: "kubernetes", Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go repair.Run(ctx, 1)
+	r := startRepairRace(ctx, t, "repair-switch", true)
+	service, proxy, lbs, nodes := r.service, r.proxy, r.lbs, r.nodes
 
 	release := proxy.HoldWatches("services")
 	t.Cleanup(release)
 	switched := service.DeepCopy()
 	switched.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
-	if switched, err = stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, switched, metav1.UpdateOptions{}); err != nil {
+	switched, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, switched, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	proxy.Reset()
@@ -167,16 +175,14 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cached, err := factory.Core().V1().Services().Lister().Services(service.Namespace).Get(service.Name); err != nil || cached.Annotations[keys.AnnotationInternalLoadBalancer] == "true" {
+	if cached, err := r.services.Services(service.Namespace).Get(service.Name); err != nil || cached.Annotations[keys.AnnotationInternalLoadBalancer] == "true" {
 		t.Fatalf("the repair's cache shows the switch (%v) although its watch is held back", err)
 	}
 	// The allocated successor brings the Service to the repair; it either reads the Service
 	// from the API server before deleting, or deletes the successor.
 	err = testenv.WaitFor(ctx, waitTimeout, "the repair to look at the switching Service", func(context.Context) error {
-		for _, count := range proxy.Counts() {
-			if count.Verb == "get" && count.Resource == "services" {
-				return nil
-			}
+		if r.readServices() {
+			return nil
 		}
 		if lb := ironcoreLoadBalancerOrNil(t, successor.Name); lb == nil || lb.DeletionTimestamp != nil {
 			return nil
