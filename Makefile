@@ -8,6 +8,11 @@ GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 STARTED := $(shell date +%s)
 LAB := bin/ironcore-ccm-lab
 
+# The one set of build flags for the CCM, the lab and the servers (internal/testenv/build.go,
+# the Dockerfile): Go's build cache keys compiled packages by their flags, so with the same
+# flags and the same module versions the packages the CCM and the servers share compile once.
+SHARED_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"
+
 .PHONY: help
 help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,11 +43,11 @@ prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiser
 
 # The program behind demo, lab, bench and prepare, compiled together with the CCM, which the
 # demo builds again (a link only) into its stack's directory: one go build compiles the
-# packages they share once.
+# packages they share once, and the servers' build (prepare) reuses most of them.
 .PHONY: lab-program
 lab-program: modules
 	@echo "compiling ironcore-ccm-lab and the CCM (about 4 minutes the first time)..."
-	@go build -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
+	@$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
 # terminal; they are in the log, which is shown only if the download fails. The tool modules
@@ -66,7 +71,7 @@ check-go:
 
 .PHONY: build
 build: check-go ## Build the CCM binary into bin/.
-	go build -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
+	$(SHARED_BUILD) -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run the linters.

@@ -156,10 +156,9 @@ func buildAll(ctx context.Context, root string, missing []Binary, paths map[stri
 
 	start := time.Now()
 	stopProgress := reportBuildProgress(out, missing, outDir, start)
-	// No symbol table and no DWARF: the servers are not debugged here, and linking is faster.
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", outDir + "/"}, packages...)...)
-	cmd.Dir = filepath.Join(root, "hack", "tools", serversModule)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	cmd := sharedBuild(ctx, filepath.Join(root, "hack", "tools", serversModule), outDir+"/", packages...)
+	// The tool module's go.mod and go.sum are never rewritten by a build, whatever GOFLAGS says.
+	cmd.Env = append(cmd.Env, "GOFLAGS=-mod=readonly")
 	output, err := cmd.CombinedOutput()
 	stopProgress()
 	if writeErr := os.WriteFile(logPath, output, 0o644); writeErr != nil {

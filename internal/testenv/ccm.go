@@ -17,20 +17,21 @@ import (
 // CCMBinaryName is the name of the CCM's binary.
 const CCMBinaryName = "ironcore-cloud-controller-manager"
 
-// BuildCCM builds the CCM binary from the repository into dir and returns its path; with race,
-// the binary has the race detector, which reports to its output.
+// BuildCCM builds the CCM binary from the repository into dir and returns its path. It is built
+// with the flags the servers are built with, so that it compiles only what they do not share;
+// with race, it is built as go test -race builds, so that it shares the tests' compile, and has
+// the race detector, which reports to its output.
 func BuildCCM(ctx context.Context, dir string, race bool) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, CCMBinaryName)
-	args := []string{"build", "-o", path}
+	cmd := sharedBuild(ctx, root, path, "./cmd/"+CCMBinaryName)
 	if race {
-		args = append(args, "-race")
+		cmd = exec.CommandContext(ctx, "go", "build", "-race", "-o", path, "./cmd/"+CCMBinaryName)
+		cmd.Dir = root
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/"+CCMBinaryName)...)
-	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", CCMBinaryName, err, out)
 	}
