@@ -46,7 +46,7 @@ prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiser
 # packages they share once, and the servers' build (prepare) reuses most of them.
 .PHONY: lab-program
 lab-program: modules
-	@echo "compiling ironcore-ccm-lab and the CCM (about 4 minutes the first time)..."
+	@echo "compiling ironcore-ccm-lab and the CCM (about 2 minutes the first time)..."
 	@$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the

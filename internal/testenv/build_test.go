@@ -1,0 +1,88 @@
+package testenv
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryBuildUsesTheSharedFlags: the Makefile's lab and CCM builds and the released image use
+// the flags the servers are built with; one that differs compiles every shared package again.
+func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := strings.Replace(strings.Join(sharedBuildFlags(), " "), "-ldflags=-s -w", `-ldflags="-s -w"`, 1)
+
+	makefile := readFile(t, filepath.Join(root, "Makefile"))
+	if want := "\nSHARED_BUILD := " + sharedBuildEnv + " go build " + flags + "\n"; !strings.Contains(makefile, want) {
+		t.Errorf("the Makefile does not define %q", strings.TrimSpace(want))
+	}
+	for _, line := range strings.Split(makefile, "\n") {
+		if strings.Contains(line, "go build") && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "SHARED_BUILD := ") {
+			t.Errorf("a Makefile build does not use $(SHARED_BUILD): %q", strings.TrimSpace(line))
+		}
+	}
+	if !strings.Contains(makefile, "$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager\n") {
+		t.Error("the Makefile does not build the lab and the CCM with $(SHARED_BUILD)")
+	}
+
+	dockerfile := readFile(t, filepath.Join(root, "Dockerfile"))
+	if !strings.Contains(dockerfile, sharedBuildEnv) || !strings.Contains(dockerfile, "go build "+flags) {
+		t.Errorf("the Dockerfile does not build with %s and %s", sharedBuildEnv, flags)
+	}
+}
+
+// TestTheCCMAndTheServersShareModuleVersions: every module that both the CCM (with the lab) and
+// the servers compile is at one version in both, or its packages, and every package above them,
+// compile twice in a first run.
+func TestTheCCMAndTheServersShareModuleVersions(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccm := moduleVersions(t, root, "./cmd/ironcore-ccm-lab", "./cmd/"+CCMBinaryName)
+	var serverPackages []string
+	for _, b := range Binaries() {
+		serverPackages = append(serverPackages, b.Package)
+	}
+	servers := moduleVersions(t, filepath.Join(root, "hack", "tools", serversModule), serverPackages...)
+	shared := 0
+	for module, version := range ccm {
+		other, ok := servers[module]
+		if !ok {
+			continue
+		}
+		shared++
+		if other != version {
+			t.Errorf("%s is %s in go.mod and %s in hack/tools/%s/go.mod; require one version in both", module, version, other, serversModule)
+		}
+	}
+	if shared < 50 {
+		t.Errorf("only %d modules in common; the listing is broken", shared)
+	}
+}
+
+// moduleVersions maps each module that the packages, built in dir, compile to the version
+// compiled (after replacements).
+func moduleVersions(t *testing.T, dir string, packages ...string) map[string]string {
+	t.Helper()
+	format := "{{with .Module}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}"
+	cmd := exec.CommandContext(context.Background(), "go", append([]string{"list", "-deps", "-f", format}, packages...)...)
+	cmd.Dir = dir
+	cmd.Env = append(cmd.Environ(), sharedBuildEnv)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v", dir, err)
+	}
+	versions := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if module, version, ok := strings.Cut(line, " "); ok && version != "" {
+			versions[module] = version
+		}
+	}
+	return versions
+}
