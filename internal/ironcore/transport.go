@@ -2,7 +2,6 @@ package ironcore
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/writegate"
 )
 
 // instrumentedTransport counts and times every request to the IronCore API, by the verb and
@@ -82,28 +82,10 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return t.next.RoundTrip(req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	// The deadline covers reading the body too; closing it releases the context.
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return writegate.RoundTripWithin(ctx, cancel, t.next, req)
 }
 
 func isWatch(req *http.Request) bool {
 	watch := req.URL.Query().Get("watch")
 	return watch == "true" || watch == "1"
-}
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
 }

@@ -312,16 +312,24 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	}
 	// Deleting is decided on the Service as the API server has it: to a Service cache behind a
 	// type switch, the new LoadBalancer looks like the one the switch replaced.
-	live, err := c.Client.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return 0, nil
-	case err != nil:
-		return 0, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
-	case live.UID != service.UID:
-		return 0, nil
+	live, ok, err := c.liveService(ctx, service)
+	if !ok || err != nil {
+		return 0, err
 	}
 	return 0, c.ReleaseReplaced(ctx, c.ClusterName, live)
+}
+
+// liveService reads the Service from the API server, past the lister; ok is false if it is gone,
+// or its name is another Service's now.
+func (c *Controller) liveService(ctx context.Context, service *corev1.Service) (live *corev1.Service, ok bool, err error) {
+	live, err = c.Client.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
+	}
+	return live, live.UID == service.UID, nil
 }
 
 // trafficRecheck is how soon a Service whose addresses wait for their routing's first
@@ -361,13 +369,11 @@ func (c *Controller) forget(key string) {
 // it was deleted since the lister showed it, or is being deleted, or has lost the service
 // controller's cleanup finalizer, a LoadBalancer created now would outlive it.
 func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
-	live, err := c.Client.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return 0, nil
-	case err != nil:
-		return 0, fmt.Errorf("read Service %s/%s: %w", service.Namespace, service.Name, err)
-	case live.UID != service.UID || !c.Class.Wants(live) || !slices.Contains(live.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer):
+	live, ok, err := c.liveService(ctx, service)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || !c.Class.Wants(live) || !slices.Contains(live.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer) {
 		klog.V(2).InfoS("Not recreating the LoadBalancer of a Service that is going away", "service", klog.KObj(service))
 		return 0, nil
 	}

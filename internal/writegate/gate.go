@@ -96,6 +96,13 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// A write still waiting for a connection, or for its answer, at the deadline is abandoned.
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	return RoundTripWithin(ctx, cancel, next, req)
+}
+
+// RoundTripWithin sends req over next under ctx, and ends ctx with cancel once the answer has
+// been read (its body closed) or the round trip failed: a deadline must cover reading the
+// body, so it cannot be cancelled when RoundTrip returns.
+func RoundTripWithin(ctx context.Context, cancel context.CancelFunc, next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	resp, err := next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()
@@ -113,7 +120,7 @@ func refuse(req *http.Request, err error) error {
 	return err
 }
 
-// cancelOnClose ends a write's context once its answer has been read.
+// cancelOnClose ends a request's context once its answer has been read.
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
