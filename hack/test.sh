@@ -88,6 +88,14 @@ fuzz() {
 	finish fuzz ok "$start" "$count target(s)"
 }
 
+# The test stages run with the race detector, which needs cgo and so a C compiler (the demo and
+# the builds need neither): say so now rather than at the first test stage, minutes in.
+cc=$(go env CC)
+if [ "$(go env CGO_ENABLED)" != 1 ] || ! command -v "${cc%% *}" >/dev/null 2>&1; then
+	echo "make test runs the tests with the race detector, which needs cgo and a C compiler: go's C compiler '${cc}' was not found or CGO_ENABLED is 0. Install gcc (Debian and Ubuntu: apt-get install gcc) or point CC at a C compiler, and run make test again. (make demo needs none.)"
+	exit 1
+fi
+
 quiet modules make --no-print-directory verify
 # The first run builds the servers (minutes) and says so as it goes.
 shown servers make --no-print-directory prepare
