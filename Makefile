@@ -12,6 +12,9 @@ LAB := bin/ironcore-ccm-lab
 # the Dockerfile): Go's build cache keys compiled packages by their flags, so with the same
 # flags and the same module versions the packages the CCM and the servers share compile once.
 SHARED_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"
+# The same for go commands that compile without linking: the linter's package loading (go list
+# compiles the export data it type-checks against), go run and go install of tools.
+SHARED_ENV = CGO_ENABLED=0 GOFLAGS="$(strip -trimpath $(shell go env GOFLAGS))"
 
 .PHONY: help
 help: ## Show the targets.
@@ -75,13 +78,13 @@ build: check-go ## Build the CCM binary into bin/.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run the linters.
-	$(GOLANGCI_LINT) run ./...
+	$(SHARED_ENV) $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 verify: ## Check that go.mod and go.sum are tidy and that deploy/ is rendered from the current chart.
 	go mod tidy -diff
 	for dir in hack/tools/*/; do (cd $$dir && go mod tidy -diff) || exit 1; done
-	cd hack/tools/helm && go run . -root ../../.. -check
+	cd hack/tools/helm && $(SHARED_ENV) go run . -root ../../.. -check
 
 .PHONY: manifests
 manifests: ## Render deploy/kustomize from the Helm chart.
@@ -89,5 +92,5 @@ manifests: ## Render deploy/kustomize from the Helm chart.
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) (about 1.5 minutes, first time only)..."
-	GOBIN=$(abspath bin/.golangci-lint) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	$(SHARED_ENV) GOBIN=$(abspath bin/.golangci-lint) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv bin/.golangci-lint/golangci-lint $@
