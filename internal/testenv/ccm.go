@@ -27,10 +27,12 @@ func BuildCCM(ctx context.Context, dir string, race bool) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, CCMBinaryName)
-	cmd := sharedBuild(ctx, root, path, "./cmd/"+CCMBinaryName)
+	var cmd *exec.Cmd
 	if race {
 		cmd = exec.CommandContext(ctx, "go", "build", "-race", "-o", path, "./cmd/"+CCMBinaryName)
 		cmd.Dir = root
+	} else {
+		cmd = sharedBuild(ctx, root, path, "./cmd/"+CCMBinaryName)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", CCMBinaryName, err, out)
