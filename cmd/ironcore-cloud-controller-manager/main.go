@@ -298,7 +298,6 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			Services:        completed.SharedInformers.Core().V1().Services(),
 			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
 			EndpointSlices:  completed.SharedInformers.Discovery().V1().EndpointSlices(),
-			ForgetRouting:   ironcoreCloud.ForgetRouting,
 			Targets:         ironcoreCloud.Targets(),
 			ExplicitRouting: !options.UseNICSelector,
 			Resync:          options.TargetResync,

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
@@ -67,6 +68,8 @@ type Client struct {
 	writeGate *writegate.Gate
 	// informers are the cache's informers, for the read-only readers.
 	informers *informerRegistry
+	// synced is set once WaitForCacheSync has seen every kind listed.
+	synced atomic.Bool
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -254,6 +257,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.ownRoutings != nil {
 		go c.ownRoutings.RunWithContext(ctx)
 	}
+	go c.WaitForCacheSync(ctx)
 	return c.cache.Start(ctx)
 }
 
@@ -262,8 +266,16 @@ func (c *Client) WaitForCacheSync(ctx context.Context) bool {
 	if c.ownRoutings != nil && !toolscache.WaitForCacheSync(ctx.Done(), c.ownRoutings.HasSynced) {
 		return false
 	}
-	return c.cache.WaitForCacheSync(ctx)
+	if !c.cache.WaitForCacheSync(ctx) {
+		return false
+	}
+	c.synced.Store(true)
+	return true
 }
+
+// HasSynced tells whether the cache has listed every registered kind: until then an object
+// missing from it may exist, and no decision may rest on what it holds. Start waits for it.
+func (c *Client) HasSynced() bool { return c.synced.Load() }
 
 // CheckNetwork confirms, with a live read, that the API is reachable and the Network exists.
 func (c *Client) CheckNetwork(ctx context.Context, name string) error {

@@ -11,13 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// OnMachineChange calls handler with each Machine the cache sees added or changed.
+// OnMachineChange calls handler with each Machine the cache sees added, changed or deleted.
 func (c *Client) OnMachineChange(handler func(*computev1alpha1.Machine)) error {
 	return onChange(c, &computev1alpha1.Machine{}, handler)
 }
 
-// OnNetworkInterfaceChange calls handler with each NetworkInterface the cache sees added or
-// changed.
+// OnNetworkInterfaceChange calls handler with each NetworkInterface the cache sees added,
+// changed or deleted.
 func (c *Client) OnNetworkInterfaceChange(handler func(*networkingv1alpha1.NetworkInterface)) error {
 	return onChange(c, &networkingv1alpha1.NetworkInterface{}, handler)
 }
@@ -32,6 +32,9 @@ func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
 		return fmt.Errorf("informer for %T: %w", obj, err)
 	}
 	call := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
 		if typed, ok := obj.(T); ok {
 			handler(typed)
 		}
@@ -39,6 +42,7 @@ func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    call,
 		UpdateFunc: func(_, newObj any) { call(newObj) },
+		DeleteFunc: call,
 	})
 	return err
 }

@@ -406,6 +406,23 @@ func (c *Client) NetworkInterfaceCacheBehind(ctx context.Context, name string) b
 	return behind
 }
 
+// NetworkInterfaceLabelBehind names a NetworkInterface whose label key this process last wrote
+// differently from what the cache shows, or returns "": a decision that IronCore must make
+// from that label, which it reads from a cache of its own, must wait until this cache at least
+// shows it, added or removed.
+func (c *Client) NetworkInterfaceLabelBehind(ctx context.Context, key string) string {
+	for _, name := range c.nics.writtenNames() {
+		cached, err := c.NetworkInterface(ctx, name)
+		if err != nil {
+			continue
+		}
+		if newest, behind := c.nics.newest(name, cached); behind && newest.Labels[key] != cached.Labels[key] {
+			return name
+		}
+	}
+	return ""
+}
+
 // writtenNames names the NetworkInterfaces whose last write the cache may not show yet.
 func (w *nicWriter) writtenNames() []string {
 	w.mu.Lock()

@@ -96,7 +96,7 @@ func (c *Client) NetworkInterfacesReferencedByMachines(ctx context.Context) (map
 // OnPodCIDRPrefixChange calls handler with each pod CIDR Prefix the cache sees added or
 // changed.
 func (c *Client) OnPodCIDRPrefixChange(handler func(*ipamv1alpha1.Prefix)) error {
-	return onAddOrChange(c, &ipamv1alpha1.Prefix{}, "Prefixes", func(old, current *ipamv1alpha1.Prefix) bool {
+	return onAddOrChange(c, &ipamv1alpha1.Prefix{}, "Prefixes", false, func(old, current *ipamv1alpha1.Prefix) bool {
 		return old.ResourceVersion != current.ResourceVersion
 	}, handler)
 }

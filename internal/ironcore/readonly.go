@@ -2,6 +2,7 @@ package ironcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -93,4 +94,23 @@ func (c *Client) ReadOnlyLoadBalancerRouting(ctx context.Context, name string) (
 		return c.LiveLoadBalancerRouting(ctx, name)
 	}
 	return readOnly(ctx, c, "LoadBalancerRouting", name, c.LoadBalancerRouting)
+}
+
+// ReadOnlyNetworkInterfacesOn returns the Machine's NetworkInterfaces on the Network that
+// exist, as the cache holds them, without copies, in the Machine's order. The caller must not
+// change them.
+func (c *Client) ReadOnlyNetworkInterfacesOn(ctx context.Context, machine *computev1alpha1.Machine, network string) ([]*networkingv1alpha1.NetworkInterface, error) {
+	var nics []*networkingv1alpha1.NetworkInterface
+	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
+		nic, err := c.ReadOnlyNetworkInterface(ctx, name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		case nic.Spec.NetworkRef.Name == network:
+			nics = append(nics, nic)
+		}
+	}
+	return nics, nil
 }

@@ -37,29 +37,29 @@ func (c *Client) OnLoadBalancerDelete(handler func(*networkingv1alpha1.LoadBalan
 // OnLoadBalancerAddedOrAddressed calls handler with each LoadBalancer the cache sees added, and
 // with each whose addresses (status.ips) it sees change.
 func (c *Client) OnLoadBalancerAddedOrAddressed(handler func(*networkingv1alpha1.LoadBalancer)) error {
-	return onAddOrChange(c, &networkingv1alpha1.LoadBalancer{}, "LoadBalancers", func(old, lb *networkingv1alpha1.LoadBalancer) bool {
+	return onAddOrChange(c, &networkingv1alpha1.LoadBalancer{}, "LoadBalancers", false, func(old, lb *networkingv1alpha1.LoadBalancer) bool {
 		return !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs)
 	}, handler)
 }
 
 // OnNetworkInterfaceAddressesChange calls handler with each NetworkInterface whose state or
-// addresses (status.ips) the cache sees change, and with each new one.
+// addresses (status.ips) the cache sees change, with each new one and each deleted one.
 func (c *Client) OnNetworkInterfaceAddressesChange(handler func(*networkingv1alpha1.NetworkInterface)) error {
-	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", func(old, nic *networkingv1alpha1.NetworkInterface) bool {
+	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", true, func(old, nic *networkingv1alpha1.NetworkInterface) bool {
 		return old.Status.State != nic.Status.State || !equality.Semantic.DeepEqual(old.Status.IPs, nic.Status.IPs)
 	}, handler)
 }
 
-// onAddOrChange calls handler with each object of obj's kind the cache sees added, and with
-// each update that changed says matters.
-func onAddOrChange[T client.Object](c *Client, obj T, kind string, changed func(old, current T) bool, handler func(T)) error {
+// onAddOrChange calls handler with each object of obj's kind the cache sees added, with each
+// update that changed says matters and, if deletes, with each deleted one.
+func onAddOrChange[T client.Object](c *Client, obj T, kind string, deletes bool, changed func(old, current T) bool, handler func(T)) error {
 	// Not blocking until synced: a controller registering this must start even while the
 	// IronCore API is unreachable.
 	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for %s: %w", kind, err)
 	}
-	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	handlers := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if current, ok := obj.(T); ok {
 				handler(current)
@@ -72,7 +72,18 @@ func onAddOrChange[T client.Object](c *Client, obj T, kind string, changed func(
 				handler(current)
 			}
 		},
-	})
+	}
+	if deletes {
+		handlers.DeleteFunc = func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if current, ok := obj.(T); ok {
+				handler(current)
+			}
+		}
+	}
+	_, err = informer.AddEventHandler(handlers)
 	return err
 }
 

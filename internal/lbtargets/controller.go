@@ -81,8 +81,6 @@ type Config struct {
 	EndpointSlices discoveryinformers.EndpointSliceInformer
 	// Coalesce is how long a Local Service's endpoint changes gather; zero means DefaultCoalesce.
 	Coalesce time.Duration
-	// ForgetRouting has the next sync of a Service's routing read it from IronCore.
-	ForgetRouting func(ctx context.Context, clusterName string, service *corev1.Service)
 	// Targets is the provider's; the controller queues its label syncs.
 	Targets *Targets
 	// ExplicitRouting is true when the CCM writes every LoadBalancerRouting
@@ -200,16 +198,17 @@ func New(config Config) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if config.Health.Enabled {
-		if err := config.IronCore.OnMachineChange(c.machineChanged); err != nil {
-			return nil, err
-		}
+	// A Machine's state, deletion or disappearance changes whether its Node can serve.
+	if err := config.IronCore.OnMachineChange(func(machine *computev1alpha1.Machine) { c.machineChanged(machine.Name) }); err != nil {
+		return nil, err
 	}
-	// A NetworkInterface that gains or loses its addresses joins or leaves the routings the CCM
-	// writes, which hold only interfaces with addresses, as IronCore's selector-based routing
-	// does. The queue folds the bursts of a joining Node.
+	// A NetworkInterface that becomes Available with an address, or stops being one, or is
+	// deleted, joins or leaves the routings the CCM writes, which hold only those, as IronCore's
+	// selector-based routing does; its Node's verdict may change too. The queue folds the
+	// bursts of a joining Node.
 	if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
+			c.machineChanged(nic.Spec.MachineRef.Name)
 			c.queueRoutedServices()
 		}
 	}); err != nil {
@@ -291,10 +290,11 @@ func (c *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, c.Coalesce)
 }
 
-// machineChanged queues the Node of a Machine, whose state the health rule reads.
-func (c *Controller) machineChanged(machine *computev1alpha1.Machine) {
+// machineChanged queues the Node of the named Machine, whose state, existence and
+// NetworkInterfaces the target rules read.
+func (c *Controller) machineChanged(machine string) {
 	c.mu.Lock()
-	node, ok := c.machineNodes[machine.Name]
+	node, ok := c.machineNodes[machine]
 	c.mu.Unlock()
 	if ok {
 		c.queue.Add(key{kind: kindNode, name: node})
@@ -351,28 +351,40 @@ func (c *Controller) work(ctx context.Context) {
 	}
 }
 
-// syncNode applies the health rule to a Node. When the Node's verdict, or whether the service
+// syncNode applies the target rules to a Node. When the Node's verdict, or whether the service
 // controller passes it, changes, it records that on the Node and queues every Service of type
-// LoadBalancer; while its Ready condition is within the grace period, it comes back when the
-// period ends.
+// LoadBalancer and the target labels; while its Ready condition is within the grace period, it
+// comes back when the period ends. A deleted Node leaves every target too.
 func (c *Controller) syncNode(ctx context.Context, name string) error {
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		c.forgetNode(name)
+		if c.forgetNode(name) {
+			c.queueAllTargets()
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	machine := c.machineOf(ctx, node)
-	verdict := c.Health.Check(node, machine, time.Now())
-	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
-
 	c.mu.Lock()
 	previous, seen := c.known[name]
+	c.mu.Unlock()
+	// Whether the Node is a target now, for the grace period: as this controller last found
+	// it; after a restart, the targets' own syncs judge from IronCore.
+	verdict, ok, err := c.Targets.NodeVerdict(ctx, node, seen && previous.unhealthy == "")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Not an IronCore Machine of this namespace: never a target.
+		c.forgetNode(name)
+		return nil
+	}
+	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
+	c.mu.Lock()
 	c.known[name] = state
-	if machine != nil {
-		c.machineNodes[machine.Name] = name
+	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
+		c.machineNodes[id.Machine] = name
 	}
 	c.countUnhealthy()
 	c.mu.Unlock()
@@ -384,43 +396,49 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	if seen && previous == state {
 		return nil
 	}
+	c.recordVerdict(node, verdict, previous, seen)
+	if !seen && verdict.Kind == "" {
+		// A Node seen for the first time, able to serve: the service controller syncs the load
+		// balancers for a new Node itself.
+		return nil
+	}
+	c.queueAllTargets()
+	return nil
+}
+
+// recordVerdict records on the Node that its traffic changes. A Node that has not served yet
+// (not initialized, never Ready) is not told it stops: it joins quietly once it can serve.
+func (c *Controller) recordVerdict(node *corev1.Node, verdict targetrules.Verdict, previous nodeState, seen bool) {
+	joining := func(kind string) bool {
+		return kind == targetrules.KindNotInitialized || kind == targetrules.KindNeverReady
+	}
 	switch {
-	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind):
+	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind) && !joining(verdict.Kind):
 		metrics.NodeHealthExclusions.WithLabelValues(verdict.Kind).Inc()
 		c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonTargetExcluded,
 			"The Node no longer receives load balancer traffic, unless no Node that could serve a Service is healthy: %s", verdict.Reason)
-		klog.InfoS("Node is unhealthy; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
+		klog.InfoS("Node cannot serve; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
+	case verdict.Kind == "" && seen && joining(previous.unhealthy):
+		klog.V(2).InfoS("Node can serve; it becomes a load balancer target", "node", klog.KObj(node))
 	case verdict.Kind == "" && seen && previous.unhealthy != "":
 		c.Recorder.Event(node, corev1.EventTypeNormal, ReasonTargetRestored, "The Node is healthy again and receives load balancer traffic")
 		klog.InfoS("Node is healthy again; it is a load balancer target", "node", klog.KObj(node))
 	}
-	if !seen && verdict.Kind == "" {
-		// A Node seen for the first time, healthy: the service controller syncs the load
-		// balancers for a new Node itself.
-		return nil
-	}
-	if c.Targets != nil {
-		c.Targets.QueueLabels()
-	}
-	return c.queueServices(func(*corev1.Service) bool { return true })
 }
 
-// machineOf returns the Node's Machine from the IronCore cache, or nil if it is not known.
-func (c *Controller) machineOf(ctx context.Context, node *corev1.Node) *computev1alpha1.Machine {
-	id, err := providerid.Parse(node.Spec.ProviderID)
-	if err != nil || id.Namespace != c.IronCore.Namespace() {
-		return nil
+// queueAllTargets queues the target labels and every Service of type LoadBalancer.
+func (c *Controller) queueAllTargets() {
+	c.Targets.QueueLabels()
+	if err := c.queueServices(func(*corev1.Service) bool { return true }); err != nil {
+		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
 	}
-	machine, err := c.IronCore.Machine(ctx, id.Machine)
-	if err != nil {
-		return nil
-	}
-	return machine
 }
 
-func (c *Controller) forgetNode(name string) {
+// forgetNode forgets a Node, and reports whether it was known.
+func (c *Controller) forgetNode(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, known := c.known[name]
 	delete(c.known, name)
 	for machine, node := range c.machineNodes {
 		if node == name {
@@ -428,6 +446,7 @@ func (c *Controller) forgetNode(name string) {
 		}
 	}
 	c.countUnhealthy()
+	return known
 }
 
 // countUnhealthy sets the gauge of unhealthy Nodes; c.mu must be held.
@@ -455,12 +474,10 @@ func (c *Controller) queueServices(match func(*corev1.Service) bool) error {
 	return nil
 }
 
-// verifyService syncs the Service's targets from the routing IronCore has, not from what this
-// process last wrote.
+// verifyService syncs the Service's routing against the one IronCore has, read from the API
+// server, not against what this process last wrote.
 func (c *Controller) verifyService(ctx context.Context, namespace, name string) error {
-	if service, err := c.services.Services(namespace).Get(name); err == nil && c.ForgetRouting != nil {
-		c.ForgetRouting(ctx, c.ClusterName, service)
-	}
+	c.Targets.VerifyRouting(namespace, name)
 	return c.syncService(ctx, namespace, name)
 }
 

@@ -181,15 +181,10 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resolved, skipped, err := t.resolve(ctx, nodes, false)
+	resolved, skipped, err := t.resolve(ctx, nodes)
 	if err != nil {
 		return err
 	}
-	chosen, choice, err := t.choose(ctx, nil, resolved)
-	if err != nil {
-		return err
-	}
-	keep := t.keptMachines(nodes, resolved, chosen)
 	labelled, err := t.ironcore.NetworkInterfacesLabelledView(ctx, keys.LabelLoadBalancerTarget, t.cluster)
 	if err != nil {
 		return err
@@ -198,22 +193,22 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 	for _, nic := range labelled {
 		have[nic.Name] = true
 	}
+	// The labels are the targets now: a labelled Node that stops being Ready keeps its label
+	// for the grace period, across restarts of this process too.
+	chosen, choice, err := t.choose(ctx, nil, resolved, func(context.Context) (map[string]bool, error) { return have, nil })
+	if err != nil {
+		return err
+	}
 	want := map[string]bool{}
 	var add, remove []string
-	for _, nic := range networkInterfacesOf(chosen) {
+	for _, nic := range servingInterfacesOf(chosen) {
 		want[nic.Name] = true
 		if !have[nic.Name] {
 			add = append(add, nic.Name)
 		}
 	}
 	for _, nic := range labelled {
-		switch {
-		case want[nic.Name]:
-		case nic.Spec.MachineRef != nil && keep[nic.Spec.MachineRef.Name]:
-			// Its Node is eligible but could not be resolved this time (a cache behind by a
-			// moment): keeping the target is safe, dropping it would cut traffic.
-			want[nic.Name] = true
-		default:
+		if !want[nic.Name] {
 			remove = append(remove, nic.Name)
 		}
 	}
@@ -366,6 +361,12 @@ func (t *Targets) nudgeSelecting(ctx context.Context, targets map[string]bool) e
 	}
 	if !mixed || len(selecting) == 0 {
 		return nil
+	}
+	// Removals are waited for like additions: a digest written while the cache still shows a
+	// label just removed would have IronCore recompute from the old labels, and later syncs,
+	// computing the same digest, would not nudge again.
+	if name := t.ironcore.NetworkInterfaceLabelBehind(ctx, keys.LabelLoadBalancerTarget); name != "" {
+		return fmt.Errorf("%w: the target label of NetworkInterface %s", errCacheBehind, name)
 	}
 	digest, err := t.targetsDigest(ctx, targets)
 	if err != nil {

@@ -41,6 +41,8 @@ type routingState struct {
 	written map[types.UID]writtenRouting
 	// reports holds, by key, what the latest sync found.
 	reports map[string]Report
+	// verify holds the keys whose next sync compares with the routing on the API server.
+	verify map[string]bool
 }
 
 type routingRequest struct {
@@ -109,12 +111,16 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 		// Nothing to route to: a LoadBalancer's creation queues this key again.
 		return nil
 	}
-	destinations, report, err := t.Destinations(ctx, service, nodes)
+	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs))
 	if err != nil {
 		return err
 	}
+	verify := t.takeVerify(key)
 	for _, lb := range lbs {
-		if err := t.applyRouting(ctx, service, lb, destinations); err != nil {
+		if err := t.applyRouting(ctx, service, lb, destinations, verify); err != nil {
+			if verify {
+				t.markVerify(key)
+			}
 			return err
 		}
 	}
@@ -130,8 +136,59 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	return report.Skipped.Err()
 }
 
-// applyRouting writes lb's routing with the destinations, unless it holds them already.
-func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination) error {
+// routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from
+// the API server (the cache keeps no destinations), at most once per sync and only if a Node
+// that is not Ready asks.
+func (t *Targets) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNow {
+	return func(ctx context.Context) (map[string]bool, error) {
+		names := map[string]bool{}
+		for _, lb := range lbs {
+			routing, err := t.ironcore.LiveLoadBalancerRouting(ctx, lb.Name)
+			switch {
+			case errors.Is(err, ironcore.ErrNotFound):
+				continue
+			case err != nil:
+				return nil, err
+			}
+			for _, destination := range routing.Destinations {
+				if destination.TargetRef != nil {
+					names[destination.TargetRef.Name] = true
+				}
+			}
+		}
+		return names, nil
+	}
+}
+
+// VerifyRouting queues a sync of the Service's routing that compares with the routing IronCore
+// has, read from the API server, rather than with this process's last write: after a selector
+// is removed, IronCore may still rewrite the routing once from the selector it saw before.
+func (t *Targets) VerifyRouting(namespace, name string) {
+	key := routingPrefix + namespace + "/" + name
+	t.markVerify(key)
+	t.queue.Add(key)
+}
+
+func (t *Targets) markVerify(key string) {
+	t.routing.mu.Lock()
+	defer t.routing.mu.Unlock()
+	if t.routing.verify == nil {
+		t.routing.verify = map[string]bool{}
+	}
+	t.routing.verify[key] = true
+}
+
+func (t *Targets) takeVerify(key string) bool {
+	t.routing.mu.Lock()
+	defer t.routing.mu.Unlock()
+	verify := t.routing.verify[key]
+	delete(t.routing.verify, key)
+	return verify
+}
+
+// applyRouting writes lb's routing with the destinations, unless it holds them already; verify
+// compares with the routing on the API server.
+func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination, verify bool) error {
 	network, err := t.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
 	if err != nil {
 		return err
@@ -151,7 +208,12 @@ func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb 
 		NetworkRef:   commonv1alpha1.LocalUIDReference{Name: network.Name, UID: network.UID},
 		Destinations: destinations,
 	}
-	unchanged, err := t.routingInPlace(ctx, service, lb, routing)
+	var unchanged bool
+	if verify {
+		unchanged, err = t.routingLiveInPlace(ctx, lb, routing)
+	} else {
+		unchanged, err = t.routingInPlace(ctx, service, lb, routing)
+	}
 	if err != nil {
 		return err
 	}
@@ -194,6 +256,12 @@ func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, er
 		case apierrors.IsNotFound(err) && service == nil:
 			t.forgetRoutingKey(key)
 			return nil, nil, nil
+		case apierrors.IsNotFound(err):
+			// A Service the lister does not show yet, or no more: its request is used once,
+			// so that the key of a deleted Service is forgotten by the next sync.
+			t.routing.mu.Lock()
+			delete(t.routing.requests, key)
+			t.routing.mu.Unlock()
 		case err != nil && !apierrors.IsNotFound(err):
 			return nil, nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
 		case err == nil && (service == nil || !ironcore.NewerVersion(service.ResourceVersion, listed.ResourceVersion)):
@@ -258,6 +326,19 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 	return ownedBy(existing, lb) && ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
 }
 
+// routingLiveInPlace reports whether lb's routing on the API server already is the desired one.
+func (t *Targets) routingLiveInPlace(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
+	existing, err := t.ironcore.LiveLoadBalancerRouting(ctx, lb.Name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return ownedBy(existing, lb) && existing.Labels[keys.LabelRoutingCluster] == t.cluster &&
+		ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
+}
+
 // driftRepaired counts and reports a routing found changed behind this process's back; the
 // caller writes it back.
 func (t *Targets) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) {
@@ -285,13 +366,21 @@ func (t *Targets) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
 	}
 }
 
-// queueRoutingOwner queues the routing key of the Service whose LoadBalancer owns the routing.
+// queueRoutingOwner queues the routing key of the Service whose LoadBalancer owns the routing,
+// or whose LoadBalancer has its name (a routing stripped of its owner by hand is repaired too).
 func (t *Targets) queueRoutingOwner(routing *networkingv1alpha1.LoadBalancerRouting) {
+	owned := false
 	for _, ref := range routing.OwnerReferences {
 		if ref.Kind != "LoadBalancer" {
 			continue
 		}
+		owned = true
 		if lb, err := t.ironcore.LoadBalancer(context.Background(), ref.Name); err == nil && lb.UID == ref.UID {
+			t.queueOwnerOf(lb)
+		}
+	}
+	if !owned {
+		if lb, err := t.ironcore.LoadBalancer(context.Background(), routing.Name); err == nil {
 			t.queueOwnerOf(lb)
 		}
 	}

@@ -165,61 +165,35 @@ func (s Skipped) Err() error {
 	return fmt.Errorf("%w: %s", targetrules.ErrNodesSkipped, strings.Join(s, "; "))
 }
 
-// resolvedNode is a Node with its Machine and its NetworkInterfaces on the cluster Network.
-// The Machine and NetworkInterfaces are the cache's own objects (see
-// ironcore.ReadOnlyMachine): read them, never change them.
+// resolvedNode is a Node with what the target rules read about it: its Machine (nil if it does
+// not exist) and its NetworkInterfaces on the cluster Network. The Machine and
+// NetworkInterfaces are the cache's own objects (see ironcore.ReadOnlyMachine): read them,
+// never change them.
 type resolvedNode struct {
 	node    *corev1.Node
 	machine *computev1alpha1.Machine
 	nics    []*networkingv1alpha1.NetworkInterface
 }
 
+// serving are the NetworkInterfaces traffic can be sent to.
+func (r resolvedNode) serving() []*networkingv1alpha1.NetworkInterface {
+	return targetrules.ServingNetworkInterfaces(r.nics)
+}
+
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
 const endpointSlicesSyncWait = 10 * time.Second
 
-// cachedMachineOf finds the Machine of a Node without a provider ID as its initialization
-// will, by the Node's name as Machine name or guest hostname, from the cache only.
-func (t *Targets) cachedMachineOf(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	machine, err := t.ironcore.ReadOnlyMachine(ctx, node.Name)
-	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
-		return machine, err
-	}
-	return t.ironcore.MachineByHostname(ctx, node.Name)
-}
-
 // resolve finds the Nodes' Machines and NetworkInterfaces on the cluster Network, from the
-// cache. A Node that is not initialized yet (no provider ID) is found as its initialization
-// will find it, by its name, as Machine name or guest hostname: the service controller passes
-// it as a target, and its labels are then due with its route, in one write. If the cache knows
-// no such Machine, it is passed over quietly and becomes a target when the framework passes it
-// again with its provider ID. So is a Node that is not an IronCore Machine of this namespace,
-// or whose Machine is gone (the node lifecycle controller deletes it): they can never be
-// targets, and failing every Service's sync over them would help no one.
-func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs bool) ([]resolvedNode, Skipped, error) {
-	var resolved []resolvedNode
+// IronCore cache, which has synced before any sync runs: a Machine it does not hold is gone. A
+// Node that is not initialized yet is resolved to nothing (the rules leave it out until it is).
+// A Node that is not an IronCore Machine of this namespace is passed over quietly: it can never
+// be a target, and failing every Service's sync over it would help no one. A NetworkInterface
+// of another cluster is reported as skipped.
+func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, Skipped, error) {
+	resolved := make([]resolvedNode, 0, len(nodes))
 	var skipped Skipped
 	for _, node := range nodes {
-		var (
-			machine  *computev1alpha1.Machine
-			nodeNICs []*networkingv1alpha1.NetworkInterface
-			reason   string
-			quiet    bool
-			err      error
-		)
-		if node.Spec.ProviderID == "" {
-			var lookupErr error
-			machine, lookupErr = t.cachedMachineOf(ctx, node)
-			if errors.Is(lookupErr, ironcore.ErrNotFound) || errors.Is(lookupErr, ironcore.ErrAmbiguousHostname) {
-				klog.V(4).InfoS("Node has no provider ID yet and no Machine of its name, not a load balancer target yet", "node", klog.KObj(node))
-				continue
-			}
-			if lookupErr != nil {
-				return nil, nil, lookupErr
-			}
-			nodeNICs, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
-		} else {
-			machine, nodeNICs, reason, quiet, err = t.nodeNetworkInterfaces(ctx, node, needIPs)
-		}
+		r, reason, quiet, err := t.resolveNode(ctx, node)
 		switch {
 		case err != nil:
 			return nil, nil, err
@@ -228,17 +202,53 @@ func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node, needIPs boo
 		case reason != "":
 			skipped = append(skipped, fmt.Sprintf("Node %s: %s", node.Name, reason))
 		default:
-			resolved = append(resolved, resolvedNode{node: node, machine: machine, nics: nodeNICs})
+			resolved = append(resolved, r)
 		}
 	}
 	return resolved, skipped, nil
 }
 
-// networkInterfacesOf lists the resolved Nodes' NetworkInterfaces, sorted by name.
-func networkInterfacesOf(resolved []resolvedNode) []*networkingv1alpha1.NetworkInterface {
+// resolveNode resolves one Node, or returns the reason it cannot be a target at all; quiet
+// reasons are facts about the Node that no retry changes. Errors are failures to read, not
+// facts about the Node.
+func (t *Targets) resolveNode(ctx context.Context, node *corev1.Node) (r resolvedNode, reason string, quiet bool, err error) {
+	r.node = node
+	if node.Spec.ProviderID == "" {
+		return r, "", false, nil
+	}
+	id, parseErr := providerid.Parse(node.Spec.ProviderID)
+	if parseErr != nil {
+		// A provider ID of another cloud is a fact about the Node, not a failure to report.
+		return r, parseErr.Error(), true, nil //nolint:nilerr
+	}
+	if id.Namespace != t.ironcore.Namespace() {
+		return r, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
+	}
+	machine, err := t.ironcore.ReadOnlyMachine(ctx, id.Machine)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return r, "", false, nil
+	case err != nil:
+		return r, "", false, err
+	}
+	r.machine = machine
+	if r.nics, err = t.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, t.network); err != nil {
+		return r, "", false, err
+	}
+	for _, nic := range r.nics {
+		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
+			return r, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), false, nil
+		}
+	}
+	return r, "", false, nil
+}
+
+// servingInterfacesOf lists the NetworkInterfaces traffic can be sent to of the resolved
+// Nodes, sorted by name.
+func servingInterfacesOf(resolved []resolvedNode) []*networkingv1alpha1.NetworkInterface {
 	var nics []*networkingv1alpha1.NetworkInterface
 	for _, r := range resolved {
-		nics = append(nics, r.nics...)
+		nics = append(nics, r.serving()...)
 	}
 	slices.SortFunc(nics, func(a, b *networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
 	return nics
@@ -250,63 +260,6 @@ func (t *Targets) logLeftOut(node *corev1.Node, reason string) {
 		return
 	}
 	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
-}
-
-// nodeNetworkInterfaces returns one Node's NetworkInterfaces on the cluster Network, or the
-// reason it has none that can be used; quiet reasons are facts about the Node that no retry
-// changes. Errors are failures to read, not facts about the Node.
-func (t *Targets) nodeNetworkInterfaces(ctx context.Context, node *corev1.Node, needIPs bool) (machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface, reason string, quiet bool, err error) {
-	id, parseErr := providerid.Parse(node.Spec.ProviderID)
-	if parseErr != nil {
-		// A provider ID of another cloud is a fact about the Node, not a failure to report.
-		return nil, nil, parseErr.Error(), true, nil //nolint:nilerr
-	}
-	if id.Namespace != t.ironcore.Namespace() {
-		return nil, nil, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
-	}
-	machine, err = t.ironcore.ReadOnlyMachine(ctx, id.Machine)
-	if errors.Is(err, ironcore.ErrNotFound) {
-		// The cache may lag a Machine the Node was just initialized from: only the API server
-		// says it is gone, the one case that no retry changes.
-		machine, err = t.ironcore.LiveMachine(ctx, id.Machine)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			return nil, nil, "its Machine does not exist", true, nil
-		}
-	}
-	if err != nil {
-		return nil, nil, "", false, err
-	}
-	nics, reason, err = t.machineNetworkInterfaces(ctx, machine, needIPs)
-	return machine, nics, reason, false, err
-}
-
-// machineNetworkInterfaces returns the Machine's NetworkInterfaces on the cluster Network, or
-// the reason it has none that can be used.
-func (t *Targets) machineNetworkInterfaces(ctx context.Context, machine *computev1alpha1.Machine, needIPs bool) ([]*networkingv1alpha1.NetworkInterface, string, error) {
-	var nics []*networkingv1alpha1.NetworkInterface
-	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
-		nic, err := t.ironcore.ReadOnlyNetworkInterface(ctx, name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		if nic.Spec.NetworkRef.Name != t.network {
-			continue
-		}
-		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
-			return nil, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), nil
-		}
-		if needIPs && len(nic.Status.IPs) == 0 {
-			return nil, fmt.Sprintf("NetworkInterface %s has no IPs yet", nic.Name), nil
-		}
-		nics = append(nics, nic)
-	}
-	if len(nics) == 0 {
-		return nil, fmt.Sprintf("Machine %s has no NetworkInterface on Network %s", machine.Name, t.network), nil
-	}
-	return nics, "", nil
 }
 
 // candidates returns the Nodes the target rules choose from. A list given may be older than
@@ -335,9 +288,30 @@ func (t *Targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	return result, nil
 }
 
+// targetsNow tells which NetworkInterfaces are targets now, as IronCore shows them: the rule
+// keeps a target that stops being Ready for the grace period, and adds a Node only once Ready.
+// It is asked only about Nodes that are not Ready.
+type targetsNow func(context.Context) (map[string]bool, error)
+
+// noTargetsNow is for questions where no Node is a target yet.
+func noTargetsNow(context.Context) (map[string]bool, error) { return nil, nil }
+
+// verdict applies the rule to a resolved Node; current is read only if the Node is not Ready.
+func (t *Targets) verdict(ctx context.Context, r resolvedNode, current targetsNow, now time.Time) (targetrules.Verdict, error) {
+	in := targetrules.Inputs{Node: r.node, Machine: r.machine, NetworkInterfaces: r.nics}
+	if !targetrules.Ready(r.node) {
+		targets, err := current(ctx)
+		if err != nil {
+			return targetrules.Verdict{}, err
+		}
+		in.Target = slices.ContainsFunc(r.nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return targets[nic.Name] })
+	}
+	return t.health.Check(in, now), nil
+}
+
 // choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
 // the shared targets of the selector). It returns the chosen Nodes, in the order given.
-func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode) ([]resolvedNode, targetrules.Choice, error) {
+func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode, current targetsNow) ([]resolvedNode, targetrules.Choice, error) {
 	local := service != nil && targetrules.Local(service)
 	var serving map[string]bool
 	if local {
@@ -347,9 +321,14 @@ func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved 
 		}
 	}
 	now := time.Now()
+	current = once(current)
 	candidates := make([]targetrules.Candidate, 0, len(resolved))
 	for _, r := range resolved {
-		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: t.health.Check(r.node, r.machine, now)})
+		verdict, err := t.verdict(ctx, r, current, now)
+		if err != nil {
+			return nil, targetrules.Choice{}, err
+		}
+		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: verdict})
 	}
 	choice := targetrules.Choose(candidates, local, serving)
 	targets := make(map[string]bool, len(choice.Targets))
@@ -363,6 +342,22 @@ func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved 
 		}
 	}
 	return chosen, choice, nil
+}
+
+// once reads the targets at most once per sync.
+func once(current targetsNow) targetsNow {
+	var (
+		done    bool
+		targets map[string]bool
+		err     error
+	)
+	return func(ctx context.Context) (map[string]bool, error) {
+		if !done {
+			targets, err = current(ctx)
+			done = err == nil
+		}
+		return targets, err
+	}
 }
 
 // servingNodes names the Nodes with an endpoint serving the Service. Without an EndpointSlice
@@ -388,71 +383,46 @@ func (t *Targets) servingNodes(ctx context.Context, service *corev1.Service) (ma
 	return targetrules.ServingNodes(slices), nil
 }
 
-// keptMachines names the Machines whose labelled NetworkInterfaces stay targets even if their
-// Node did not resolve this time: those of chosen Nodes, and those of candidates that did not
-// resolve and that the health rule, from the Node alone, finds healthy.
-func (t *Targets) keptMachines(candidates []*corev1.Node, resolved, chosen []resolvedNode) map[string]bool {
-	keep := map[string]bool{}
-	seen := make(map[string]bool, len(resolved))
-	for _, r := range resolved {
-		seen[r.node.Name] = true
-	}
-	now := time.Now()
-	for _, node := range candidates {
-		if seen[node.Name] || !t.health.Check(node, nil, now).Healthy() {
-			continue
-		}
-		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == t.ironcore.Namespace() {
-			keep[id.Machine] = true
-		}
-	}
-	for _, r := range chosen {
-		if r.machine != nil {
-			keep[r.machine.Name] = true
-		}
-	}
-	return keep
-}
-
 // EligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
-// (see candidates and choose).
-func (t *Targets) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node) (map[string]bool, error) {
+// (see candidates and choose), where current are the targets now.
+func (t *Targets) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node, current map[string]bool) (map[string]bool, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, err
 	}
-	resolved, _, err := t.resolve(ctx, nodes, false)
+	resolved, _, err := t.resolve(ctx, nodes)
 	if err != nil {
 		return nil, err
 	}
-	chosen, _, err := t.choose(ctx, nil, resolved)
+	chosen, _, err := t.choose(ctx, nil, resolved, func(context.Context) (map[string]bool, error) { return current, nil })
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
-	for _, nic := range networkInterfacesOf(chosen) {
+	for _, nic := range servingInterfacesOf(chosen) {
 		names[nic.Name] = true
 	}
 	return names, nil
 }
 
-// Destinations lists a LoadBalancerRouting destination for every IP of the NetworkInterfaces
-// of the Nodes the target rules choose for the Service, in a stable order.
-func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+// Destinations lists a LoadBalancerRouting destination for every IP of the serving
+// NetworkInterfaces of the Nodes the target rules choose for the Service, in a stable order;
+// current are the Service's targets now.
+func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, Report{}, err
 	}
-	resolved, skipped, err := t.resolve(ctx, nodes, true)
+	resolved, skipped, err := t.resolve(ctx, nodes)
 	if err != nil {
 		return nil, Report{}, err
 	}
-	chosen, choice, err := t.choose(ctx, service, resolved)
+	chosen, choice, err := t.choose(ctx, service, resolved, current)
 	if err != nil {
 		return nil, Report{}, err
 	}
 	destinations := []networkingv1alpha1.LoadBalancerDestination{}
-	for _, nic := range networkInterfacesOf(chosen) {
+	for _, nic := range servingInterfacesOf(chosen) {
 		for _, ip := range nic.Status.IPs {
 			destinations = append(destinations, networkingv1alpha1.LoadBalancerDestination{
 				IP:        ip,
@@ -465,24 +435,32 @@ func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nod
 
 // Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
 // now: a destination the target rules choose among the Nodes (the lister decides once set),
-// for its own routing or, if it selects, for the shared targets.
+// for its own routing or, if it selects, for the shared targets. Until the IronCore cache has
+// synced it cannot tell, and says so.
 func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
+	if !t.ironcore.HasSynced() {
+		return false, errors.New("the IronCore cache has not synced yet")
+	}
 	if !targetrules.Local(service) {
-		// Any healthy Node with an address is a destination: look no further than the first.
-		// It is asked for every Service whose routing is still empty, each time it is
-		// written, so it must not resolve every Node each time.
+		// Any Node that can serve is a destination: look no further than the first. It is
+		// asked for every Service whose routing is still empty, each time it is written, so it
+		// must not resolve every Node each time.
 		candidates, err := t.candidates(nodes)
 		if err != nil {
 			return false, err
 		}
 		now := time.Now()
 		for _, node := range candidates {
-			resolved, _, err := t.resolve(ctx, []*corev1.Node{node}, true)
+			resolved, _, err := t.resolve(ctx, []*corev1.Node{node})
 			if err != nil {
 				return false, err
 			}
 			for _, r := range resolved {
-				if len(r.nics) > 0 && t.health.Check(r.node, r.machine, now).Healthy() {
+				verdict, err := t.verdict(ctx, r, noTargetsNow, now)
+				if err != nil {
+					return false, err
+				}
+				if verdict.Healthy() {
 					return true, nil
 				}
 			}
@@ -493,6 +471,26 @@ func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
 	}
-	destinations, _, err := t.Destinations(ctx, own, nodes)
+	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow)
 	return len(destinations) > 0, err
+}
+
+// NodeVerdict applies the target rules to one Node, where target tells whether it is a target
+// now; ok is false for a Node that is not an IronCore Machine of this namespace.
+func (t *Targets) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, ok bool, err error) {
+	r, reason, quiet, err := t.resolveNode(ctx, node)
+	if err != nil || quiet {
+		return targetrules.Verdict{}, false, err
+	}
+	if reason != "" {
+		return targetrules.Verdict{Kind: targetrules.KindNetworkInterface, Reason: reason}, true, nil
+	}
+	verdict, err = t.verdict(ctx, r, func(context.Context) (map[string]bool, error) {
+		names := map[string]bool{}
+		for _, nic := range r.nics {
+			names[nic.Name] = target
+		}
+		return names, nil
+	}, time.Now())
+	return verdict, true, err
 }

@@ -1,9 +1,26 @@
-// Package targetrules decides which Nodes receive a load balancer's traffic beyond the
-// service controller's own rules. IronCore LoadBalancers have no health checks: they send
-// traffic to every target NetworkInterface, so the CCM keeps Nodes that cannot serve out of
-// the targets. Two rules apply: a Node must be healthy (Health), and a Service with
-// externalTrafficPolicy Local goes only to Nodes with a serving endpoint (ServingNodes). The
-// functions are pure; the provider and the inspect tool apply them alike.
+// Package targetrules decides which Nodes receive a load balancer's traffic. IronCore
+// LoadBalancers have no health checks: they send traffic to every target NetworkInterface, so
+// the CCM's choice of targets is the only health check a Service has. A Node is a target only
+// while it can serve now (Check), and a Service with externalTrafficPolicy Local goes only to
+// Nodes with a serving endpoint (ServingNodes). The functions are pure; the targets controller
+// and the inspect tool apply them alike.
+//
+// The rule, in the order Check applies it:
+//
+//   - the Node is initialized (it has a provider ID) and its Machine exists and is not being
+//     deleted;
+//   - at least one of its NetworkInterfaces on the cluster Network exists, is Available and has
+//     an address (IronCore's own rule for the routings it computes); only those are destinations;
+//   - the Node is not being deleted, nor tainted for deletion by the cluster autoscaler or as
+//     shut down;
+//   - its Machine is Running (with no state reported yet, the Node's Ready condition decides);
+//   - its Ready condition is True. A Node that is a target already and stops being Ready stays
+//     one for the grace period; a Node that is not a target becomes one only once Ready, however
+//     long it has existed.
+//
+// The first two are facts IronCore routes by: a Node failing them is never a target. The others
+// fail open: when no Node that could serve a Service passes them, all such Nodes stay targets,
+// as a load balancer's health check fails open, since none would serve at all.
 package targetrules
 
 import (
@@ -14,18 +31,20 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 )
 
-// ErrNodesSkipped marks the error naming Nodes that could not be made targets (a
-// NetworkInterface without addresses yet, or of another cluster). The other Nodes were
-// applied; the Nodes' own changes bring them in, so a caller need not retry for them.
+// ErrNodesSkipped marks the error naming Nodes that could not be made targets for a reason
+// the user should see (a NetworkInterface of another cluster, none on the cluster Network). The
+// other Nodes were applied; the Nodes' own changes bring them in, so a caller need not retry
+// for them.
 var ErrNodesSkipped = errors.New("not load balancer targets")
 
-// DefaultReadyGrace is how long a Node's Ready condition may be False or Unknown before the
+// DefaultReadyGrace is how long a target's Ready condition may be False or Unknown before the
 // Node stops receiving load balancer traffic. It rides out a kubelet restart and the node
 // lifecycle controller's own delay (Unknown after 50 s without heartbeats) without moving
 // traffic, and keeps a Node that is really gone from black-holing its share for long.
@@ -33,44 +52,78 @@ const DefaultReadyGrace = time.Minute
 
 // Health is the Node health rule.
 type Health struct {
-	// Enabled switches the rule on. Off, only the service controller's rules apply.
+	// Enabled switches the Node's own health (Ready, Machine state, taints) on. Off, only the
+	// facts IronCore routes by apply: an initialized Node whose Machine exists, with a
+	// NetworkInterface that is Available with an address.
 	Enabled bool
-	// ReadyGrace is how long Ready may be False or Unknown before it counts.
+	// ReadyGrace is how long a target's Ready condition may be False or Unknown before it counts.
 	ReadyGrace time.Duration
 }
 
-// Why a Node is unhealthy; stable, used as a metric label.
+// Why a Node is not a target; stable, used as a metric label.
 const (
-	KindDeleting     = "deleting"
-	KindAutoscaler   = "autoscaler-deletion"
-	KindShutdown     = "shutdown-taint"
-	KindMachineState = "machine-state"
-	KindNotReady     = "not-ready"
+	KindNotInitialized   = "not-initialized"
+	KindMachineGone      = "machine-gone"
+	KindMachineDeleting  = "machine-deleting"
+	KindNetworkInterface = "network-interface"
+	KindDeleting         = "deleting"
+	KindAutoscaler       = "autoscaler-deletion"
+	KindShutdown         = "shutdown-taint"
+	KindMachineState     = "machine-state"
+	KindNotReady         = "not-ready"
+	KindNeverReady       = "never-ready"
 )
 
-// Verdict is the outcome of the health rule for one Node.
+// Verdict is the outcome of the rule for one Node.
 type Verdict struct {
-	// Kind is one of the Kind constants; empty if the Node is healthy.
+	// Kind is one of the Kind constants; empty if the Node can serve.
 	Kind string
 	// Reason says why, for events and logs.
 	Reason string
-	// RecheckIn is, for a healthy Node whose Ready condition is False or Unknown, how long until
-	// the grace period ends and the Node counts as unhealthy; zero otherwise.
+	// RecheckIn is, for a target whose Ready condition is False or Unknown, how long until the
+	// grace period ends and the Node stops being one; zero otherwise.
 	RecheckIn time.Duration
 }
 
 // Healthy reports whether the verdict keeps the Node a target.
 func (v Verdict) Healthy() bool { return v.Kind == "" }
 
-// Check applies the rule to a Node and its Machine (nil when not known) at the time now. A
-// Machine without a state, or Pending on its way to Running, does not count against the Node:
-// its Ready condition decides. A Node without a Ready condition has not reported yet and is
-// healthy.
-func (h Health) Check(node *corev1.Node, machine *computev1alpha1.Machine, now time.Time) Verdict {
-	if !h.Enabled {
-		return Verdict{}
+// FailsOpen reports whether the Node may still be a target when no Node that could serve
+// passes the rule: false for the facts IronCore routes by, which no fail-open changes.
+func (v Verdict) FailsOpen() bool {
+	switch v.Kind {
+	case KindNotInitialized, KindMachineGone, KindMachineDeleting, KindNetworkInterface:
+		return false
 	}
+	return true
+}
+
+// Inputs is what the rule reads about one Node.
+type Inputs struct {
+	Node *corev1.Node
+	// Machine is the Node's Machine; nil if it does not exist.
+	Machine *computev1alpha1.Machine
+	// NetworkInterfaces are the Machine's NetworkInterfaces on the cluster Network that exist.
+	NetworkInterfaces []*networkingv1alpha1.NetworkInterface
+	// Target tells whether the Node is a target now, as the routing or the target labels on
+	// IronCore show it: only a target keeps the grace period when it stops being Ready.
+	Target bool
+}
+
+// Check applies the rule to one Node at the time now.
+func (h Health) Check(in Inputs, now time.Time) Verdict {
+	node, machine := in.Node, in.Machine
 	switch {
+	case node.Spec.ProviderID == "":
+		return Verdict{Kind: KindNotInitialized, Reason: "the Node is not initialized yet (no provider ID)"}
+	case machine == nil:
+		return Verdict{Kind: KindMachineGone, Reason: "its Machine does not exist"}
+	case !machine.DeletionTimestamp.IsZero():
+		return Verdict{Kind: KindMachineDeleting, Reason: fmt.Sprintf("its Machine %s is being deleted", machine.Name)}
+	case len(ServingNetworkInterfaces(in.NetworkInterfaces)) == 0:
+		return Verdict{Kind: KindNetworkInterface, Reason: describeNetworkInterfaces(in.NetworkInterfaces)}
+	case !h.Enabled:
+		return Verdict{}
 	case !node.DeletionTimestamp.IsZero():
 		return Verdict{Kind: KindDeleting, Reason: "the Node is being deleted"}
 	case hasTaint(node, servicecontroller.ToBeDeletedTaint):
@@ -78,25 +131,77 @@ func (h Health) Check(node *corev1.Node, machine *computev1alpha1.Machine, now t
 	case hasTaint(node, cloudproviderapi.TaintNodeShutdown):
 		return Verdict{Kind: KindShutdown, Reason: "the Node is shut down (taint " + cloudproviderapi.TaintNodeShutdown + ")"}
 	}
-	if machine != nil {
-		switch state := machine.Status.State; state {
-		case "", computev1alpha1.MachineStateRunning, computev1alpha1.MachineStatePending:
-		default:
-			return Verdict{Kind: KindMachineState, Reason: fmt.Sprintf("its Machine %s is %s", machine.Name, state)}
-		}
+	if state := machine.Status.State; state != "" && state != computev1alpha1.MachineStateRunning {
+		return Verdict{Kind: KindMachineState, Reason: fmt.Sprintf("its Machine %s is %s", machine.Name, state)}
 	}
+	return h.ready(node, in.Target, now)
+}
+
+// Ready reports whether the Node's Ready condition is True.
+func Ready(node *corev1.Node) bool {
 	for _, condition := range node.Status.Conditions {
-		if condition.Type != corev1.NodeReady || condition.Status == corev1.ConditionTrue {
-			continue
+		if condition.Type == corev1.NodeReady {
+			return condition.Status == corev1.ConditionTrue
 		}
-		since := now.Sub(condition.LastTransitionTime.Time)
-		if since < h.ReadyGrace {
-			return Verdict{RecheckIn: h.ReadyGrace - since}
-		}
-		return Verdict{Kind: KindNotReady, Reason: fmt.Sprintf("its Ready condition has been %s for %s (grace period %s)",
-			condition.Status, since.Round(time.Second), h.ReadyGrace)}
 	}
-	return Verdict{}
+	return false
+}
+
+// ready applies the Ready part of the rule.
+func (h Health) ready(node *corev1.Node, target bool, now time.Time) Verdict {
+	var condition *corev1.NodeCondition
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			condition = &node.Status.Conditions[i]
+		}
+	}
+	switch {
+	case condition != nil && condition.Status == corev1.ConditionTrue:
+		return Verdict{}
+	case condition == nil || !target:
+		status := "not reported"
+		if condition != nil {
+			status = string(condition.Status)
+		}
+		return Verdict{Kind: KindNeverReady, Reason: fmt.Sprintf("it has not been Ready since it stopped being a target or joined (Ready: %s)", status)}
+	}
+	since := now.Sub(condition.LastTransitionTime.Time)
+	if since < h.ReadyGrace {
+		return Verdict{RecheckIn: h.ReadyGrace - since}
+	}
+	return Verdict{Kind: KindNotReady, Reason: fmt.Sprintf("its Ready condition has been %s for %s (grace period %s)",
+		condition.Status, since.Round(time.Second), h.ReadyGrace)}
+}
+
+// ServingNetworkInterfaces returns the NetworkInterfaces traffic can be sent to: Available,
+// not being deleted, with an address. IronCore's own routing keeps only Available ones.
+func ServingNetworkInterfaces(nics []*networkingv1alpha1.NetworkInterface) []*networkingv1alpha1.NetworkInterface {
+	var serving []*networkingv1alpha1.NetworkInterface
+	for _, nic := range nics {
+		if nic.DeletionTimestamp.IsZero() && nic.Status.State == networkingv1alpha1.NetworkInterfaceStateAvailable && len(nic.Status.IPs) > 0 {
+			serving = append(serving, nic)
+		}
+	}
+	return serving
+}
+
+// describeNetworkInterfaces says why none of the NetworkInterfaces can serve.
+func describeNetworkInterfaces(nics []*networkingv1alpha1.NetworkInterface) string {
+	if len(nics) == 0 {
+		return "it has no NetworkInterface on the cluster Network"
+	}
+	nic := nics[0]
+	switch {
+	case !nic.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("its NetworkInterface %s is being deleted", nic.Name)
+	case nic.Status.State != networkingv1alpha1.NetworkInterfaceStateAvailable:
+		state := string(nic.Status.State)
+		if state == "" {
+			state = "not reported"
+		}
+		return fmt.Sprintf("its NetworkInterface %s is not Available (state: %s)", nic.Name, state)
+	}
+	return fmt.Sprintf("its NetworkInterface %s has no address yet", nic.Name)
 }
 
 func hasTaint(node *corev1.Node, key string) bool {
@@ -145,13 +250,14 @@ type Candidate struct {
 type Choice struct {
 	// Targets are the Nodes that receive the load balancer's traffic.
 	Targets []string
-	// Unhealthy are the Nodes the health rule left out, with its verdicts; with FailedOpen they
-	// are targets all the same.
+	// Unhealthy are the Nodes the rule left out, with its verdicts; with FailedOpen those whose
+	// verdict fails open are targets all the same.
 	Unhealthy map[string]Verdict
 	// WithoutEndpoint are the Nodes a Local Service leaves out for having no serving endpoint.
 	WithoutEndpoint []string
-	// FailedOpen is set when every Node that could serve is unhealthy: then all of them stay
-	// targets, as a load balancer's health check fails open, since none would serve at all.
+	// FailedOpen is set when every Node that could serve is unhealthy: then all of them whose
+	// verdict fails open stay targets, as a load balancer's health check fails open, since none
+	// would serve at all.
 	FailedOpen bool
 	// NoLocalEndpoints is set for a Local Service none of whose candidates has a serving
 	// endpoint: then it targets every (healthy) candidate, as a Cluster Service would. Its
@@ -160,14 +266,28 @@ type Choice struct {
 	NoLocalEndpoints bool
 }
 
-// Choose applies the rules to the candidates: for a Local Service only Nodes in serving,
-// then only healthy Nodes, never leaving none because of health.
+// Choose applies the rules to the candidates: Nodes that cannot serve at all (a verdict that
+// does not fail open) are left out first; then for a Local Service only Nodes in serving; then
+// only healthy Nodes, never leaving none because of health.
 func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice {
 	var choice Choice
-	pool := candidates
+	unhealthy := func(candidate Candidate) {
+		if choice.Unhealthy == nil {
+			choice.Unhealthy = map[string]Verdict{}
+		}
+		choice.Unhealthy[candidate.Node] = candidate.Verdict
+	}
+	var pool []Candidate
+	for _, candidate := range candidates {
+		if candidate.Verdict.FailsOpen() {
+			pool = append(pool, candidate)
+		} else {
+			unhealthy(candidate)
+		}
+	}
 	if local {
 		var withEndpoint []Candidate
-		for _, candidate := range candidates {
+		for _, candidate := range pool {
 			if serving[candidate.Node] {
 				withEndpoint = append(withEndpoint, candidate)
 			} else {
@@ -183,12 +303,9 @@ func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice 
 	for _, candidate := range pool {
 		if candidate.Verdict.Healthy() {
 			choice.Targets = append(choice.Targets, candidate.Node)
-			continue
+		} else {
+			unhealthy(candidate)
 		}
-		if choice.Unhealthy == nil {
-			choice.Unhealthy = map[string]Verdict{}
-		}
-		choice.Unhealthy[candidate.Node] = candidate.Verdict
 	}
 	if len(choice.Targets) == 0 && len(pool) > 0 {
 		choice.FailedOpen = true

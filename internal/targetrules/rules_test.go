@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,51 +22,127 @@ func TestHealthCheck(t *testing.T) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}
 		}
 	}
+	isReady := ready(corev1.ConditionTrue, time.Hour)
+	both := func(changes ...func(*corev1.Node)) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			for _, change := range changes {
+				change(n)
+			}
+		}
+	}
 	taint := func(key string) func(*corev1.Node) {
 		return func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoSchedule}} }
 	}
 	deleting := func(n *corev1.Node) { n.DeletionTimestamp = ptr.To(metav1.NewTime(now)) }
+	uninitialized := func(n *corev1.Node) { n.Spec.ProviderID = "" }
 	machine := func(state computev1alpha1.MachineState) *computev1alpha1.Machine {
 		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m"}}
 		m.Status.State = state
 		return m
 	}
+	running := machine(computev1alpha1.MachineStateRunning)
+	machineDeleting := machine(computev1alpha1.MachineStateRunning)
+	machineDeleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+	nic := func(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
+		n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.State = state
+		for _, ip := range ips {
+			n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
+		}
+		return n
+	}
+	available := nic("nic", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")
+	nicDeleting := nic("gone", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.2")
+	nicDeleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
 	for _, tc := range []struct {
 		name      string
 		node      func(*corev1.Node)
 		machine   *computev1alpha1.Machine
+		nics      []*networkingv1alpha1.NetworkInterface
+		target    bool
 		kind      string
 		recheckIn time.Duration
+		// off is the kind with the Node's own health switched off.
+		off string
 	}{
-		{name: "no conditions", node: func(*corev1.Node) {}},
-		{name: "ready", node: ready(corev1.ConditionTrue, time.Hour), machine: machine(computev1alpha1.MachineStateRunning)},
-		{name: "not ready within grace", node: ready(corev1.ConditionFalse, 20*time.Second), recheckIn: 40 * time.Second},
-		{name: "unknown past grace", node: ready(corev1.ConditionUnknown, 61*time.Second), kind: KindNotReady},
-		{name: "false at grace", node: ready(corev1.ConditionFalse, time.Minute), kind: KindNotReady},
-		{name: "being deleted", node: deleting, kind: KindDeleting},
-		{name: "autoscaler taint", node: taint("ToBeDeletedByClusterAutoscaler"), kind: KindAutoscaler},
-		{name: "shutdown taint", node: taint("node.cloudprovider.kubernetes.io/shutdown"), kind: KindShutdown},
-		{name: "cordoned still serves", node: taint(corev1.TaintNodeUnschedulable)},
-		{name: "machine shut down", node: ready(corev1.ConditionTrue, time.Hour), machine: machine(computev1alpha1.MachineStateShutdown), kind: KindMachineState},
-		{name: "machine terminating", node: func(*corev1.Node) {}, machine: machine(computev1alpha1.MachineStateTerminating), kind: KindMachineState},
-		{name: "machine pending", node: func(*corev1.Node) {}, machine: machine(computev1alpha1.MachineStatePending)},
-		{name: "machine without state", node: func(*corev1.Node) {}, machine: machine("")},
+		{name: "ready", node: isReady},
+		{name: "ready, machine without state", node: isReady, machine: machine("")},
+		{name: "never ready: no condition", node: func(*corev1.Node) {}, kind: KindNeverReady},
+		{name: "never ready: no condition, even as a target", node: func(*corev1.Node) {}, target: true, kind: KindNeverReady},
+		{name: "not ready, not a target: never added, however young", node: ready(corev1.ConditionFalse, time.Second), kind: KindNeverReady},
+		{name: "not ready, not a target: never added, however old", node: ready(corev1.ConditionFalse, time.Hour), kind: KindNeverReady},
+		{name: "not ready within grace keeps a target", node: ready(corev1.ConditionFalse, 20*time.Second), target: true, recheckIn: 40 * time.Second},
+		{name: "unknown past grace", node: ready(corev1.ConditionUnknown, 61*time.Second), target: true, kind: KindNotReady},
+		{name: "false at grace", node: ready(corev1.ConditionFalse, time.Minute), target: true, kind: KindNotReady},
+		{name: "not initialized", node: both(isReady, uninitialized), kind: KindNotInitialized, off: KindNotInitialized},
+		{name: "machine gone", node: isReady, machine: nil, kind: KindMachineGone, off: KindMachineGone},
+		{name: "machine being deleted", node: isReady, machine: machineDeleting, kind: KindMachineDeleting, off: KindMachineDeleting},
+		{name: "no network interface", node: isReady, nics: []*networkingv1alpha1.NetworkInterface{}, kind: KindNetworkInterface, off: KindNetworkInterface},
+		{name: "network interface in error with addresses", node: isReady, kind: KindNetworkInterface, off: KindNetworkInterface,
+			nics: []*networkingv1alpha1.NetworkInterface{nic("err", networkingv1alpha1.NetworkInterfaceStateError, "10.0.0.3")}},
+		{name: "network interface pending", node: isReady, kind: KindNetworkInterface, off: KindNetworkInterface,
+			nics: []*networkingv1alpha1.NetworkInterface{nic("pending", networkingv1alpha1.NetworkInterfaceStatePending, "10.0.0.4")}},
+		{name: "network interface without address", node: isReady, kind: KindNetworkInterface, off: KindNetworkInterface,
+			nics: []*networkingv1alpha1.NetworkInterface{nic("bare", networkingv1alpha1.NetworkInterfaceStateAvailable)}},
+		{name: "network interface being deleted", node: isReady, nics: []*networkingv1alpha1.NetworkInterface{nicDeleting}, kind: KindNetworkInterface, off: KindNetworkInterface},
+		{name: "one of two network interfaces serves", node: isReady,
+			nics: []*networkingv1alpha1.NetworkInterface{nic("bare", networkingv1alpha1.NetworkInterfaceStateAvailable), available}},
+		{name: "being deleted", node: both(isReady, deleting), kind: KindDeleting},
+		{name: "autoscaler taint", node: both(isReady, taint("ToBeDeletedByClusterAutoscaler")), kind: KindAutoscaler},
+		{name: "shutdown taint", node: both(isReady, taint("node.cloudprovider.kubernetes.io/shutdown")), kind: KindShutdown},
+		{name: "cordoned still serves", node: both(isReady, taint(corev1.TaintNodeUnschedulable))},
+		{name: "machine shut down", node: isReady, machine: machine(computev1alpha1.MachineStateShutdown), kind: KindMachineState},
+		{name: "machine terminating", node: isReady, machine: machine(computev1alpha1.MachineStateTerminating), kind: KindMachineState},
+		{name: "machine pending", node: isReady, machine: machine(computev1alpha1.MachineStatePending), kind: KindMachineState},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{ProviderID: "ironcore://ns/m"}}
 			tc.node(node)
-			verdict := rules.Check(node, tc.machine, now)
+			in := Inputs{Node: node, Machine: tc.machine, NetworkInterfaces: tc.nics, Target: tc.target}
+			if tc.name != "machine gone" && in.Machine == nil {
+				in.Machine = running
+			}
+			if tc.nics == nil {
+				in.NetworkInterfaces = []*networkingv1alpha1.NetworkInterface{available}
+			}
+			verdict := rules.Check(in, now)
 			if verdict.Kind != tc.kind || verdict.RecheckIn != tc.recheckIn {
 				t.Fatalf("Check = %+v, want kind %q, recheck in %s", verdict, tc.kind, tc.recheckIn)
 			}
 			if (verdict.Kind == "") != (verdict.Reason == "") {
 				t.Fatalf("a verdict has a reason exactly when it is unhealthy: %+v", verdict)
 			}
-			off := Health{ReadyGrace: time.Minute}.Check(node, tc.machine, now)
-			if !off.Healthy() || off.RecheckIn != 0 {
-				t.Fatalf("with the rule off, Check = %+v", off)
+			off := Health{ReadyGrace: time.Minute}.Check(in, now)
+			if off.Kind != tc.off || off.RecheckIn != 0 {
+				t.Fatalf("with the Node's own health off, Check = %+v, want kind %q", off, tc.off)
 			}
 		})
+	}
+}
+
+func TestServingNetworkInterfaces(t *testing.T) {
+	nic := func(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
+		n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.State = state
+		for _, ip := range ips {
+			n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
+		}
+		return n
+	}
+	got := ServingNetworkInterfaces([]*networkingv1alpha1.NetworkInterface{
+		nic("available", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1"),
+		nic("error", networkingv1alpha1.NetworkInterfaceStateError, "10.0.0.2"),
+		nic("pending", networkingv1alpha1.NetworkInterfaceStatePending, "10.0.0.3"),
+		nic("no-state", "", "10.0.0.4"),
+		nic("no-address", networkingv1alpha1.NetworkInterfaceStateAvailable),
+		nic("dual", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.5", "fd00::5"),
+	})
+	var names []string
+	for _, n := range got {
+		names = append(names, n.Name)
+	}
+	if !slices.Equal(names, []string{"available", "dual"}) {
+		t.Fatalf("ServingNetworkInterfaces = %v, want [available dual]", names)
 	}
 }
 
@@ -104,6 +182,9 @@ func TestChoose(t *testing.T) {
 	sick := func(node string) Candidate {
 		return Candidate{Node: node, Verdict: Verdict{Kind: KindNotReady, Reason: "not ready"}}
 	}
+	gone := func(node string) Candidate {
+		return Candidate{Node: node, Verdict: Verdict{Kind: KindMachineGone, Reason: "gone"}}
+	}
 	for _, tc := range []struct {
 		name       string
 		candidates []Candidate
@@ -124,6 +205,11 @@ func TestChoose(t *testing.T) {
 		{name: "local, endpoints only on unhealthy Nodes fail open to them", candidates: []Candidate{healthy("a"), sick("b"), sick("c")}, local: true,
 			serving: map[string]bool{"b": true, "c": true}, targets: []string{"b", "c"}, unhealthy: 2, failedOpen: true},
 		{name: "no candidates", local: true, noEndpoint: true},
+		{name: "a Node that cannot serve is never a target, even failing open", candidates: []Candidate{sick("a"), gone("b")},
+			targets: []string{"a"}, unhealthy: 2, failedOpen: true},
+		{name: "only Nodes that cannot serve: no targets", candidates: []Candidate{gone("a")}, unhealthy: 1},
+		{name: "local, endpoints only on a Node that cannot serve: every other Node", candidates: []Candidate{healthy("a"), gone("b")}, local: true,
+			serving: map[string]bool{"b": true}, targets: []string{"a"}, unhealthy: 1, noEndpoint: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			choice := Choose(tc.candidates, tc.local, tc.serving)

@@ -322,12 +322,6 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 		nodes.Informer().HasSynced, services.Informer().HasSynced)
 }
 
-// ForgetRouting has the next sync of the Service's routing read it from IronCore rather than
-// trust what this process last wrote; see RecheckTargetsWith.
-func (c *Cloud) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
-	c.loadBalancers.ForgetRouting(ctx, clusterName, service)
-}
-
 // Targets decides the load balancers' targets and owns the target labels.
 func (c *Cloud) Targets() *lbtargets.Targets { return c.loadBalancers.targets }
 

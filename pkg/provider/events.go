@@ -103,13 +103,14 @@ func EventReasons() []EventReason {
 			"Keep the request equal to the current address, or re-create the Service to get a LoadBalancer with the requested address."),
 		warning(ReasonTargetsIncomplete,
 			"Some Nodes could not be made load balancer targets: their Machine "+
-				"has no NetworkInterface on the cluster Network, or one without IPs yet or of another cluster. The other Nodes are applied and the missing ones retried; the message names each Node. "+
+				"has a NetworkInterface of another cluster on the cluster Network. The other Nodes are applied and the missing ones retried; the message names each Node. "+
 				"Recorded when the list changes. Nodes of another provider or IronCore namespace, and Nodes whose Machine is gone, are left out quietly (logged once).",
 			"Usually nothing: a starting Node resolves itself. If it persists, check the named Node's Machine and NetworkInterfaces on IronCore."),
 		warning(ReasonTargetsFailedOpen,
 			"Every Node that could serve the Service is unhealthy by the Node health rule (`--load-balancer-node-health`): its Machine is not Running, "+
-				"its Ready condition has been False or Unknown past the grace period, it is tainted as shut down or for deletion by the cluster autoscaler, "+
-				"or it is being deleted. The rule fails open: all those Nodes stay targets, since leaving none would serve no one. "+
+				"its Ready condition is not True (past the grace period for a target), it is tainted as shut down or for deletion by the cluster autoscaler, "+
+				"or it is being deleted. The rule fails open: all those Nodes stay targets, since leaving none would serve no one (a Node whose Machine is "+
+				"gone or being deleted, or without an Available NetworkInterface with an address, never does). "+
 				"The message names the Nodes and why. Recorded when that changes.",
 			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
 		{
@@ -143,10 +144,12 @@ func EventReasons() []EventReason {
 		},
 		{
 			Reason: lbtargets.ReasonTargetExcluded, Type: corev1.EventTypeWarning, Object: "Node", Controller: lbtargets.Name,
-			When: "The Node health rule (`--load-balancer-node-health`) found the Node unhealthy: its Machine is shut down or terminating, its Ready " +
-				"condition has been False or Unknown longer than `--load-balancer-unready-grace-period`, it is tainted as shut down or for deletion " +
-				"by the cluster autoscaler, or it is being deleted; the message says which. Its NetworkInterfaces stop being load balancer targets, " +
-				"unless no Node that could serve a Service is healthy (then the Service gets `" + ReasonTargetsFailedOpen + "`). Recorded when the reason changes.",
+			When: "The target rules found that the Node cannot serve: its Machine is gone, being deleted or not Running, none of its " +
+				"NetworkInterfaces on the cluster Network is Available with an address, its Ready condition has been False or Unknown longer than " +
+				"`--load-balancer-unready-grace-period`, it is tainted as shut down or for deletion by the cluster autoscaler, or it is being deleted; " +
+				"the message says which. Its NetworkInterfaces stop being load balancer targets, unless no Node that could serve a Service is healthy " +
+				"(then the Service gets `" + ReasonTargetsFailedOpen + "`; a Node whose Machine or NetworkInterface cannot serve stays out even then). " +
+				"Recorded when the reason changes; not for a Node that has not served yet (not initialized, never Ready), which joins once Ready.",
 			Action: "Nothing, if the Node is being drained or removed. Otherwise find out why it is unhealthy; it gets traffic again when it is healthy.",
 		},
 		{

@@ -340,6 +340,12 @@ func (l *loadBalancers) targetsLabelled(ctx context.Context, existing *networkin
 	if err != nil {
 		return false, err
 	}
+	if !l.ironcore.HasSynced() {
+		// An empty cache finds no target to wait for: the selector would move to labels that
+		// do not exist yet and empty the routing.
+		klog.V(2).InfoS("Keeping the NetworkInterface selector of a LoadBalancer until the IronCore cache has synced", "loadBalancer", klog.KObj(existing))
+		return false, nil
+	}
 	// The cache keeps no destinations (routingsummary.go).
 	routing, err := l.ironcore.LiveLoadBalancerRouting(ctx, existing.Name)
 	if errors.Is(err, ironcore.ErrNotFound) {
@@ -348,7 +354,13 @@ func (l *loadBalancers) targetsLabelled(ctx context.Context, existing *networkin
 	if err != nil {
 		return false, err
 	}
-	eligible, err := l.targets.EligibleNetworkInterfaces(ctx, nodes)
+	routed := map[string]bool{}
+	for _, destination := range routing.Destinations {
+		if destination.TargetRef != nil {
+			routed[destination.TargetRef.Name] = true
+		}
+	}
+	eligible, err := l.targets.EligibleNetworkInterfaces(ctx, nodes, routed)
 	if err != nil {
 		return false, err
 	}
@@ -581,11 +593,42 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if lb.DeletionTimestamp == nil {
 		replaced = append(replaced, lb)
 	}
+	successor, err := l.liveSuccessor(ctx, clusterName, service, lb, replaced)
+	if err != nil {
+		return err
+	}
+	if successor != nil {
+		replaced = append(replaced, successor)
+	}
 	var errs []error
 	for _, lb := range replaced {
 		errs = append(errs, l.delete(ctx, lb))
 	}
 	return errors.Join(errs...)
+}
+
+// liveSuccessor returns the LoadBalancer a type switch of the Service may have just created
+// beside lb, read from the API server (the cache may not show it yet), unless it is among
+// those already found, gone, being deleted or not the Service's.
+func (l *loadBalancers) liveSuccessor(ctx context.Context, clusterName string, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, found []*networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	other := networkingv1alpha1.LoadBalancerTypeInternal
+	if lb.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal {
+		other = networkingv1alpha1.LoadBalancerTypePublic
+	}
+	name := successorName(service, lb, other)
+	if slices.ContainsFunc(found, func(known *networkingv1alpha1.LoadBalancer) bool { return known.Name == name }) {
+		return nil, nil
+	}
+	successor, err := l.ironcore.LiveLoadBalancer(ctx, name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case successor.DeletionTimestamp != nil || !l.owns(successor, l.owners(clusterName), service):
+		return nil, nil
+	}
+	return successor, nil
 }
 
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
@@ -607,12 +650,4 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 	}
 	klog.V(2).InfoS("Deleted IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", klog.KRef(ironcore.OwnerOf(lb).Namespace, ironcore.OwnerOf(lb).Name))
 	return nil
-}
-
-// ForgetRouting drops the record of the routing of the Service's LoadBalancer, so that its
-// next sync compares with IronCore's.
-func (l *loadBalancers) ForgetRouting(ctx context.Context, clusterName string, service *corev1.Service) {
-	if lb, err := l.find(ctx, clusterName, service, false); err == nil && lb != nil {
-		l.targets.ForgetRouting(lb.UID)
-	}
 }

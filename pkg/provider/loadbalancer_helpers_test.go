@@ -66,9 +66,16 @@ func workerNodes(t *testing.T, names ...string) []*corev1.Node {
 		if err := stack.IronCore.Client.Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, node(name, providerIDOf(name)))
+		nodes = append(nodes, readyNode(name, providerIDOf(name)))
 	}
 	return nodes
+}
+
+// readyNode is a Node as its kubelet reports it once it serves: Ready.
+func readyNode(name, providerID string) *corev1.Node {
+	n := node(name, providerID)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	return n
 }
 
 // ensureUntilReady calls EnsureLoadBalancer, as the service controller does, until it stops

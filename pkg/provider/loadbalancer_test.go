@@ -686,38 +686,24 @@ func waitForNICLabel(t *testing.T, machine string, want bool) {
 	}
 }
 
-// TestAnUninitializedNodeIsATarget: the service controller passes Nodes to load balancers
-// before this CCM initializes them. One whose Machine is named after it is found as its
-// initialization will find it, and its NetworkInterface gets the target label and the cluster
-// label, which the LoadBalancers' selector wants, in one write (the one its route would share).
-func TestAnUninitializedNodeIsATarget(t *testing.T) {
+// TestAnUninitializedNodeIsNoTarget: the service controller passes Nodes to load balancers
+// before this CCM initializes them. One whose Machine is named after it, Ready and with an
+// Available NetworkInterface, is still no target until it is initialized: its NetworkInterface
+// gets no target label in the sync that labels an initialized Node's.
+func TestAnUninitializedNodeIsNoTarget(t *testing.T) {
 	ctx := context.Background()
 	lbs := loadBalancerOf(t, cloud)
 	const name = "lb-uninitialized"
 	createMachine(t, name, testenv.MachineOptions{})
-	if _, err := stack.CreateNode(ctx, name, testenv.NodeOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	initialized := workerNodes(t, "lb-uninitialized-peer")
+	uninitialized := readyNode(name, "")
 	service := createService(t, "uninitialized-target", testenv.ServiceOptions{})
-	stack.IronCoreProxy.Reset()
-	err := testenv.WaitFor(ctx, waitTimeout, "the uninitialized Node's NetworkInterface labelled", func(ctx context.Context) error {
-		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, []*corev1.Node{node(name, "")}); err != nil {
-			return err
-		}
-		nic := networkInterface(t, name)
-		if nic.Labels[keys.LabelLoadBalancerTarget] != stack.ClusterName || nic.Labels[keys.LabelCluster] != stack.ClusterName {
-			return fmt.Errorf("labels %v", nic.Labels)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, []*corev1.Node{uninitialized, initialized[0]}); err != nil {
 		t.Fatal(err)
 	}
-	if n := writes()["patch networkinterfaces.networking.ironcore.dev"]; n != 1 {
-		t.Errorf("%d patches of the NetworkInterface, want 1 for both labels", n)
+	waitForNICLabel(t, initialized[0].Name, true)
+	if hasTargetLabel(t, name) {
+		t.Fatal("the NetworkInterface of an uninitialized Node is labelled a target")
 	}
 }
 

@@ -67,7 +67,6 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 		Services:        factory.Core().V1().Services(),
 		Nodes:           factory.Core().V1().Nodes(),
 		EndpointSlices:  factory.Discovery().V1().EndpointSlices(),
-		ForgetRouting:   c.ForgetRouting,
 		Targets:         c.Targets(),
 		ExplicitRouting: !c.Options().UseNICSelector,
 		Recorder:        recorder,

@@ -1,0 +1,197 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// servingHarness is a Cluster Service on three Ready Nodes, with the targets controller
+// running, in one target mode. In selector mode a Local Service shares the Network, so that
+// IronCore v0.5.0 misses label changes for the selecting LoadBalancer unless the CCM nudges it.
+type servingHarness struct {
+	*targetsHarness
+	names   []string
+	nodes   []*corev1.Node
+	lbName  string
+	watcher *ipWatcher
+}
+
+func startServing(t *testing.T, prefix string, useSelector bool) *servingHarness {
+	t.Helper()
+	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
+	names := []string{prefix + "1", prefix + "2", prefix + "3"}
+	nodes := clusterNodes(t, names...)
+	h.waitForNodesInLister(t, nodes)
+	service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+	lbName := provider.LoadBalancerName(service)
+	watcher := watchRoutingIPs(t, lbName)
+	ensureUntilReady(t, h.lbs, service, nodes)
+	if useSelector {
+		local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+		ensureUntilReady(t, h.lbs, local, nodes)
+	}
+	waitForRoutingToInclude(t, lbName, nicIPs(t, names...))
+	return &servingHarness{targetsHarness: h, names: names, nodes: nodes, lbName: lbName, watcher: watcher}
+}
+
+// barrier makes the last of the harness's Nodes unhealthy and waits until the routing drops
+// it: every sync that led there ran after whatever the test did before, so what the routing
+// holds then is what the rules chose from it.
+func (h *servingHarness) barrier(t *testing.T) {
+	t.Helper()
+	taintNode(t, h.names[2])
+	waitForRoutingToExclude(t, h.lbName, nicIPs(t, h.names[2]))
+}
+
+var targetModes = []struct {
+	name        string
+	useSelector bool
+}{{"explicit", false}, {"selector", true}}
+
+// TestANodeThatWasNeverReadyIsNoTarget: a Node that registers as a kubelet does on its first
+// start, NotReady, initialized and with a running Machine and an Available NetworkInterface,
+// is in no routing however many syncs pass, and joins once Ready. In both target modes.
+func TestANodeThatWasNeverReadyIsNoTarget(t *testing.T) {
+	for _, mode := range targetModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := "neverready-" + mode.name + "-"
+			h := startServing(t, prefix, mode.useSelector)
+			joining := prefix + "joining"
+			workerNodes(t, joining)
+			registerNotReady(t, joining)
+			h.waitForNodesInLister(t, []*corev1.Node{node(joining, providerIDOf(joining))})
+
+			h.barrier(t)
+			ip := nicIPs(t, joining)[0]
+			if h.watcher.had(ip) {
+				t.Fatalf("the routing sent traffic to %s, a Node that was never Ready", joining)
+			}
+			if mode.useSelector && hasTargetLabel(t, joining) {
+				t.Fatalf("the NetworkInterface of %s, a Node that was never Ready, is labelled a target", joining)
+			}
+
+			if _, err := stack.SetNodeReady(ctx, joining, corev1.ConditionTrue); err != nil {
+				t.Fatal(err)
+			}
+			waitForRoutingToInclude(t, h.lbName, []string{ip})
+		})
+	}
+}
+
+// TestADeletedMachineLeavesEveryRouting: a Machine being deleted while its Node still looks
+// Ready (fresh heartbeats, as before the node lifecycle controller notices) takes its Node out
+// of the routing without any other change: while a finalizer holds the Machine (as
+// machinepoollet's does) with its NetworkInterface still Available, and once it is gone. In
+// both target modes.
+func TestADeletedMachineLeavesEveryRouting(t *testing.T) {
+	for _, mode := range targetModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := startServing(t, "machinegone-"+mode.name+"-", mode.useSelector)
+			gone := h.names[0]
+			ips := nicIPs(t, gone)
+			machine := &computev1alpha1.Machine{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: gone}, machine); err != nil {
+				t.Fatal(err)
+			}
+			base := machine.DeepCopy()
+			machine.Finalizers = append(machine.Finalizers, "test.ironcore.dev/held")
+			if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
+			if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
+				t.Fatal(err)
+			}
+			waitForRoutingToExclude(t, h.lbName, ips)
+			if nic := networkInterface(t, gone); nic.Status.State != networkingv1alpha1.NetworkInterfaceStateAvailable {
+				t.Fatalf("the NetworkInterface was to stay Available while its Machine is being deleted: %s", nic.Status.State)
+			}
+
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+				t.Fatal(err)
+			}
+			base = machine.DeepCopy()
+			machine.Finalizers = nil
+			if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
+			h.barrier(t)
+			if got, err := routingIPs(ctx, h.lbName); err != nil || slices.Contains(got, ips[0]) {
+				t.Fatalf("the Node of a deleted Machine is back in the routing: %v %v", got, err)
+			}
+			if node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{}); err != nil || !nodeReady(node) {
+				t.Fatalf("the Node was to stay Ready while its Machine went: %v", err)
+			}
+			waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names[1]))
+		})
+	}
+}
+
+// TestANetworkInterfaceInErrorIsNoTarget: a NetworkInterface that goes to Error, keeping its
+// addresses, leaves the routing, and comes back once Available again. In both target modes.
+func TestANetworkInterfaceInErrorIsNoTarget(t *testing.T) {
+	for _, mode := range targetModes {
+		t.Run(mode.name, func(t *testing.T) {
+			h := startServing(t, "nicerror-"+mode.name+"-", mode.useSelector)
+			broken := h.names[0]
+			ips := nicIPs(t, broken)
+			nic := networkInterface(t, broken)
+			stack.Simulator.Hold(nic)
+			t.Cleanup(func() { stack.Simulator.Release(nic) })
+			setNetworkInterfaceState(t, broken, networkingv1alpha1.NetworkInterfaceStateError)
+			waitForRoutingToExclude(t, h.lbName, ips)
+			waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names[1], h.names[2]))
+			setNetworkInterfaceState(t, broken, networkingv1alpha1.NetworkInterfaceStateAvailable)
+			waitForRoutingToInclude(t, h.lbName, ips)
+		})
+	}
+}
+
+// registerNotReady registers the Node as a kubelet does on its first start: NotReady, with
+// the provider ID it was given.
+func registerNotReady(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n := node(name, providerIDOf(name))
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionFalse); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setNetworkInterfaceState sets the state of the Machine's NetworkInterface, keeping its
+// addresses, as apinetlet reports a failure.
+func setNetworkInterfaceState(t *testing.T, machine string, state networkingv1alpha1.NetworkInterfaceState) {
+	t.Helper()
+	nic := networkInterface(t, machine)
+	base := nic.DeepCopy()
+	nic.Status.State = state
+	if err := stack.IronCore.Client.Status().Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
+		t.Fatal(fmt.Errorf("set NetworkInterface %s to %s: %w", nic.Name, state, err))
+	}
+	if len(nic.Status.IPs) == 0 {
+		t.Fatalf("NetworkInterface %s has no addresses to keep", nic.Name)
+	}
+}
+
+func nodeReady(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+}
