@@ -115,7 +115,9 @@ func registerNotReady(t *testing.T, name string) {
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionFalse); err != nil {
 		t.Fatal(err)
 	}
