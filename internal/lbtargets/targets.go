@@ -296,16 +296,20 @@ type targetsNow func(context.Context) (map[string]bool, error)
 // noTargetsNow is for questions where no Node is a target yet.
 func noTargetsNow(context.Context) (map[string]bool, error) { return nil, nil }
 
-// verdict applies the rule to a resolved Node; current is read only if the Node is not Ready.
+// verdict applies the rule to a resolved Node. current is read only for a Node that passes
+// every rule but Ready, whose Ready condition is False or Unknown: only then does it matter
+// whether the Node is a target now.
 func (t *Targets) verdict(ctx context.Context, r resolvedNode, current targetsNow, now time.Time) (targetrules.Verdict, error) {
 	in := targetrules.Inputs{Node: r.node, Machine: r.machine, NetworkInterfaces: r.nics}
-	if !targetrules.Ready(r.node) {
-		targets, err := current(ctx)
-		if err != nil {
-			return targetrules.Verdict{}, err
-		}
-		in.Target = slices.ContainsFunc(r.nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return targets[nic.Name] })
+	verdict := t.health.Check(in, now)
+	if verdict.Kind != targetrules.KindNeverReady || !targetrules.ReportsReady(r.node) {
+		return verdict, nil
 	}
+	targets, err := current(ctx)
+	if err != nil {
+		return targetrules.Verdict{}, err
+	}
+	in.Target = slices.ContainsFunc(r.nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return targets[nic.Name] })
 	return t.health.Check(in, now), nil
 }
 

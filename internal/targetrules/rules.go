@@ -137,14 +137,10 @@ func (h Health) Check(in Inputs, now time.Time) Verdict {
 	return h.ready(node, in.Target, now)
 }
 
-// Ready reports whether the Node's Ready condition is True.
-func Ready(node *corev1.Node) bool {
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+// ReportsReady tells whether the Node has a Ready condition at all: a kubelet that has not
+// reported one yet has never been Ready.
+func ReportsReady(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Status.Conditions, func(condition corev1.NodeCondition) bool { return condition.Type == corev1.NodeReady })
 }
 
 // ready applies the Ready part of the rule.

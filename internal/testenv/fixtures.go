@@ -112,10 +112,13 @@ type NodeOptions struct {
 	PodCIDRs []string
 	// Labels are extra labels.
 	Labels map[string]string
+	// NotReady registers the Node as a kubelet does on its first start, before its Node is
+	// ready: Ready False.
+	NotReady bool
 }
 
 // CreateNode registers a Node as a kubelet with --cloud-provider=external does: tainted as
-// not yet initialized by the cloud provider, and Ready.
+// not yet initialized by the cloud provider, and Ready (unless opts.NotReady).
 func (s *Stack) CreateNode(ctx context.Context, name string, opts NodeOptions) (*corev1.Node, error) {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: opts.Labels},
@@ -135,6 +138,9 @@ func (s *Stack) CreateNode(ctx context.Context, name string, opts NodeOptions) (
 	created, err := s.TargetClientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create Node %s: %w", name, err)
+	}
+	if opts.NotReady {
+		return s.SetNodeReady(ctx, created.Name, corev1.ConditionFalse)
 	}
 	return s.SetNodeReady(ctx, created.Name, corev1.ConditionTrue)
 }

@@ -164,17 +164,12 @@ func TestANetworkInterfaceInErrorIsNoTarget(t *testing.T) {
 // the provider ID it was given.
 func registerNotReady(t *testing.T, name string) {
 	t.Helper()
-	ctx := context.Background()
-	n := node(name, providerIDOf(name))
-	if _, err := stack.TargetClientset.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+	if _, err := stack.CreateNode(context.Background(), name, testenv.NodeOptions{ProviderID: providerIDOf(name), NotReady: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionFalse); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // setNetworkInterfaceState sets the state of the Machine's NetworkInterface, keeping its

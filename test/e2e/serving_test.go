@@ -63,7 +63,7 @@ func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
 			watcher := watchDestinationsOf(t, lbName)
 
 			// A Node as a kubelet registers it on its first start: NotReady.
-			registerNotReady(t, joining)
+			createNode(t, joining, testenv.NodeOptions{NotReady: true})
 			waitForNode(t, joining, "Node "+joining+" to be initialized", initialized)
 			// Another Node's change is a barrier: the routing written for it was decided after the
 			// joining Node was initialized.
@@ -104,22 +104,6 @@ func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
 				t.Fatal("the routing fell to 0 destinations")
 			}
 		})
-	}
-}
-
-// registerNotReady registers the Node as a kubelet does on its first start: NotReady.
-func registerNotReady(t *testing.T, name string) {
-	t.Helper()
-	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := stack.TargetClientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionFalse); err != nil {
-		t.Fatal(err)
 	}
 }
 
