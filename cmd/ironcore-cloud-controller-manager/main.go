@@ -293,7 +293,6 @@ func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontr
 			IronCore:        ironcoreCloud.IronCore(),
 			LoadBalancers:   loadBalancers,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
-			Health:          ironcoreCloud.NodeHealth(),
 			Class:           ironcoreCloud.LoadBalancerClass(),
 			Services:        completed.SharedInformers.Core().V1().Services(),
 			Nodes:           completed.SharedInformers.Core().V1().Nodes(),

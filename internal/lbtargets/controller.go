@@ -72,8 +72,6 @@ type Config struct {
 	LoadBalancers cloudprovider.LoadBalancer
 	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
 	ClusterName string
-	// Health is the Node health rule the provider applies.
-	Health targetrules.Health
 	// Class says which Services are this CCM's.
 	Class          lbclass.Policy
 	Services       coreinformers.ServiceInformer

@@ -144,9 +144,6 @@ func (t *Targets) lister() listers {
 	return listers{}
 }
 
-// Health is the Node health rule the targets follow.
-func (t *Targets) Health() targetrules.Health { return t.health }
-
 // Report is what a target sync found: the Nodes that could not be made targets, and what the
 // target rules chose among the others.
 type Report struct {

@@ -325,9 +325,6 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 // Targets decides the load balancers' targets and owns the target labels.
 func (c *Cloud) Targets() *lbtargets.Targets { return c.loadBalancers.targets }
 
-// NodeHealth is the Node health rule the load balancers' targets follow.
-func (c *Cloud) NodeHealth() targetrules.Health { return c.loadBalancers.targets.Health() }
-
 // RecheckTargetsWith has the provider ask recheck to sync a Service's targets again shortly,
 // after a change that IronCore may briefly undo (a LoadBalancer that stops selecting its
 // targets).

@@ -63,7 +63,6 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 		IronCore:        c.IronCore(),
 		LoadBalancers:   lbs,
 		ClusterName:     "kubernetes",
-		Health:          c.NodeHealth(),
 		Services:        factory.Core().V1().Services(),
 		Nodes:           factory.Core().V1().Nodes(),
 		EndpointSlices:  factory.Discovery().V1().EndpointSlices(),

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -45,7 +46,7 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		names[i] = fmt.Sprintf("ref-%02d", i)
 	}
 	referenceNodes(t, names)
-	services, lbs := referenceServices(t, serviceCount)
+	services, lbs := referenceServices(t, "ref-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
 	prefixesBefore := nicPrefixesOf(t, names)
 
@@ -99,6 +100,31 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	waitForLoadBalancerSyncs(t, follower, serviceCount)
 	watcher.requireNoDip(t, baseline, "a leader failover")
 	requireAdoptedInPlace(t, services, lbs)
+}
+
+// TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting: a CCM that starts in selector
+// mode on the reference CCM's LoadBalancers while IronCore takes 10 s to list
+// NetworkInterfaces decides nothing from its empty cache: no selector moves before the target
+// labels are in place, and no routing ever holds fewer destinations than before.
+func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
+	const nodeCount, serviceCount = 20, 5
+	names := make([]string, nodeCount)
+	for i := range names {
+		names[i] = fmt.Sprintf("slowlist-%02d", i)
+	}
+	referenceNodes(t, names)
+	_, lbs := referenceServices(t, "slowlist-svc", serviceCount)
+	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
+	watcher := watchRoutings(t, lbs)
+	stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
+		return r.Verb == "list" && r.Resource == "networkinterfaces.networking.ironcore.dev"
+	}, 10*time.Second)
+	t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
+	started := time.Now()
+	startCCMWithoutCrashCheck(t, "ccm-slow-list", append(routeArgs(), "--use-nic-selector=true")...)
+	waitForSelectorMode(t, lbs, baseline, true)
+	t.Logf("took over %d LoadBalancers in selector mode in %s with the NetworkInterface list delayed 10 s", len(lbs), time.Since(started).Round(time.Millisecond))
+	watcher.requireNoDip(t, baseline, "taking over with a slow NetworkInterface list")
 }
 
 // waitForLoadBalancerSyncs waits until the CCM has synced the load balancers of count Services
@@ -202,7 +228,7 @@ func referenceNode(ctx context.Context, name, podCIDR string) error {
 
 // referenceServices creates Services of type LoadBalancer with LoadBalancers as the reference
 // CCM made them, and the addresses and finalizer the reference's service controller wrote.
-func referenceServices(t *testing.T, count int) ([]*corev1.Service, []*networkingv1alpha1.LoadBalancer) {
+func referenceServices(t *testing.T, prefix string, count int) ([]*corev1.Service, []*networkingv1alpha1.LoadBalancer) {
 	t.Helper()
 	ctx := context.Background()
 	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
@@ -214,7 +240,7 @@ func referenceServices(t *testing.T, count int) ([]*corev1.Service, []*networkin
 	var wg sync.WaitGroup
 	for i := range count {
 		wg.Go(func() {
-			service, err := stack.CreateLoadBalancerService(ctx, fmt.Sprintf("ref-svc-%02d", i), testenv.ServiceOptions{})
+			service, err := stack.CreateLoadBalancerService(ctx, fmt.Sprintf("%s-%02d", prefix, i), testenv.ServiceOptions{})
 			if err != nil {
 				t.Error(err)
 				return

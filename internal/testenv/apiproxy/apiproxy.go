@@ -82,6 +82,9 @@ type Proxy struct {
 	mu      sync.Mutex
 	mode    Mode
 	failing func(Request) bool
+	// delaying accepts the requests held for delay before they are forwarded.
+	delaying func(Request) bool
+	delay    time.Duration
 	server  *http.Server
 	counts  map[Request]int
 	refused map[Request]int
@@ -184,6 +187,14 @@ func (p *Proxy) FailWhere(match func(Request) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.failing = match
+}
+
+// DelayWhere holds each request match accepts for d before forwarding it, as an API server
+// slow to answer would; nil stops it.
+func (p *Proxy) DelayWhere(match func(Request) bool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delaying, p.delay = match, d
 }
 
 // Counts returns the requests seen since the start or the last Reset, most frequent first.
@@ -298,6 +309,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p.counts[req]++
 	mode := p.mode
 	failing := p.failing
+	delaying, delay := p.delaying, p.delay
 	var fault *Fault
 	if mode == Forward {
 		fault = p.drawFault(req)
@@ -309,6 +321,13 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if fault != nil && inject(fault, w, r) {
 		return
+	}
+	if delaying != nil && delaying(req) {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	// A write is logged when it is forwarded, so that a check finds it even while the API
 	// server has not answered yet.
