@@ -169,6 +169,13 @@ func (t *Targets) work(ctx context.Context) {
 // this cluster's other targets, writing only what differs from the labels as this process
 // knows them newest, then nudges IronCore if it would miss the change (nudgeSelecting).
 func (t *Targets) syncLabels(ctx context.Context) error {
+	if !t.selecting {
+		// No LoadBalancer of this process selects by the label: writing it would cost a
+		// NetworkInterface write per Node for nothing, and removing labels left from selector
+		// mode could empty the routing of a LoadBalancer that still selects (until its Service's
+		// sync writes its routing and drops the selector).
+		return nil
+	}
 	t.mu.Lock()
 	requested, asked := t.requested, t.asked
 	t.mu.Unlock()

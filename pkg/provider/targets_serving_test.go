@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,9 +11,11 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -191,4 +194,67 @@ func nodeReady(node *corev1.Node) bool {
 	return slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
 		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 	})
+}
+
+// TestARoutingStrippedOfItsOwnerIsRepaired: a routing the CCM writes whose ownerReferences are
+// removed by hand is written back by the watch, without a resync or any other change.
+func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	h := startServing(t, "ownerless-", false)
+	routing := &networkingv1alpha1.LoadBalancerRouting{}
+	key := client.ObjectKey{Namespace: stack.Namespace, Name: h.lbName}
+	if err := stack.IronCore.Client.Get(ctx, key, routing); err != nil {
+		t.Fatal(err)
+	}
+	base := routing.DeepCopy()
+	routing.OwnerReferences = nil
+	if err := stack.IronCore.Client.Patch(ctx, routing, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	err := testenv.WaitFor(ctx, waitTimeout, "the routing's owner back", func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, key, routing); err != nil {
+			return err
+		}
+		if len(routing.OwnerReferences) == 0 {
+			return fmt.Errorf("no owner")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names...))
+}
+
+// TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer: a Service deleted right after a type
+// switch began, before the cache shows the LoadBalancer the switch created, leaves neither
+// LoadBalancer behind.
+func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-switch-delete-1")
+	service := createService(t, "switch-delete", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	name := provider.LoadBalancerName(service)
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
+	internalLB := ironcoreLoadBalancer(t, name)
+
+	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
+	t.Cleanup(release)
+	service = service.DeepCopy()
+	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil && !isRetry(err) {
+		t.Fatal(err)
+	}
+	successor := ironcoreLoadBalancer(t, name+"-public")
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	waitForLoadBalancerGone(t, internalLB)
+	waitForLoadBalancerGone(t, successor)
+}
+
+func isRetry(err error) bool {
+	var retry *api.RetryError
+	return errors.As(err, &retry)
 }

@@ -85,10 +85,10 @@ type Proxy struct {
 	// delaying accepts the requests held for delay before they are forwarded.
 	delaying func(Request) bool
 	delay    time.Duration
-	server  *http.Server
-	counts  map[Request]int
-	refused map[Request]int
-	writes  []Write
+	server   *http.Server
+	counts   map[Request]int
+	refused  map[Request]int
+	writes   []Write
 	// generation counts Resets, so that a write answered after one is not recorded in the
 	// new log.
 	generation int
