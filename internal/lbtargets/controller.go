@@ -115,9 +115,11 @@ type key struct {
 }
 
 const (
-	kindNode    = "node"
-	kindService = "service"
-	kindVerify  = "verify"
+	kindNode = "node"
+	// kindGraceEnd is a Node whose NotReady grace period ends.
+	kindGraceEnd = "grace-end"
+	kindService  = "service"
+	kindVerify   = "verify"
 )
 
 // nodeState is what a Node's sync found: the health verdict's kind and whether the service
@@ -329,6 +331,10 @@ func (c *Controller) work(ctx context.Context) {
 		switch item.kind {
 		case kindNode:
 			err = c.syncNode(ctx, item.name)
+		case kindGraceEnd:
+			if err = c.syncNode(ctx, item.name); err == nil {
+				c.queueAllTargets()
+			}
 		case kindService:
 			err = c.syncService(ctx, item.namespace, item.name)
 		case kindVerify:
@@ -369,7 +375,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	c.mu.Unlock()
 	// Whether the Node is a target now, for the grace period: as this controller last found
 	// it; after a restart, the targets' own syncs judge from IronCore.
-	verdict, ok, err := c.Targets.NodeVerdict(ctx, node, seen && previous.unhealthy == "")
+	verdict, graceLeft, ok, err := c.Targets.NodeVerdict(ctx, node, seen && previous.unhealthy == "")
 	if err != nil {
 		return err
 	}
@@ -387,9 +393,10 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	c.countUnhealthy()
 	c.mu.Unlock()
 
-	if verdict.RecheckIn > 0 {
-		// A moment past the end, so that the verdict has turned.
-		c.queue.AddAfter(key{kind: kindNode, name: name}, verdict.RecheckIn+100*time.Millisecond)
+	if graceLeft > 0 {
+		// A moment past the end, so that the verdict has turned; every target is synced then,
+		// since after a restart this controller cannot tell whether the Node was one.
+		c.queue.AddAfter(key{kind: kindGraceEnd, name: name}, graceLeft+100*time.Millisecond)
 	}
 	if seen && previous == state {
 		return nil

@@ -477,21 +477,21 @@ func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []
 }
 
 // NodeVerdict applies the target rules to one Node, where target tells whether it is a target
-// now; ok is false for a Node that is not an IronCore Machine of this namespace.
-func (t *Targets) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, ok bool, err error) {
+// now; ok is false for a Node that is not an IronCore Machine of this namespace. graceLeft is,
+// for a Node within the grace period of a NotReady target, how long until it ends, whether or
+// not the Node is a target: the routings judge that from IronCore, and must be synced again
+// then.
+func (t *Targets) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, graceLeft time.Duration, ok bool, err error) {
 	r, reason, quiet, err := t.resolveNode(ctx, node)
 	if err != nil || quiet {
-		return targetrules.Verdict{}, false, err
+		return targetrules.Verdict{}, 0, false, err
 	}
 	if reason != "" {
-		return targetrules.Verdict{Kind: targetrules.KindNetworkInterface, Reason: reason}, true, nil
+		return targetrules.Verdict{Kind: targetrules.KindNetworkInterface, Reason: reason}, 0, true, nil
 	}
-	verdict, err = t.verdict(ctx, r, func(context.Context) (map[string]bool, error) {
-		names := map[string]bool{}
-		for _, nic := range r.nics {
-			names[nic.Name] = target
-		}
-		return names, nil
-	}, time.Now())
-	return verdict, true, err
+	now := time.Now()
+	in := targetrules.Inputs{Node: r.node, Machine: r.machine, NetworkInterfaces: r.nics, Target: target}
+	verdict = t.health.Check(in, now)
+	in.Target = true
+	return verdict, t.health.Check(in, now).RecheckIn, true, nil
 }

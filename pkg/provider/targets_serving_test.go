@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -257,4 +258,38 @@ func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
 func isRetry(err error) bool {
 	var retry *api.RetryError
 	return errors.As(err, &retry)
+}
+
+// TestATargetsGraceEndsAfterARestart: a target that went NotReady shortly before the CCM
+// restarted stays one for the rest of its grace period, read from the routing IronCore has,
+// and leaves when the period ends, although the new process never saw it Ready.
+func TestATargetsGraceEndsAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	names := []string{"restart-grace-1", "restart-grace-2", "restart-grace-3"}
+	nodes := clusterNodes(t, names...)
+	service := createService(t, "restart-grace", testenv.ServiceOptions{})
+	lbName := provider.LoadBalancerName(service)
+	t.Run("before the restart", func(t *testing.T) {
+		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
+		h.waitForNodesInLister(t, nodes)
+		ensureUntilReady(t, h.lbs, service, nodes)
+		waitForRoutingToInclude(t, lbName, nicIPs(t, names...))
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	// NotReady since 55 s ago: a target until the grace period of 1 minute ends 5 s later.
+	if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-55*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
+	h.waitForNodesInLister(t, nodes)
+	ips := nicIPs(t, names[0])
+	// Another Node's change makes the new process write the routing while the grace lasts.
+	taintNode(t, names[2])
+	waitForRoutingToExclude(t, lbName, nicIPs(t, names[2]))
+	if got, err := routingIPs(ctx, lbName); err != nil || !slices.Contains(got, ips[0]) {
+		t.Fatalf("a target within its grace period left the routing after a restart: %v %v", got, err)
+	}
+	waitForRoutingToExclude(t, lbName, ips)
 }
