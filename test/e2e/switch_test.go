@@ -116,8 +116,9 @@ func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 	_, lbs := referenceServices(t, "slowlist-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
 	watcher := watchRoutings(t, lbs)
+	// A list, or a watch that begins with the initial list (client-go's streaming list).
 	stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
-		return r.Verb == "list" && r.Resource == "networkinterfaces.networking.ironcore.dev"
+		return (r.Verb == "list" || r.Verb == "watch") && r.Resource == "networkinterfaces.networking.ironcore.dev"
 	}, 10*time.Second)
 	t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
 	started := time.Now()
