@@ -104,7 +104,7 @@ func EventReasons() []EventReason {
 		warning(ReasonTargetsIncomplete,
 			"Some Nodes could not be made load balancer targets: their Machine "+
 				"has a NetworkInterface of another cluster on the cluster Network. The other Nodes are applied and the missing ones retried; the message names each Node. "+
-				"Recorded when the list changes. Nodes of another provider or IronCore namespace, and Nodes whose Machine is gone, are left out quietly (logged once).",
+				"Recorded when the list changes. Nodes of another provider or IronCore namespace are left out quietly (logged once).",
 			"Usually nothing: a starting Node resolves itself. If it persists, check the named Node's Machine and NetworkInterfaces on IronCore."),
 		warning(ReasonTargetsFailedOpen,
 			"Every Node that could serve the Service is unhealthy by the Node health rule (`--load-balancer-node-health`): its Machine is not Running, "+
