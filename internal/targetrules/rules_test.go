@@ -43,14 +43,6 @@ func TestHealthCheck(t *testing.T) {
 	running := machine(computev1alpha1.MachineStateRunning)
 	machineDeleting := machine(computev1alpha1.MachineStateRunning)
 	machineDeleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
-	nic := func(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
-		n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		n.Status.State = state
-		for _, ip := range ips {
-			n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
-		}
-		return n
-	}
 	available := nic("nic", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")
 	nicDeleting := nic("gone", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.2")
 	nicDeleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
@@ -120,15 +112,17 @@ func TestHealthCheck(t *testing.T) {
 	}
 }
 
-func TestServingNetworkInterfaces(t *testing.T) {
-	nic := func(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
-		n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		n.Status.State = state
-		for _, ip := range ips {
-			n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
-		}
-		return n
+// nic is a NetworkInterface in the state with the addresses.
+func nic(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
+	n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n.Status.State = state
+	for _, ip := range ips {
+		n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
 	}
+	return n
+}
+
+func TestServingNetworkInterfaces(t *testing.T) {
 	got := ServingNetworkInterfaces([]*networkingv1alpha1.NetworkInterface{
 		nic("available", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1"),
 		nic("error", networkingv1alpha1.NetworkInterfaceStateError, "10.0.0.2"),
