@@ -9,13 +9,9 @@ import (
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
-	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -168,47 +164,22 @@ type destinationsWatcher struct {
 
 func watchDestinationsOf(t *testing.T, name string) *destinationsWatcher {
 	t.Helper()
-	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(stack.Namespace)
-	list, err := routings.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &destinationsWatcher{held: map[string]bool{}, ever: map[string]bool{}, changed: map[string]time.Time{}, fewest: -1}
-	for i := range list.Items {
-		if list.Items[i].Name == name {
-			w.observe(list.Items[i].Destinations)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok && routing.Name == name {
-				destinations := routing.Destinations
-				if event.Type == watch.Deleted {
-					destinations = nil
-				}
-				w.observe(destinations)
+	listAndWatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
+		for i := range listed {
+			if listed[i].Name == name {
+				w.observe(listed[i].Destinations)
 			}
 		}
-	}()
-	t.Cleanup(func() {
-		watcher.Stop()
-		cancel()
-		<-done
+	}, func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool) {
+		if routing.Name != name {
+			return
+		}
+		destinations := routing.Destinations
+		if deleted {
+			destinations = nil
+		}
+		w.observe(destinations)
 	})
 	return w
 }

@@ -345,6 +345,36 @@ type routingWatcher struct {
 
 func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routingWatcher {
 	t.Helper()
+	tracked := map[string]bool{}
+	for _, lb := range lbs {
+		tracked[lb.Name] = true
+	}
+	w := &routingWatcher{current: map[string]int{}}
+	listAndWatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
+		for _, routing := range listed {
+			if tracked[routing.Name] {
+				w.current[routing.Name] = len(routing.Destinations)
+			}
+		}
+		w.reset()
+	}, func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool) {
+		if !tracked[routing.Name] {
+			return
+		}
+		count := len(routing.Destinations)
+		if deleted {
+			count = 0
+		}
+		w.observe(routing.Name, count)
+	})
+	return w
+}
+
+// listAndWatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then
+// calls changed with every change a watch from that list sees (deleted: a deletion) until the
+// test ends.
+func listAndWatchRoutings(t *testing.T, listed func([]networkingv1alpha1.LoadBalancerRouting), changed func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
+	t.Helper()
 	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -354,17 +384,7 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracked := map[string]bool{}
-	for _, lb := range lbs {
-		tracked[lb.Name] = true
-	}
-	w := &routingWatcher{current: map[string]int{}}
-	for _, routing := range list.Items {
-		if tracked[routing.Name] {
-			w.current[routing.Name] = len(routing.Destinations)
-		}
-	}
-	w.reset()
+	listed(list.Items)
 	ctx, cancel := context.WithCancel(context.Background())
 	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
@@ -378,15 +398,9 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 	go func() {
 		defer close(done)
 		for event := range watcher.ResultChan() {
-			routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting)
-			if !ok || !tracked[routing.Name] {
-				continue
+			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				changed(routing, event.Type == watch.Deleted)
 			}
-			count := len(routing.Destinations)
-			if event.Type == watch.Deleted {
-				count = 0
-			}
-			w.observe(routing.Name, count)
 		}
 	}()
 	t.Cleanup(func() {
@@ -394,7 +408,6 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 		cancel()
 		<-done
 	})
-	return w
 }
 
 func (w *routingWatcher) observe(name string, count int) {
