@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodesync"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// The start functions of the controllers main.go lists: each builds its controller from the
+// framework's configuration and the IronCore provider, and runs it until the context ends.
+
+// startServiceController starts the upstream service controller as the framework would, but
+//   - on a Node informer that gives every Node event one key (package nodesync): a burst of
+//     Nodes then costs a few syncs of every Service's Node list rather than one per Node;
+//   - on a Service informer of its own that shows it the Services of this CCM's load balancer
+//     class as class-less, which is all it serves, and hides the class-less ones when
+//     --default-load-balancer is false (package lbclass).
+func startServiceController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		class := lbclass.Policy{}
+		if ironcoreCloud, ok := cloud.(*provider.Cloud); ok {
+			class = ironcoreCloud.LoadBalancerClass()
+		}
+		services := class.ServiceInformers(client, completed.ComponentConfig.Generic.MinResyncPeriod.Duration)
+		c, err := servicecontroller.New(cloud, client, services.Core().V1().Services(),
+			nodesync.Coalesced(completed.SharedInformers.Core().V1().Nodes()),
+			completed.ComponentConfig.KubeCloudShared.ClusterName, utilfeature.DefaultFeatureGate)
+		if err != nil {
+			// As the framework does: the CCM runs on without load balancers.
+			klog.ErrorS(err, "Cannot start the service controller")
+			return nil, false, nil
+		}
+		services.Start(ctx.Done())
+		go c.Run(ctx, int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs), controllerContext.ControllerManagerMetrics)
+		return nil, true, nil
+	}
+}
+
+func startClusterLabelController(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, 2)
+		return c, true, nil
+	}
+}
+
+func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok || ironcoreCloud.Options().OrphanCleanup == config.OrphanCleanupOff {
+			return nil, false, nil
+		}
+		options, cloudConfig := ironcoreCloud.Options(), ironcoreCloud.CloudConfig()
+		collector := orphans.New(ironcoreCloud.IronCore(), completed.SharedInformers.Core().V1().Services(), orphans.Settings{
+			Cluster:   cloudConfig.ClusterName,
+			Aliases:   cloudConfig.ClusterNameAliases,
+			Network:   cloudConfig.NetworkName,
+			ClusterID: ironcoreCloud.ClusterID(),
+			Mode:      options.OrphanCleanup,
+			Grace:     options.OrphanGracePeriod,
+		})
+		go collector.Run(ctx)
+		return collector, true, nil
+	}
+}
+
+// repairWorkers is the load balancer repair controller's workers.
+const repairWorkers = 10
+
+func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		loadBalancers, _ := ironcoreCloud.LoadBalancer()
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		c, err := lbrepair.New(lbrepair.Config{
+			IronCore:        ironcoreCloud.IronCore(),
+			LoadBalancers:   loadBalancers,
+			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
+			ReleaseReplaced: ironcoreCloud.ReleaseReplacedLoadBalancers,
+			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Class:           ironcoreCloud.LoadBalancerClass(),
+			Services:        completed.SharedInformers.Core().V1().Services(),
+			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
+			Client:          client,
+			Recorder:        completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		ironcoreCloud.ReportAddressesOnArrival()
+		// Reporting a burst of new addresses is a status write per Service.
+		go c.Run(ctx, repairWorkers)
+		return c, true, nil
+	}
+}
+
+// targetWorkers is the load balancer targets controller's workers: a Node's health change
+// syncs every Service's targets.
+const targetWorkers = 10
+
+func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		loadBalancers, _ := ironcoreCloud.LoadBalancer()
+		options := ironcoreCloud.Options()
+		c, err := lbtargets.New(lbtargets.Config{
+			IronCore:        ironcoreCloud.IronCore(),
+			LoadBalancers:   loadBalancers,
+			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Class:           ironcoreCloud.LoadBalancerClass(),
+			Services:        completed.SharedInformers.Core().V1().Services(),
+			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
+			EndpointSlices:  completed.SharedInformers.Discovery().V1().EndpointSlices(),
+			Targets:         ironcoreCloud.Targets(),
+			ExplicitRouting: !options.UseNICSelector,
+			Resync:          options.TargetResync,
+			Recorder:        completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		ironcoreCloud.RecheckTargetsWith(c.RecheckSoon)
+		go c.Run(ctx, targetWorkers)
+		return c, true, nil
+	}
+}
+
+// ipamWorkers is the node IPAM controller's workers: a burst of joining Nodes each need a
+// NetworkInterface write and a Node write.
+const ipamWorkers = 10
+
+func startNodeIPAM(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok || !ironcoreCloud.AllocatesPodCIDRs() {
+			return nil, false, nil
+		}
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		c, err := nodeipam.New(nodeipam.Config{
+			IronCore:  ironcoreCloud.IronCore(),
+			Allocator: ironcoreCloud,
+			Nodes:     completed.SharedInformers.Core().V1().Nodes(),
+			Client:    client,
+			Recorder:  completed.EventRecorder,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, ipamWorkers)
+		return c, true, nil
+	}
+}
