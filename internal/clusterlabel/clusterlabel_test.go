@@ -1,0 +1,150 @@
+package clusterlabel_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+var stack *testenv.Stack
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	var err error
+	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
+		return 1
+	}
+	defer func() { _ = stack.Stop() }()
+	return m.Run()
+}
+
+// start runs the controller on real informers and the IronCore cache; its events go to the
+// returned recorder.
+func start(t *testing.T) *record.FakeRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ironcoreClient, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	recorder := record.NewFakeRecorder(100)
+	c, err := clusterlabel.New(ironcoreClient, stack.ClusterName, factory.Core().V1().Nodes(), recorder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 2)
+	return recorder
+}
+
+// machineWithNode creates a Machine and, once its NetworkInterface exists, the Node a kubelet
+// with --provider-id registers for it; label, if not empty, is put on the Machine before.
+func machineWithNode(t *testing.T, name, label string) {
+	t.Helper()
+	ctx := context.Background()
+	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if label != "" {
+		patch := client.MergeFrom(machine.DeepCopy())
+		machine.Labels = map[string]string{keys.LabelCluster: label}
+		if err := stack.IronCore.Client.Patch(ctx, machine, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := testenv.WaitFor(ctx, time.Minute, "the Machine's NetworkInterface", func(ctx context.Context) error {
+		return stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}, nic)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := providerid.ID{Namespace: stack.Namespace, Machine: name}
+	if _, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: id.String()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterLabelOf reads the cluster label of the named IronCore object from the API server.
+func clusterLabelOf(ctx context.Context, obj client.Object, name string) (string, error) {
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, obj); err != nil {
+		return "", err
+	}
+	return obj.GetLabels()[keys.LabelCluster], nil
+}
+
+func TestTheMachineAndNetworkInterfaceOfANodeGetTheClusterLabel(t *testing.T) {
+	start(t)
+	machineWithNode(t, "label-a", "")
+	if err := testenv.WaitFor(context.Background(), time.Minute, "the cluster label on the Machine and its NetworkInterface", func(ctx context.Context) error {
+		for _, object := range []struct {
+			obj  client.Object
+			name string
+		}{{&computev1alpha1.Machine{}, "label-a"}, {&networkingv1alpha1.NetworkInterface{}, testenv.NetworkInterfaceName("label-a")}} {
+			label, err := clusterLabelOf(ctx, object.obj, object.name)
+			if err != nil {
+				return err
+			}
+			if label != stack.ClusterName {
+				return fmt.Errorf("%s has cluster label %q, want %q", object.name, label, stack.ClusterName)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Machine labelled for another cluster keeps that label, and its Node gets a Warning; the
+// NetworkInterface, labelled for no cluster, is still this cluster's.
+func TestAMachineOfAnotherClusterKeepsItsLabel(t *testing.T) {
+	recorder := start(t)
+	machineWithNode(t, "label-b", "another-cluster")
+	var event string
+	select {
+	case event = <-recorder.Events:
+	case <-time.After(time.Minute):
+		t.Fatal("no event on the Node of a Machine labelled for another cluster")
+	}
+	if !strings.Contains(event, clusterlabel.ReasonLabelConflict) {
+		t.Fatalf("event %q, want reason %s", event, clusterlabel.ReasonLabelConflict)
+	}
+	ctx := context.Background()
+	if err := testenv.WaitFor(ctx, time.Minute, "the cluster label on the NetworkInterface", func(ctx context.Context) error {
+		label, err := clusterLabelOf(ctx, &networkingv1alpha1.NetworkInterface{}, testenv.NetworkInterfaceName("label-b"))
+		if err == nil && label != stack.ClusterName {
+			err = fmt.Errorf("cluster label %q, want %q", label, stack.ClusterName)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	label, err := clusterLabelOf(ctx, &computev1alpha1.Machine{}, "label-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if label != "another-cluster" {
+		t.Fatalf("the Machine's cluster label is %q, want it left as %q", label, "another-cluster")
+	}
+}
