@@ -120,6 +120,11 @@ const (
 	kindGraceEnd = "grace-end"
 	kindService  = "service"
 	kindVerify   = "verify"
+	// kindAll is every Service's targets and the target labels; kindRouted is every routing
+	// the CCM writes. Both are queued after the coalescing delay, so that a burst of joining
+	// Nodes or NetworkInterfaces syncs each Service a few times, not once per Node.
+	kindAll    = "all"
+	kindRouted = "routed"
 )
 
 // nodeState is what a Node's sync found: the health verdict's kind and whether the service
@@ -209,7 +214,7 @@ func New(config Config) (*Controller, error) {
 	if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
 			c.machineChanged(nic.Spec.MachineRef.Name)
-			c.queueRoutedServices()
+			c.queue.AddAfter(key{kind: kindRouted}, c.Coalesce)
 		}
 	}); err != nil {
 		return nil, err
@@ -335,6 +340,10 @@ func (c *Controller) work(ctx context.Context) {
 			if err = c.syncNode(ctx, item.name); err == nil {
 				c.queueAllTargets()
 			}
+		case kindAll:
+			c.queueAllTargets()
+		case kindRouted:
+			c.queueRoutedServices()
 		case kindService:
 			err = c.syncService(ctx, item.namespace, item.name)
 		case kindVerify:
@@ -363,7 +372,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		if c.forgetNode(name) {
-			c.queueAllTargets()
+			c.queueAllTargetsSoon()
 		}
 		return nil
 	}
@@ -407,7 +416,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		// balancers for a new Node itself.
 		return nil
 	}
-	c.queueAllTargets()
+	c.queueAllTargetsSoon()
 	return nil
 }
 
@@ -437,6 +446,12 @@ func (c *Controller) queueAllTargets() {
 	if err := c.queueServices(func(*corev1.Service) bool { return true }); err != nil {
 		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
 	}
+}
+
+// queueAllTargetsSoon queues every Service's targets and the target labels after the
+// coalescing delay: the queue holds the key once, however many Nodes change meanwhile.
+func (c *Controller) queueAllTargetsSoon() {
+	c.queue.AddAfter(key{kind: kindAll}, c.Coalesce)
 }
 
 // forgetNode forgets a Node, and reports whether it was known.
