@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestCodeRecordsExactlyTheDocumentedEventReasons keeps docs/events.md honest: every event the
@@ -19,8 +17,8 @@ func TestCodeRecordsExactlyTheDocumentedEventReasons(t *testing.T) {
 	if len(emissions) == 0 {
 		t.Fatal("found no recorded events at all; the scanner is broken")
 	}
-	documented := map[string]provider.EventReason{}
-	for _, reason := range provider.EventReasons() {
+	documented := map[string]EventReason{}
+	for _, reason := range EventReasons() {
 		documented[reason.Reason] = reason
 	}
 	recorded := map[string]bool{}
@@ -28,26 +26,26 @@ func TestCodeRecordsExactlyTheDocumentedEventReasons(t *testing.T) {
 		reason, known := documented[emission.Reason]
 		switch {
 		case emission.Reason == "":
-			t.Errorf("%s: the reason %s is not a constant; record events with a reason constant documented in provider.EventReasons, or carry it in a struct parameter (see ScanEmissions)", emission.Position, emission.Expression)
+			t.Errorf("%s: the reason %s is not a constant; record events with a reason constant documented in docgen.EventReasons, or carry it in a struct parameter (see ScanEmissions)", emission.Position, emission.Expression)
 		case emission.Type == "":
 			t.Errorf("%s: the type of the %s event is not corev1.EventTypeNormal or corev1.EventTypeWarning", emission.Position, emission.Reason)
 		case !known:
-			t.Errorf("%s: event reason %q is not documented: add it to provider.EventReasons (pkg/provider/events.go) and run `go generate ./...`", emission.Position, emission.Reason)
+			t.Errorf("%s: event reason %q is not documented: add it to docgen.EventReasons (internal/docgen/reasons.go) and run `go generate ./...`", emission.Position, emission.Reason)
 		case reason.Type != emission.Type:
-			t.Errorf("%s: event reason %q is recorded as %s but documented as %s in provider.EventReasons", emission.Position, emission.Reason, emission.Type, reason.Type)
+			t.Errorf("%s: event reason %q is recorded as %s but documented as %s in docgen.EventReasons", emission.Position, emission.Reason, emission.Type, reason.Type)
 		}
 		recorded[emission.Reason] = true
 	}
-	for _, reason := range provider.EventReasons() {
+	for _, reason := range EventReasons() {
 		if !recorded[reason.Reason] {
-			t.Errorf("event reason %q is documented in provider.EventReasons but never recorded; remove it", reason.Reason)
+			t.Errorf("event reason %q is documented in docgen.EventReasons but never recorded; remove it", reason.Reason)
 		}
 	}
 }
 
 func TestEventReasonsAreCompleteAndUnique(t *testing.T) {
 	seen := map[string]bool{}
-	for _, reason := range provider.EventReasons() {
+	for _, reason := range EventReasons() {
 		if seen[reason.Reason] {
 			t.Errorf("event reason %q is documented twice", reason.Reason)
 		}

@@ -16,7 +16,7 @@ import (
 
 // FuzzDesired feeds the Service-to-LoadBalancer translation arbitrary annotations, addresses,
 // ports and families: it must not panic, and each rejection must be a Problem with one of the
-// rejection reasons (package docgen's tests check that provider.EventReasons documents them)
+// rejection reasons (package docgen's tests check that docgen.EventReasons documents them)
 // whose message names the field it is about.
 func FuzzDesired(f *testing.F) {
 	f.Add("", "", "", int32(80), "TCP", uint8(1), true, false)

@@ -1,7 +1,7 @@
 package lbspec
 
 // Reasons of the Problems this package finds. Package provider exports them under the same
-// names and documents them in its EventReasons; they are defined here, where they arise, so
+// names, and docgen.EventReasons documents them; they are defined here, where they arise, so
 // that the two cannot differ.
 const (
 	ReasonInvalidAnnotation     = "InvalidLoadBalancerAnnotation"

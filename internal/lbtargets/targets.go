@@ -74,6 +74,9 @@ type Targets struct {
 	// labels is the label reconciler's record of the target labels it last found in place; see
 	// labels.go.
 	labels labelRecord
+	// labelledSince holds, by LoadBalancer UID, since when HoldSelector has found the targets
+	// of a selector that is to move labelled.
+	labelledSince sync.Map
 	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
 	// that each is logged once, not on every sync of every Service.
 	leftOut sync.Map

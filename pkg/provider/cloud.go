@@ -130,7 +130,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		}
 		internalPrefixes[prefix.family] = prefix.name
 	}
-	routes := &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName}
+	routes := &routes{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName}
 	var allocator *podcidrs.Allocator
 	if families := cloudConfig.PodCIDRFamilies(); len(families) > 0 {
 		// The entries go on the NetworkInterface the routes would put the Node's pod CIDRs on.
@@ -161,6 +161,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 
 	loadBalancers := &loadBalancers{
 		ironcore: client,
+		retries:  newRetryDelays(),
 		settings: lbspec.Settings{
 			Cluster:          cloudConfig.ClusterName,
 			Aliases:          cloudConfig.ClusterNameAliases,
@@ -177,7 +178,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		Class:    lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
 		Recorder: settings.Recorder,
 		FindLoadBalancers: func(ctx context.Context, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
-			return loadBalancers.findAllOwn(ctx, settings.ClusterNameFlag, service)
+			return client.ServiceLoadBalancers(ctx, loadBalancers.owners(settings.ClusterNameFlag), service)
 		},
 		OnReport: loadBalancers.reportTargets,
 	})
@@ -186,7 +187,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		options:       *options,
 		ironcore:      client,
 		clusterID:     clusterID,
-		instances:     &instances{ironcore: client, machines: machines{ironcore: client}, network: cloudConfig.NetworkName, recorder: settings.Recorder},
+		instances:     &instances{ironcore: client, network: cloudConfig.NetworkName, recorder: settings.Recorder},
 		loadBalancers: loadBalancers,
 		routes:        routes,
 		podCIDRs:      allocator,

@@ -32,7 +32,6 @@ const ReasonMachinePoolLabelSkipped = "MachinePoolLabelSkipped"
 // IronCore; it records events on Nodes.
 type instances struct {
 	ironcore *ironcore.Client
-	machines machines
 	// network is the cluster Network; its NetworkInterfaces' addresses are listed first.
 	network string
 	// recorder records events on Nodes; nil records none.
@@ -43,7 +42,7 @@ type instances struct {
 // every other failure is an error, so that the node lifecycle controller never deletes a Node
 // because IronCore could not be asked.
 func (i *instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	_, err := i.machines.forNode(ctx, node)
+	_, err := i.ironcore.MachineForNode(ctx, node)
 	switch {
 	case err == nil:
 		return true, nil
@@ -57,7 +56,7 @@ func (i *instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 // InstanceShutdown reports whether the Machine is shut down or on its way out: state Shutdown,
 // Terminating or Terminated, or deletion requested.
 func (i *instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	machine, err := i.machines.forNode(ctx, node)
+	machine, err := i.ironcore.MachineForNode(ctx, node)
 	if err != nil {
 		return false, err
 	}
@@ -82,7 +81,7 @@ func MachineIsShutdown(machine *computev1alpha1.Machine) bool {
 // no IPs yet. NetworkInterfaces on other Networks do not hold the Node back: their addresses
 // are listed once they have them.
 func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	machine, err := i.machines.forNode(ctx, node)
+	machine, err := i.ironcore.MachineForNode(ctx, node)
 	if err != nil {
 		return nil, err
 	}

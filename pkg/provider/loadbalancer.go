@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
-	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -23,6 +18,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
@@ -32,11 +28,7 @@ import (
 // Coming back costs no IronCore request: it reads the cache.
 const (
 	firstRetryDelay = 250 * time.Millisecond
-	// selectorSettle is how long a selector waits to move once this process's cache shows its
-	// targets labelled (holdSelector). Taking over from the reference CCM under load, IronCore's
-	// controller was seen up to a second behind.
-	selectorSettle = 3 * time.Second
-	maxRetryDelay  = 4 * time.Second
+	maxRetryDelay   = 4 * time.Second
 )
 
 // addressWait is how long EnsureLoadBalancer waits for IronCore to allocate a LoadBalancer's
@@ -59,15 +51,12 @@ type loadBalancers struct {
 	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
 	// set when the controller that does it starts, while syncs may already run.
 	recheck atomic.Pointer[func(*corev1.Service)]
-	retries retryDelays
+	retries *retryDelays
 	notices notices
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
 	addressesReported atomic.Bool
-	// labelledSince holds, by LoadBalancer UID, since when holdSelector has found the targets
-	// of a selector that is to move labelled.
-	labelledSince sync.Map
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
@@ -124,8 +113,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return nil, err
 	}
-	if existing != nil && existing.Spec.Type != desired.Spec.Type && existing.DeletionTimestamp == nil {
-		// A type switch begins: a LoadBalancer of the new type is made beside this one.
+	otherType := existing != nil && existing.Spec.Type != desired.Spec.Type && existing.DeletionTimestamp == nil
+	if lbswitch.Next(lbswitch.State{CurrentOfOtherType: otherType, Replaced: len(replaced)}) == lbswitch.Begin {
+		// A LoadBalancer of the new type is made beside this one.
 		if existing, err = l.successor(ctx, clusterName, service, existing, desired); err != nil {
 			return nil, err
 		}
@@ -149,7 +139,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, err
 		}
 	} else {
-		if waitingForTargets, settling, err = l.holdSelector(ctx, existing, desired, nodes); err != nil {
+		if waitingForTargets, settling, err = l.targets.HoldSelector(ctx, existing, desired, nodes); err != nil {
 			return nil, err
 		}
 		lb = existing
@@ -280,7 +270,7 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 
 // syncTargets queues the Service's targets: the shared target labels if its LoadBalancer
 // selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
-// what their latest sync found. A selector moves only once holdSelector finds the labels in
+// what their latest sync found. A selector moves only once Targets.HoldSelector finds the labels in
 // place.
 func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report {
 	var report lbtargets.Report
@@ -300,91 +290,6 @@ func (l *loadBalancers) recheckSoon(service *corev1.Service) {
 	}
 }
 
-// holdSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
-// the new selector would drop a destination of its routing whose Node is eligible, and
-// reports whether it did. The labels were just written, but IronCore (and this cache) see
-// them a moment later; the Service is retried until they do. Once this cache shows them all,
-// the selector still stays for selectorSettle (settling is what is left of it): IronCore's
-// controller applies a selector to its own cache of NetworkInterfaces, which can be behind
-// this one, and would route to none of the NetworkInterfaces it does not see labelled yet.
-func (l *loadBalancers) holdSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration, err error) {
-	next := desired.Spec.NetworkInterfaceSelector
-	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
-		l.labelledSince.Delete(existing.UID)
-		return false, 0, nil
-	}
-	keep := func() {
-		desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
-	}
-	labelled, err := l.targetsLabelled(ctx, existing, next, nodes)
-	if err != nil || !labelled {
-		l.labelledSince.Delete(existing.UID)
-		if err == nil {
-			keep()
-		}
-		return !labelled, 0, err
-	}
-	since, _ := l.labelledSince.LoadOrStore(existing.UID, time.Now())
-	if settling = selectorSettle - time.Since(since.(time.Time)); settling > 0 {
-		keep()
-		return true, settling, nil
-	}
-	l.labelledSince.Delete(existing.UID)
-	return false, 0, nil
-}
-
-// targetsLabelled reports whether every NetworkInterface the routing of the existing
-// LoadBalancer sends to, of an eligible Node, matches the next selector in this cache.
-func (l *loadBalancers) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector, nodes []*corev1.Node) (bool, error) {
-	selector, err := metav1.LabelSelectorAsSelector(next)
-	if err != nil {
-		return false, err
-	}
-	if !l.ironcore.HasSynced() {
-		// An empty cache finds no target to wait for: the selector would move to labels that
-		// do not exist yet and empty the routing.
-		klog.V(2).InfoS("Keeping the NetworkInterface selector of a LoadBalancer until the IronCore cache has synced", "loadBalancer", klog.KObj(existing))
-		return false, nil
-	}
-	// The cache keeps no destinations (routingsummary.go).
-	routing, err := l.ironcore.LiveLoadBalancerRouting(ctx, existing.Name)
-	if errors.Is(err, ironcore.ErrNotFound) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	routed := map[string]bool{}
-	for _, destination := range routing.Destinations {
-		if destination.TargetRef != nil {
-			routed[destination.TargetRef.Name] = true
-		}
-	}
-	eligible, err := l.targets.EligibleNetworkInterfaces(ctx, nodes, routed)
-	if err != nil {
-		return false, err
-	}
-	for _, destination := range routing.Destinations {
-		if destination.TargetRef == nil || !eligible[destination.TargetRef.Name] {
-			continue
-		}
-		// The cache, not this process's own writes, decides: IronCore selects by what it sees.
-		nic, err := l.ironcore.NetworkInterface(ctx, destination.TargetRef.Name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if !selector.Matches(labels.Set(nic.Labels)) {
-			klog.V(2).InfoS("Keeping the NetworkInterface selector of a LoadBalancer until its targets are labelled",
-				"loadBalancer", klog.KObj(existing), "networkInterface", klog.KObj(nic))
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one; ready is
 // false while it cannot be yet. (A type switch makes another: see successor.)
 func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (bool, error) {
@@ -397,127 +302,6 @@ func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired
 			existing.Name, existing.Spec.NetworkRef.Name, desired.Spec.NetworkRef.Name)})
 	}
 	return true, nil
-}
-
-// replacedBy returns the Service's LoadBalancers, other than current, that are not of lbType
-// and not being deleted: those a type switch replaces.
-func (l *loadBalancers) replacedBy(ctx context.Context, clusterName string, service *corev1.Service, current *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) ([]*networkingv1alpha1.LoadBalancer, error) {
-	owned, err := l.ownedOfService(ctx, l.owners(clusterName), service)
-	if err != nil {
-		return nil, err
-	}
-	if current != nil && !slices.ContainsFunc(owned, func(lb *networkingv1alpha1.LoadBalancer) bool { return lb.UID == current.UID }) {
-		owned = append(owned, current) // found by name
-	}
-	var replaced []*networkingv1alpha1.LoadBalancer
-	for _, lb := range owned {
-		if lb.Spec.Type != lbType && lb.DeletionTimestamp == nil {
-			replaced = append(replaced, lb)
-		}
-	}
-	return replaced, nil
-}
-
-// successor begins a type switch of the Service, whose LoadBalancer existing is of another type
-// than desired: desired gets the name of the LoadBalancer that replaces it (successorName),
-// and successor returns that LoadBalancer if it exists already, or nil for it to be created.
-// existing keeps serving, and the Service keeps its addresses, until completeSwitch hands over.
-func (l *loadBalancers) successor(ctx context.Context, clusterName string, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
-	desired.Name = successorName(service, existing, desired.Spec.Type)
-	lb, err := l.ironcore.LoadBalancer(ctx, desired.Name)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonTypeChanged,
-			"Replacing %s IronCore LoadBalancer %s with an %s one, %s; the Service keeps its addresses until the new one has its own and a target",
-			existing.Spec.Type, existing.Name, desired.Spec.Type, desired.Name)
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	lb, err = l.ownedOrConflict(lb, l.owners(clusterName), service)
-	if err != nil {
-		return nil, l.report(service, err)
-	}
-	return lb, nil
-}
-
-// completeSwitch returns the status of a Service whose type switches from the replaced
-// LoadBalancers to lb: the addresses the Service shows, which lead to a replaced one, until lb
-// has its addresses and its routing a destination (or no target is expected); then lb's, in
-// one status update. The replaced LoadBalancers are deleted once the Service shows lb's
-// addresses: by this sync if it already does, otherwise by the repair controller once the
-// status is written (ReleaseReplaced).
-func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	ready := lbspec.Allocated(lb, desired)
-	if ready {
-		routes, err := l.routesSomewhere(ctx, service, lb, nodes)
-		if err != nil {
-			return nil, err
-		}
-		ready = routes
-	}
-	if !ready {
-		if l.addressesReported.Load() {
-			// The repair controller hands over when lb's addresses or routing arrive.
-			return service.Status.LoadBalancer.DeepCopy(), nil
-		}
-		return nil, l.retry(service, "replacing IronCore LoadBalancer %s with %s of type %s, which has no addresses or no target yet", replaced[0].Name, lb.Name, lb.Spec.Type)
-	}
-	status := lbspec.Status(lb)
-	if shows(service, status) {
-		return status, l.deleteReplaced(ctx, service, replaced)
-	}
-	return status, nil
-}
-
-// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
-// Service shows the addresses of the LoadBalancer of its type (see completeSwitch); a sync
-// that finds none to delete does nothing.
-func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string, service *corev1.Service) error {
-	desired, err := lbspec.Desired(service, l.settings)
-	if err != nil {
-		return nil //nolint:nilerr // the Service's syncs report its errors
-	}
-	lb, err := l.find(ctx, clusterName, service, false)
-	var conflict *lbspec.Problem
-	switch {
-	case errors.As(err, &conflict):
-		return nil
-	case err != nil:
-		return err
-	case lb == nil || lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type || !lbspec.Allocated(lb, desired) || !shows(service, lbspec.Status(lb)):
-		return nil
-	}
-	replaced, err := l.replacedBy(ctx, clusterName, service, lb, desired.Spec.Type)
-	if err != nil {
-		return err
-	}
-	return l.deleteReplaced(ctx, service, replaced)
-}
-
-func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Service, replaced []*networkingv1alpha1.LoadBalancer) error {
-	var errs []error
-	for _, lb := range replaced {
-		if err := l.delete(ctx, lb); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		klog.InfoS("Deleted the IronCore LoadBalancer a type switch replaced", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
-	}
-	return errors.Join(errs...)
-}
-
-// shows tells whether the Service's status shows exactly the addresses in status.
-func shows(service *corev1.Service, status *corev1.LoadBalancerStatus) bool {
-	if len(status.Ingress) == 0 || len(service.Status.LoadBalancer.Ingress) != len(status.Ingress) {
-		return false
-	}
-	for i, ingress := range status.Ingress {
-		if service.Status.LoadBalancer.Ingress[i].IP != ingress.IP {
-			return false
-		}
-	}
-	return true
 }
 
 // UpdateLoadBalancer records the Nodes as the Service's targets and queues their writes (the
@@ -566,88 +350,4 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 		metrics.LoadBalancerProvisioning.WithLabelValues(strings.ToLower(string(lb.Spec.Type))).Observe(took.Seconds())
 	}
 	return lbspec.Status(lb), lbspec.NotPending, nil
-}
-
-// EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
-// returns without waiting for IronCore to finish. Deleting what is gone is not an error.
-func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	_, _ = l.retries.forget(service.UID)
-	l.notices.forget(service.UID)
-	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
-	lb, err := l.find(ctx, clusterName, service, true)
-	var conflict *lbspec.Problem
-	switch {
-	case errors.As(err, &conflict):
-		l.warn(service, conflict)
-		return nil
-	case err != nil:
-		return err
-	case lb == nil:
-		return nil
-	}
-	// During a type switch the Service has two.
-	replaced, err := l.replacedBy(ctx, clusterName, service, lb, lb.Spec.Type)
-	if err != nil {
-		return err
-	}
-	if lb.DeletionTimestamp == nil {
-		replaced = append(replaced, lb)
-	}
-	successor, err := l.liveSuccessor(ctx, clusterName, service, lb, replaced)
-	if err != nil {
-		return err
-	}
-	if successor != nil {
-		replaced = append(replaced, successor)
-	}
-	var errs []error
-	for _, lb := range replaced {
-		errs = append(errs, l.delete(ctx, lb))
-	}
-	return errors.Join(errs...)
-}
-
-// liveSuccessor returns the LoadBalancer a type switch of the Service may have just created
-// beside lb, read from the API server (the cache may not show it yet), unless it is among
-// those already found, gone, being deleted or not the Service's.
-func (l *loadBalancers) liveSuccessor(ctx context.Context, clusterName string, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, found []*networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
-	other := networkingv1alpha1.LoadBalancerTypeInternal
-	if lb.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal {
-		other = networkingv1alpha1.LoadBalancerTypePublic
-	}
-	name := successorName(service, lb, other)
-	if slices.ContainsFunc(found, func(known *networkingv1alpha1.LoadBalancer) bool { return known.Name == name }) {
-		return nil, nil
-	}
-	successor, err := l.ironcore.LiveLoadBalancer(ctx, name)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case successor.DeletionTimestamp != nil || !l.owns(successor, l.owners(clusterName), service):
-		return nil, nil
-	}
-	return successor, nil
-}
-
-// delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
-// IronCore's garbage collector would remove the routing too, but not if it is not running.
-func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	l.labelledSince.Delete(lb.UID)
-	l.targets.ForgetRouting(lb.UID)
-	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
-	switch {
-	case err == nil && ownedBy(routing, lb):
-		if err := l.ironcore.DeleteLoadBalancerRouting(ctx, routing); err != nil {
-			return err
-		}
-	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
-		return err
-	}
-	if err := l.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
-		return err
-	}
-	klog.V(2).InfoS("Deleted IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", klog.KRef(ironcore.OwnerOf(lb).Namespace, ironcore.OwnerOf(lb).Name))
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/cloud-provider/api"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -19,13 +20,22 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
-// retryDelays remembers, per Service, how long the last retry delay was, which LoadBalancer
+// retryDelays remembers, per Service, its retry delay (the client-go rate limiter's: it starts
+// short, for a fast IronCore, and doubles up to a limit, for a slow one), which LoadBalancer
 // EnsureLoadBalancer last waited for, and when this process began provisioning it.
 type retryDelays struct {
+	backoff workqueue.TypedRateLimiter[types.UID]
 	mu      sync.Mutex
-	delays  map[types.UID]time.Duration
 	waited  map[types.UID]types.UID
 	started map[types.UID]time.Time
+}
+
+func newRetryDelays() *retryDelays {
+	return &retryDelays{
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](firstRetryDelay, maxRetryDelay),
+		waited:  map[types.UID]types.UID{},
+		started: map[types.UID]time.Time{},
+	}
 }
 
 // firstWait reports whether EnsureLoadBalancer has not yet waited for the addresses of the
@@ -33,9 +43,6 @@ type retryDelays struct {
 func (r *retryDelays) firstWait(uid, lb types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.waited == nil {
-		r.waited = map[types.UID]types.UID{}
-	}
 	if r.waited[uid] == lb {
 		return false
 	}
@@ -43,28 +50,10 @@ func (r *retryDelays) firstWait(uid, lb types.UID) bool {
 	return true
 }
 
-// next returns the delay for the Service's next retry.
-func (r *retryDelays) next(uid types.UID) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.delays == nil {
-		r.delays = map[types.UID]time.Duration{}
-	}
-	delay := firstRetryDelay
-	if previous, ok := r.delays[uid]; ok {
-		delay = min(2*previous, maxRetryDelay)
-	}
-	r.delays[uid] = delay
-	return delay
-}
-
 // begin records when provisioning of the Service's LoadBalancer began, unless it already did.
 func (r *retryDelays) begin(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.started == nil {
-		r.started = map[types.UID]time.Time{}
-	}
 	if _, ok := r.started[uid]; !ok {
 		r.started[uid] = time.Now()
 	}
@@ -73,9 +62,9 @@ func (r *retryDelays) begin(uid types.UID) {
 // forget resets the Service's delay, once it needs no more retries, and returns how long
 // provisioning took if it had begun.
 func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
+	r.backoff.Forget(uid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.delays, uid)
 	delete(r.waited, uid)
 	started, ok := r.started[uid]
 	delete(r.started, uid)
@@ -83,7 +72,7 @@ func (r *retryDelays) forget(uid types.UID) (time.Duration, bool) {
 }
 
 func (l *loadBalancers) retry(service *corev1.Service, format string, args ...any) error {
-	delay := l.retries.next(service.UID)
+	delay := l.retries.backoff.When(service.UID)
 	return api.NewRetryError(fmt.Sprintf(format, args...)+fmt.Sprintf("; checking again in %s", delay), delay)
 }
 

@@ -27,15 +27,15 @@ type ReadOnly struct {
 // and its Network; nodes lists the target cluster's Nodes.
 func NewReadOnly(client *ironcore.Client, cluster, network string, nodes corelisters.NodeLister) *ReadOnly {
 	return &ReadOnly{
-		instances: &instances{ironcore: client, machines: machines{ironcore: client}, network: network},
-		routes:    &routes{ironcore: client, machines: machines{ironcore: client}, cluster: cluster, network: network, nodes: nodes},
+		instances: &instances{ironcore: client, network: network},
+		routes:    &routes{ironcore: client, cluster: cluster, network: network, nodes: nodes},
 	}
 }
 
 // MachineForNode finds the Node's Machine as the CCM does: by provider ID, else by name, else
 // by guest hostname. A missing Machine is an error wrapping ironcore.ErrNotFound.
 func (r *ReadOnly) MachineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	return r.instances.machines.forNode(ctx, node)
+	return r.instances.ironcore.MachineForNode(ctx, node)
 }
 
 // InstanceMetadata is what the CCM sets on the Node when it initializes it, or why it cannot.

@@ -30,7 +30,6 @@ import (
 // keys.AnnotationRoutes annotation; only those are routes, so no other prefix is ever removed.
 type routes struct {
 	ironcore *ironcore.Client
-	machines machines
 	cluster  string
 	network  string
 	// nodes is the CCM's Node lister, set through Cloud.SetInformers.
@@ -209,7 +208,7 @@ func (r *routes) networkInterfaceOfNode(ctx context.Context, node *corev1.Node, 
 			internalIPs[addr] = true
 		}
 	}
-	machine, err := r.machines.forNode(ctx, node)
+	machine, err := r.ironcore.MachineForNode(ctx, node)
 	if err != nil {
 		return "", err
 	}
@@ -247,24 +246,24 @@ func (r *routes) networkInterfaceOfNode(ctx context.Context, node *corev1.Node, 
 	return "", fmt.Errorf("no NetworkInterface of Machine %s on Network %s has one of the Node's InternalIPs yet: %w", machine.Name, r.network, errNotReady)
 }
 
-// nodesByMachine maps Machine names to the Nodes on them (see machines.nodesByMachine), from
+// nodesByMachine maps Machine names to the Nodes on them (see ironcore.Client.NodesByMachine), from
 // the cache only: ListRoutes runs on every pass of the route controller.
 func (r *routes) nodesByMachine(ctx context.Context) (map[string]*corev1.Node, error) {
 	nodes, err := r.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	return r.machines.nodesByMachine(ctx, nodes)
+	return r.ironcore.NodesByMachine(ctx, nodes)
 }
 
 // claimsByMachine maps Machine names to every Node that may run on them (see
-// machines.claimsByMachine), from the cache.
+// ironcore.Client.ClaimsByMachine), from the cache.
 func (r *routes) claimsByMachine(ctx context.Context) (map[string][]*corev1.Node, error) {
 	nodes, err := r.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	return r.machines.claimsByMachine(ctx, nodes)
+	return r.ironcore.ClaimsByMachine(ctx, nodes)
 }
 
 // routeName names a route by its NetworkInterface and CIDR; DeleteRoute reads the

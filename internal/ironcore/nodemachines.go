@@ -1,4 +1,4 @@
-package provider
+package ironcore
 
 import (
 	"context"
@@ -8,64 +8,61 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
-// machines finds the Machines behind Nodes.
-type machines struct {
-	ironcore *ironcore.Client
-}
+// The Machines behind Nodes: a Node's Machine is named by its provider ID, or, before the
+// Node is initialized, by the Node's name, as Machine name or guest hostname.
 
-// forNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
+// MachineForNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
 // the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
 // API server, not just the cache, says the Machine does not exist.
-func (m machines) forNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+func (c *Client) MachineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
 	if node.Spec.ProviderID != "" {
 		id, err := providerid.Parse(node.Spec.ProviderID)
 		if err != nil {
 			return nil, fmt.Errorf("Node %s: %w", node.Name, err)
 		}
-		if id.Namespace != m.ironcore.Namespace() {
+		if id.Namespace != c.Namespace() {
 			return nil, fmt.Errorf("Node %s: provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q",
-				node.Name, node.Spec.ProviderID, id.Namespace, m.ironcore.Namespace())
+				node.Name, node.Spec.ProviderID, id.Namespace, c.Namespace())
 		}
-		return m.byName(ctx, id.Machine, "")
+		return c.machineByName(ctx, id.Machine, "")
 	}
-	return m.byName(ctx, node.Name, node.Name)
+	return c.machineByName(ctx, node.Name, node.Name)
 }
 
-// byName reads the named Machine, or the Machine with the given guest hostname, from
+// machineByName reads the named Machine, or the Machine with the given guest hostname, from
 // the cache and confirms a miss with a live read.
-func (m machines) byName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
-	machine, err := m.cached(ctx, name, hostname)
-	if err == nil || !errors.Is(err, ironcore.ErrNotFound) {
+func (c *Client) machineByName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
+	machine, err := c.cachedMachine(ctx, name, hostname)
+	if err == nil || !errors.Is(err, ErrNotFound) {
 		return machine, err
 	}
-	return m.ironcore.LiveMachine(ctx, name)
+	return c.LiveMachine(ctx, name)
 }
 
-// cachedForUninitializedNode finds the Machine of a Node without a provider ID as forNode
+// cachedMachineOfUninitializedNode finds the Machine of a Node without a provider ID as MachineForNode
 // does, from the cache only: for callers that run often and can take a miss for an answer.
-func (m machines) cachedForUninitializedNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	return m.cached(ctx, node.Name, node.Name)
+func (c *Client) cachedMachineOfUninitializedNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
+	return c.cachedMachine(ctx, node.Name, node.Name)
 }
 
-// cached reads the named Machine, or else the Machine with the given guest hostname, from the
+// cachedMachine reads the named Machine, or else the Machine with the given guest hostname, from the
 // cache. A miss is ErrNotFound.
-func (m machines) cached(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
-	machine, err := m.ironcore.Machine(ctx, name)
-	if err == nil || !errors.Is(err, ironcore.ErrNotFound) || hostname == "" {
+func (c *Client) cachedMachine(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
+	machine, err := c.Machine(ctx, name)
+	if err == nil || !errors.Is(err, ErrNotFound) || hostname == "" {
 		return machine, err
 	}
-	return m.ironcore.MachineByHostname(ctx, hostname)
+	return c.MachineByHostname(ctx, hostname)
 }
 
-// nodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
+// NodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
 // initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname, from
-// the cache. A Machine claimed by several Nodes maps to the one claimsByMachine lists first.
-func (m machines) nodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[string]*corev1.Node, error) {
-	claims, err := m.claimsByMachine(ctx, nodes)
+// the cache. A Machine claimed by several Nodes maps to the one ClaimsByMachine lists first.
+func (c *Client) NodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[string]*corev1.Node, error) {
+	claims, err := c.ClaimsByMachine(ctx, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -76,15 +73,15 @@ func (m machines) nodesByMachine(ctx context.Context, nodes []*corev1.Node) (map
 	return byMachine, nil
 }
 
-// claimsByMachine maps Machine names to every Node that may run on them: Nodes whose provider
+// ClaimsByMachine maps Machine names to every Node that may run on them: Nodes whose provider
 // ID names the Machine first, then uninitialized Nodes found by Machine name or guest hostname.
 // An uninitialized Node whose hostname several Machines share claims each of them, after every
 // other claimant: which one it runs on cannot be told, so none of them may be taken for unused,
 // and none may be taken from a Node known to run on it.
-func (m machines) claimsByMachine(ctx context.Context, nodes []*corev1.Node) (map[string][]*corev1.Node, error) {
+func (c *Client) ClaimsByMachine(ctx context.Context, nodes []*corev1.Node) (map[string][]*corev1.Node, error) {
 	claims, ambiguous := map[string][]*corev1.Node{}, map[string][]*corev1.Node{}
 	for _, node := range nodes {
-		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == m.ironcore.Namespace() {
+		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == c.Namespace() {
 			claims[id.Machine] = append(claims[id.Machine], node)
 		}
 	}
@@ -92,13 +89,13 @@ func (m machines) claimsByMachine(ctx context.Context, nodes []*corev1.Node) (ma
 		if node.Spec.ProviderID != "" {
 			continue
 		}
-		machine, err := m.cachedForUninitializedNode(ctx, node)
+		machine, err := c.cachedMachineOfUninitializedNode(ctx, node)
 		switch {
-		case errors.Is(err, ironcore.ErrNotFound):
+		case errors.Is(err, ErrNotFound):
 			// No route or pod CIDR can have been placed for it either.
 			continue
-		case errors.Is(err, ironcore.ErrAmbiguousHostname):
-			candidates, err := m.ironcore.MachineNamesByHostname(ctx, node.Name)
+		case errors.Is(err, ErrAmbiguousHostname):
+			candidates, err := c.MachineNamesByHostname(ctx, node.Name)
 			if err != nil {
 				return nil, fmt.Errorf("find the Machines of Node %s: %w", node.Name, err)
 			}

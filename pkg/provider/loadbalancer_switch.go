@@ -1,0 +1,153 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
+)
+
+// A Service's type switch (package lbswitch): a successor of the new type is made beside the
+// LoadBalancer it replaces, which keeps serving until the Service shows the successor's
+// addresses.
+
+// successor begins a type switch of the Service, whose LoadBalancer existing is of another type
+// than desired: desired gets the name of the LoadBalancer that replaces it (successorName),
+// and successor returns that LoadBalancer if it exists already, or nil for it to be created.
+// existing keeps serving, and the Service keeps its addresses, until completeSwitch hands over.
+func (l *loadBalancers) successor(ctx context.Context, clusterName string, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	desired.Name = lbswitch.SuccessorName(service, existing, desired.Spec.Type)
+	lb, err := l.ironcore.LoadBalancer(ctx, desired.Name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonTypeChanged,
+			"Replacing %s IronCore LoadBalancer %s with an %s one, %s; the Service keeps its addresses until the new one has its own and a target",
+			existing.Spec.Type, existing.Name, desired.Spec.Type, desired.Name)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	lb, err = l.owners(clusterName).Check(lb, service)
+	if err != nil {
+		return nil, l.report(service, l.conflict(err, service))
+	}
+	return lb, nil
+}
+
+// completeSwitch returns the status of a Service whose type switches from the replaced
+// LoadBalancers to lb: the addresses the Service shows, which lead to a replaced one, until lb
+// has its addresses and its routing a destination (or no target is expected); then lb's, in
+// one status update. The replaced LoadBalancers are deleted once the Service shows lb's
+// addresses: by this sync if it already does, otherwise by the repair controller once the
+// status is written (ReleaseReplaced).
+func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	ready := lbspec.Allocated(lb, desired)
+	if ready {
+		routes, err := l.routesSomewhere(ctx, service, lb, nodes)
+		if err != nil {
+			return nil, err
+		}
+		ready = routes
+	}
+	status := lbspec.Status(lb)
+	switch lbswitch.Next(lbswitch.State{Replaced: len(replaced), SuccessorReady: ready, ShowsSuccessor: shows(service, status)}) {
+	case lbswitch.Prepare:
+		if l.addressesReported.Load() {
+			// The repair controller hands over when lb's addresses or routing arrive.
+			return service.Status.LoadBalancer.DeepCopy(), nil
+		}
+		return nil, l.retry(service, "replacing IronCore LoadBalancer %s with %s of type %s, which has no addresses or no target yet", replaced[0].Name, lb.Name, lb.Spec.Type)
+	case lbswitch.Release:
+		return status, l.deleteReplaced(ctx, service, replaced)
+	default:
+		// HandOver: the replaced LoadBalancers go once the status shows lb's addresses.
+		return status, nil
+	}
+}
+
+// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
+// Service shows the addresses of the LoadBalancer of its type (see completeSwitch); a sync
+// that finds none to delete does nothing.
+func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string, service *corev1.Service) error {
+	desired, err := lbspec.Desired(service, l.settings)
+	if err != nil {
+		return nil //nolint:nilerr // the Service's syncs report its errors
+	}
+	lb, err := l.find(ctx, clusterName, service, false)
+	var conflict *lbspec.Problem
+	switch {
+	case errors.As(err, &conflict):
+		return nil
+	case err != nil:
+		return err
+	case lb == nil || lb.DeletionTimestamp != nil || lb.Spec.Type != desired.Spec.Type:
+		return nil
+	}
+	replaced, err := l.replacedBy(ctx, clusterName, service, lb, desired.Spec.Type)
+	if err != nil {
+		return err
+	}
+	// Ready as far as the Service's status goes: it shows lb's addresses only once they lead
+	// somewhere.
+	state := lbswitch.State{Replaced: len(replaced), SuccessorReady: lbspec.Allocated(lb, desired), ShowsSuccessor: shows(service, lbspec.Status(lb))}
+	if lbswitch.Next(state) != lbswitch.Release {
+		return nil
+	}
+	return l.deleteReplaced(ctx, service, replaced)
+}
+
+func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Service, replaced []*networkingv1alpha1.LoadBalancer) error {
+	var errs []error
+	for _, lb := range replaced {
+		if err := l.delete(ctx, lb); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		klog.InfoS("Deleted the IronCore LoadBalancer a type switch replaced", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
+	}
+	return errors.Join(errs...)
+}
+
+// shows tells whether the Service's status shows exactly the addresses in status.
+func shows(service *corev1.Service, status *corev1.LoadBalancerStatus) bool {
+	if len(status.Ingress) == 0 || len(service.Status.LoadBalancer.Ingress) != len(status.Ingress) {
+		return false
+	}
+	for i, ingress := range status.Ingress {
+		if service.Status.LoadBalancer.Ingress[i].IP != ingress.IP {
+			return false
+		}
+	}
+	return true
+}
+
+// liveSuccessor returns the LoadBalancer a type switch of the Service may have just created
+// beside lb, read from the API server (the cache may not show it yet), unless it is among
+// those already found, gone, being deleted or not the Service's.
+func (l *loadBalancers) liveSuccessor(ctx context.Context, clusterName string, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, found []*networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
+	other := networkingv1alpha1.LoadBalancerTypeInternal
+	if lb.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal {
+		other = networkingv1alpha1.LoadBalancerTypePublic
+	}
+	name := lbswitch.SuccessorName(service, lb, other)
+	if slices.ContainsFunc(found, func(known *networkingv1alpha1.LoadBalancer) bool { return known.Name == name }) {
+		return nil, nil
+	}
+	successor, err := l.ironcore.LiveLoadBalancer(ctx, name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case successor.DeletionTimestamp != nil || !l.owners(clusterName).Owns(successor, service):
+		return nil, nil
+	}
+	return successor, nil
+}
