@@ -128,37 +128,22 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 	}
 }
 
-// targetWorkers is the load balancer targets controller's workers: a Node's health change
-// syncs every Service's targets.
-const targetWorkers = 10
-
-func startLoadBalancerTargets(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
-	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		ironcoreCloud, ok := cloud.(*provider.Cloud)
-		if !ok {
-			return nil, false, nil
+// startLoadBalancerTargets starts the targets controller built with the provider: it writes
+// every load balancer's targets, so the service-lb-controller needs it.
+func startLoadBalancerTargets(targets func() *lbtargets.Controller) app.InitFuncConstructor {
+	return func(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, _ cloudprovider.Interface) app.InitFunc {
+		return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+			c := targets()
+			if c == nil {
+				return nil, false, nil
+			}
+			informers := completed.SharedInformers
+			if err := c.Watch(informers.Core().V1().Nodes(), informers.Core().V1().Services(), informers.Discovery().V1().EndpointSlices()); err != nil {
+				return nil, false, err
+			}
+			go c.Run(ctx)
+			return c, true, nil
 		}
-		loadBalancers, _ := ironcoreCloud.LoadBalancer()
-		options := ironcoreCloud.Options()
-		c, err := lbtargets.New(lbtargets.Config{
-			IronCore:        ironcoreCloud.IronCore(),
-			LoadBalancers:   loadBalancers,
-			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
-			Class:           ironcoreCloud.LoadBalancerClass(),
-			Services:        completed.SharedInformers.Core().V1().Services(),
-			Nodes:           completed.SharedInformers.Core().V1().Nodes(),
-			EndpointSlices:  completed.SharedInformers.Discovery().V1().EndpointSlices(),
-			Targets:         ironcoreCloud.Targets(),
-			ExplicitRouting: !options.UseNICSelector,
-			Resync:          options.TargetResync,
-			Recorder:        completed.EventRecorder,
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		ironcoreCloud.RecheckTargetsWith(c.RecheckSoon)
-		go c.Run(ctx, targetWorkers)
-		return c, true, nil
 	}
 }
 

@@ -54,6 +54,9 @@ func run() int {
 	ironcoreOptions.AddFlags(flagSets.FlagSet("IronCore"))
 
 	var command *cobra.Command
+	// The targets controller is built with the provider, whose load balancers queue its work,
+	// and started with the other controllers.
+	var targets *lbtargets.Controller
 	initCloud := func(completed *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
 		cloud, err := newCloud(completed, ironcoreOptions, command.Flags().Changed("cluster-name"))
 		if err != nil {
@@ -61,9 +64,11 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
+		targets = newTargets(cloud, completed)
 		return cloud
 	}
-	command = app.NewCloudControllerManagerCommand(ccmOptions, initCloud, controllerInitializers(), names.CCMControllerAliases(), flagSets, wait.NeverStop)
+	initializers := controllerInitializers(func() *lbtargets.Controller { return targets })
+	command = app.NewCloudControllerManagerCommand(ccmOptions, initCloud, initializers, names.CCMControllerAliases(), flagSets, wait.NeverStop)
 	command.Use = commandName
 	command.Long = `The IronCore cloud-controller-manager connects a Kubernetes cluster to the IronCore IaaS:
 it initializes Nodes from their IronCore Machines (provider ID, instance type, zone, region,
@@ -95,8 +100,18 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	})
 }
 
+// newTargets builds the load balancer targets controller and gives it to the provider's load
+// balancers.
+func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) *lbtargets.Controller {
+	config := lbtargets.ConfigFrom(cloud.Options(), cloud.CloudConfig())
+	config.IronCore, config.Owners, config.Recorder = cloud.IronCore(), cloud.LoadBalancerOwners(), completed.EventRecorder
+	targets := lbtargets.New(config)
+	cloud.UseTargets(targets)
+	return targets
+}
+
 // controllerInitializers are the framework's controllers plus ours.
-func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
+func controllerInitializers(targets func() *lbtargets.Controller) map[string]app.ControllerInitFuncConstructor {
 	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+4)
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
@@ -114,7 +129,7 @@ func controllerInitializers() map[string]app.ControllerInitFuncConstructor {
 	}
 	initializers[lbtargets.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: lbtargets.Name},
-		Constructor: startLoadBalancerTargets,
+		Constructor: startLoadBalancerTargets(targets),
 	}
 	initializers[nodeipam.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: nodeipam.Name},

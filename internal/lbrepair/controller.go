@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -39,7 +40,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // Name is the controller's name in --controllers.
@@ -251,10 +252,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.forget(key)
 		return 0, nil
 	}
-	nodes, err := lbtargets.EligibleNodes(c.nodes)
+	all, err := c.nodes.List(labels.Everything())
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("list Nodes: %w", err)
 	}
+	// The Nodes the service controller passes to load balancers.
+	nodes := slices.DeleteFunc(all, func(node *corev1.Node) bool { return !targetrules.Eligible(node) })
 	_, exists, err := c.LoadBalancers.GetLoadBalancer(ctx, c.ClusterName, service)
 	if err != nil {
 		return 0, err

@@ -1,20 +1,23 @@
-// Package lbtargets keeps load balancer targets on the Nodes that can serve. IronCore
-// LoadBalancers have no health checks, and the upstream service controller syncs a Service's
-// load balancer only when the Service changes or a Node's exclusion label or provider ID does:
-// a Node that goes NotReady, is shut down or tainted for deletion stays a target of every
-// Service, a Local Service's targets would not follow its endpoints, and a target changed on
-// IronCore by hand would stay wrong. Targets (targets.go) decides the targets and owns the
-// target labels (labels.go); this controller watches Node health, the Nodes' Machines, the
-// EndpointSlices of Local Services and NetworkInterface addresses, resyncs everything
-// periodically, and runs the provider's UpdateLoadBalancer for the Services concerned, which
-// queues their targets on Targets; Targets applies the target rules (package targetrules) and
-// writes only what changes.
+// Package lbtargets is the load balancer targets controller: the one owner of what carries
+// traffic to the Nodes, the target label that selecting LoadBalancers select by (labels.go)
+// and the LoadBalancerRoutings the CCM writes (routing.go). IronCore LoadBalancers have no
+// health checks, so the targets are the only one: a Node is a target only while the target
+// rules (package targetrules, applied in targets.go) find it can serve.
+//
+// It is shaped like Kubernetes' EndpointSlice controller. One workqueue holds the keys: the
+// labels key, one routing key per Service, and a key per Node whose verdict to record. Event
+// handlers only queue keys (Nodes, Machines, NetworkInterfaces, EndpointSlices, Services,
+// LoadBalancers and routings, deletes included, and a periodic resync); a sync computes the
+// desired targets from the listers and the IronCore cache and compares them with the targets
+// as this process knows them newest, from IronCore or its own last write. The provider's
+// load balancers only record a Service's Nodes and queue its key (Request*).
 package lbtargets
 
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,23 +25,20 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
@@ -55,9 +55,9 @@ const (
 // Node whose target label, was changed outside the CCM and put back.
 const ReasonDriftRepaired = "LoadBalancerTargetsDriftRepaired"
 
-// DefaultCoalesce is how long the endpoint changes of a Local Service gather before its
-// targets are synced: a rollout changes its EndpointSlices many times a second, and one sync
-// after the burst writes the routing once.
+// DefaultCoalesce is how long changes that concern many Services gather before they are
+// synced: a rollout changes a Local Service's EndpointSlices many times a second, and a burst
+// of Nodes joins one after another; one sync after the burst writes each routing once.
 const DefaultCoalesce = 250 * time.Millisecond
 
 // recheckDelays are when, after a LoadBalancer stopped selecting its targets, its routing is
@@ -65,194 +65,326 @@ const DefaultCoalesce = 250 * time.Millisecond
 // saw before, sooner or, while it is busy, later.
 var recheckDelays = [...]time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
 
-// Config wires the controller.
-type Config struct {
-	IronCore *ironcore.Client
-	// LoadBalancers is the provider's implementation, called as the service controller calls it.
-	LoadBalancers cloudprovider.LoadBalancer
-	// ClusterName is the --cluster-name the service controller passes to LoadBalancers.
-	ClusterName string
-	// Class says which Services are this CCM's.
-	Class          lbclass.Policy
-	Services       coreinformers.ServiceInformer
-	Nodes          coreinformers.NodeInformer
-	EndpointSlices discoveryinformers.EndpointSliceInformer
-	// Coalesce is how long a Local Service's endpoint changes gather; zero means DefaultCoalesce.
-	Coalesce time.Duration
-	// Targets is the provider's; the controller queues its label syncs.
-	Targets *Targets
-	// ExplicitRouting is true when the CCM writes every LoadBalancerRouting
-	// (--use-nic-selector=false); otherwise it writes only those of Local Services.
-	ExplicitRouting bool
-	// Resync is how often every Service's targets and the target labels are synced without a
-	// change seen; zero turns it off.
-	Resync   time.Duration
-	Recorder record.EventRecorder
-}
-
-// Controller is the load balancer targets controller.
-type Controller struct {
-	Config
-	services corelisters.ServiceLister
-	nodes    corelisters.NodeLister
-	synced   []toolscache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[key]
-	// mu guards known and machineNodes.
-	mu sync.Mutex
-	// known is what the last sync of each Node found.
-	known map[string]nodeState
-	// machineNodes maps a Machine's name to its Node's, for Machine changes.
-	machineNodes map[string]string
-}
-
-// key is a queue item: a Node whose health to evaluate, or a Service whose targets to sync
-// (or to verify against IronCore: the attempt tells the rechecks of one Service apart).
-type key struct {
-	kind      string
-	namespace string
-	name      string
-	attempt   int
-}
-
+// Keys of the queue besides labelsKey and the routing keys (routingPrefix).
 const (
-	kindNode = "node"
-	// kindGraceEnd is a Node whose NotReady grace period ends.
-	kindGraceEnd = "grace-end"
-	kindService  = "service"
-	kindVerify   = "verify"
-	// kindAll is every Service's targets and the target labels; kindRouted is every routing
-	// the CCM writes. Both are queued after the coalescing delay, so that a burst of joining
-	// Nodes or NetworkInterfaces syncs each Service a few times, not once per Node.
-	kindAll    = "all"
-	kindRouted = "routed"
+	// nodePrefix + a Node's name: record its verdict.
+	nodePrefix = "node/"
+	// graceEndPrefix + a Node's name: its NotReady grace period ends; every target is synced.
+	graceEndPrefix = "grace-end/"
+	// verifyPrefix + attempt + "/" + namespace/name: compare the Service's routing with the
+	// one on the API server.
+	verifyPrefix = "verify/"
+	// allKey queues every Service's targets and the labels; routedKey every routing the CCM
+	// writes. Both are queued after the coalescing delay.
+	allKey    = "all"
+	routedKey = "routed"
 )
 
-// nodeState is what a Node's sync found: the health verdict's kind and whether the service
-// controller passes the Node to load balancers.
+// Config builds the controller.
+type Config struct {
+	IronCore *ironcore.Client
+	Cluster  string
+	Network  string
+	// Selecting is --use-nic-selector: LoadBalancers select their targets by the target label.
+	Selecting bool
+	Health    targetrules.Health
+	// Class says which Services are this CCM's.
+	Class lbclass.Policy
+	// Owners tells which LoadBalancers are the cluster's.
+	Owners   ironcore.Owners
+	Recorder record.EventRecorder
+	// Coalesce is how long changes that concern many Services gather; zero means
+	// DefaultCoalesce.
+	Coalesce time.Duration
+	// Resync is how often every Service's targets and the target labels are synced without a
+	// change seen; zero turns it off.
+	Resync time.Duration
+}
+
+// ConfigFrom is the Config of the CCM's flags and cloud-config; the caller adds the client,
+// the owners and the recorder.
+func ConfigFrom(options config.Options, cloudConfig config.CloudConfig) Config {
+	return Config{
+		Cluster:   cloudConfig.ClusterName,
+		Network:   cloudConfig.NetworkName,
+		Selecting: options.UseNICSelector,
+		Health:    targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
+		Class:     lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
+		Resync:    options.TargetResync,
+	}
+}
+
+// New builds the controller; Watch gives it the CCM's informers, Run runs it.
+func New(config Config) *Controller {
+	if config.Coalesce <= 0 {
+		config.Coalesce = DefaultCoalesce
+	}
+	return &Controller{
+		ironcore:     config.IronCore,
+		cluster:      config.Cluster,
+		network:      config.Network,
+		selecting:    config.Selecting,
+		health:       config.Health,
+		class:        config.Class,
+		owners:       config.Owners,
+		recorder:     config.Recorder,
+		coalesce:     config.Coalesce,
+		resync:       config.Resync,
+		labels:       labelRecord{process: string(uuid.NewUUID())},
+		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+	}
+}
+
+// nodeState is what a Node's sync found: the verdict's kind and whether the service controller
+// passes the Node to load balancers.
 type nodeState struct {
 	unhealthy string
 	eligible  bool
 }
 
-// New registers the controller's event handlers. Call it before the informers start.
-func New(config Config) (*Controller, error) {
-	if config.Coalesce <= 0 {
-		config.Coalesce = DefaultCoalesce
+// Watch registers the controller's handlers on the CCM's informers and gives it their
+// listers; call it before they start. Without it (the provider's own tests), the targets are
+// the Nodes of the latest request.
+func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) error {
+	t.listers.Store(&listers{
+		nodes: nodes.Lister(), services: services.Lister(), endpointSlices: endpointSlices.Lister(),
+		endpointSlicesSynced: endpointSlices.Informer().HasSynced,
+		synced:               []toolscache.InformerSynced{nodes.Informer().HasSynced, services.Informer().HasSynced},
+	})
+	queueNode := func(obj any) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if node, ok := obj.(*corev1.Node); ok {
+			t.queue.Add(nodePrefix + node.Name)
+		}
 	}
-	c := &Controller{
-		Config:   config,
-		services: config.Services.Lister(),
-		nodes:    config.Nodes.Lister(),
-		synced: []toolscache.InformerSynced{config.Services.Informer().HasSynced, config.Nodes.Informer().HasSynced,
-			config.EndpointSlices.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
-			workqueue.TypedRateLimitingQueueConfig[key]{Name: Name}),
-		known:        map[string]nodeState{},
-		machineNodes: map[string]string{},
-	}
-	if _, err := config.Nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if node, ok := obj.(*corev1.Node); ok {
-				c.queue.Add(key{kind: kindNode, name: node.Name})
-			}
-		},
+	if _, err := nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: queueNode,
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Node)
 			node, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 && healthInputsChanged(old, node) {
-				c.queue.Add(key{kind: kindNode, name: node.Name})
+				queueNode(node)
 			}
 		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if node, ok := obj.(*corev1.Node); ok {
-				c.queue.Add(key{kind: kindNode, name: node.Name})
-			}
-		},
+		DeleteFunc: queueNode,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	// A Service turning Local or back changes who routes it, and its targets; the service
 	// controller's call may come with a Service newer than this cache, so the routing is
 	// synced again when the cache shows the change.
-	if _, err := config.Services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && c.Targets != nil && targetrules.Local(old) != targetrules.Local(service) {
-				c.Targets.QueueRouting(service.Namespace, service.Name)
+			if ok1 && ok2 && targetrules.Local(old) != targetrules.Local(service) {
+				t.QueueRouting(service.Namespace, service.Name)
 			}
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	endpointsChanged := func(obj any) {
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
 		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			c.endpointSliceChanged(slice)
+			t.endpointSliceChanged(slice)
 		}
 	}
-	if _, err := config.EndpointSlices.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := endpointSlices.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    endpointsChanged,
 		UpdateFunc: func(_, newObj any) { endpointsChanged(newObj) },
 		DeleteFunc: endpointsChanged,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	// A Machine's state, deletion or disappearance changes whether its Node can serve.
-	if err := config.IronCore.OnMachineChange(func(machine *computev1alpha1.Machine) { c.machineChanged(machine.Name) }); err != nil {
-		return nil, err
+	if err := t.ironcore.OnMachineChange(func(machine *computev1alpha1.Machine) { t.machineChanged(machine.Name) }); err != nil {
+		return err
 	}
 	// A NetworkInterface that becomes Available with an address, or stops being one, or is
 	// deleted, joins or leaves the routings the CCM writes, which hold only those, as IronCore's
-	// selector-based routing does; its Node's verdict may change too. The queue folds the
-	// bursts of a joining Node.
-	if err := config.IronCore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
+	// selector-based routing does; its Node's verdict may change too.
+	if err := t.ironcore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
-			c.machineChanged(nic.Spec.MachineRef.Name)
-			c.queue.AddAfter(key{kind: kindRouted}, c.Coalesce)
+			t.machineChanged(nic.Spec.MachineRef.Name)
+			t.queue.AddAfter(routedKey, t.coalesce)
 		}
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	return c, nil
+	t.watchNetworkInterfaces()
+	return nil
+}
+
+// workers is how many syncs run at once: the label key is synced by one at a time, each
+// Service's routing by one at a time, and a burst of Services needs several.
+const workers = 10
+
+// Run syncs the targets until ctx ends. A LoadBalancer created or changed and a routing
+// changed (drift, in explicit mode, where routings are cached) queue the routing of their
+// Service.
+func (t *Controller) Run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	defer t.queue.ShutDown()
+	if err := t.ironcore.OnLoadBalancerSpecChange(t.queueOwnerOf); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancers for their routings; they are synced on requests and resyncs only")
+	}
+	if err := t.ironcore.OnLoadBalancerRoutingChange(t.queueRoutingOwner); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancerRoutings; drift is repaired on resyncs only")
+	}
+	if !t.ironcore.WaitForCacheSync(ctx) {
+		return
+	}
+	if synced := t.lister().synced; len(synced) > 0 {
+		if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), synced...) {
+			return
+		}
+		// EndpointSlice changes that came before the Services were known were dropped.
+		t.queueServices(targetrules.Local)
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, t.work, time.Second)
+	}
+	if t.resync > 0 {
+		go wait.NonSlidingUntilWithContext(ctx, func(context.Context) { t.queueAllTargets() }, t.resync)
+	}
+	<-ctx.Done()
+}
+
+// Name implements the controller-manager's controller.Interface.
+func (t *Controller) Name() string { return Name }
+
+func (t *Controller) work(ctx context.Context) {
+	for {
+		key, shutdown := t.queue.Get()
+		if shutdown {
+			return
+		}
+		// Watch may come after the first requests: from then on, no sync acts on a cache
+		// that has not synced.
+		if synced := t.lister().synced; len(synced) > 0 && !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+			t.queue.Done(key)
+			return
+		}
+		err := t.sync(ctx, key)
+		switch {
+		case errors.Is(err, targetrules.ErrNodesSkipped) && !errors.Is(err, errCacheBehind):
+			// The other Nodes were applied; the skipped ones' own changes bring them in.
+			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", "key", key, "reason", err)
+			t.queue.Forget(key)
+		case err != nil && key == labelsKey && t.lister().nodes == nil:
+			// Without a Node lister the desired targets are only the latest request's, and a
+			// retry would apply a list that may be stale by then: the next request retries.
+			klog.ErrorS(err, "Cannot sync load balancer target labels; the next request tries again")
+			t.queue.Forget(key)
+		case errors.Is(err, errCacheBehind):
+			klog.V(4).InfoS("Load balancer targets wait for the IronCore cache", "key", key, "reason", err)
+			t.queue.AddRateLimited(key)
+		case err != nil:
+			klog.ErrorS(err, "Cannot sync load balancer targets; retrying", "key", key)
+			t.queue.AddRateLimited(key)
+		default:
+			t.queue.Forget(key)
+		}
+		t.queue.Done(key)
+	}
+}
+
+// sync handles one key.
+func (t *Controller) sync(ctx context.Context, key string) error {
+	switch {
+	case key == labelsKey:
+		return t.syncLabels(ctx)
+	case key == allKey:
+		t.queueAllTargets()
+	case key == routedKey:
+		t.queueServices(t.routedByCCM)
+	case strings.HasPrefix(key, routingPrefix):
+		return t.syncRouting(ctx, key)
+	case strings.HasPrefix(key, nodePrefix):
+		return t.syncNode(ctx, strings.TrimPrefix(key, nodePrefix))
+	case strings.HasPrefix(key, graceEndPrefix):
+		if err := t.syncNode(ctx, strings.TrimPrefix(key, graceEndPrefix)); err != nil {
+			return err
+		}
+		// After a restart this process cannot tell whether the Node was a target.
+		t.queueAllTargets()
+	case strings.HasPrefix(key, verifyPrefix):
+		_, service, _ := strings.Cut(strings.TrimPrefix(key, verifyPrefix), "/")
+		routing := routingPrefix + service
+		t.markVerify(routing)
+		return t.syncRouting(ctx, routing)
+	}
+	return nil
+}
+
+// RecheckSoon has the Service's routing read from IronCore and synced again, a few times over
+// the next half minute.
+func (t *Controller) RecheckSoon(service *corev1.Service) {
+	for attempt, delay := range recheckDelays {
+		t.queue.AddAfter(verifyPrefix+strconv.Itoa(attempt)+"/"+service.Namespace+"/"+service.Name, delay)
+	}
 }
 
 // routedByCCM tells whether the CCM writes the LoadBalancerRouting of the Service's
 // LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
-func (c *Controller) routedByCCM(service *corev1.Service) bool {
-	return c.ExplicitRouting || targetrules.Local(service)
+func (t *Controller) routedByCCM(service *corev1.Service) bool {
+	return !t.selecting || targetrules.Local(service)
 }
 
-// queueRoutedServices queues every Service whose routing the CCM writes.
-func (c *Controller) queueRoutedServices() {
-	if err := c.queueServices(c.routedByCCM); err != nil {
+// queueAllTargets queues the target labels and every Service of type LoadBalancer.
+func (t *Controller) queueAllTargets() {
+	t.queue.Add(labelsKey)
+	t.queueServices(func(*corev1.Service) bool { return true })
+}
+
+// queueServices queues the routing keys of the Services of type LoadBalancer that match.
+func (t *Controller) queueServices(match func(*corev1.Service) bool) {
+	lister := t.lister().services
+	if lister == nil {
+		return
+	}
+	services, err := lister.List(labels.Everything())
+	if err != nil {
 		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
+		return
+	}
+	for _, service := range services {
+		if t.class.Wants(service) && match(service) {
+			t.QueueRouting(service.Namespace, service.Name)
+		}
 	}
 }
 
-// resync queues every Service and the target labels, for what no event brought.
-func (c *Controller) resync(context.Context) {
-	if err := c.queueServices(func(*corev1.Service) bool { return true }); err != nil {
-		klog.ErrorS(err, "Cannot list the Services whose targets to resync")
+// endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
+// to, after the coalescing delay; the queue holds a key once however many changes come.
+func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	lister := t.lister().services
+	if name == "" || lister == nil {
+		return
 	}
-	if c.Targets != nil {
-		c.Targets.QueueLabels()
+	service, err := lister.Services(slice.Namespace).Get(name)
+	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
+		return
 	}
+	t.queue.AddAfter(routingPrefix+service.Namespace+"/"+service.Name, t.coalesce)
 }
 
-// Name implements the controller-manager's controller.Interface.
-func (c *Controller) Name() string { return Name }
-
-// RecheckSoon has the Service's routing read from IronCore and synced again, a few times over
-// the next half minute.
-func (c *Controller) RecheckSoon(service *corev1.Service) {
-	for attempt, delay := range recheckDelays {
-		c.queue.AddAfter(key{kind: kindVerify, namespace: service.Namespace, name: service.Name, attempt: attempt}, delay)
+// machineChanged queues the Node of the named Machine, whose state, existence and
+// NetworkInterfaces the target rules read.
+func (t *Controller) machineChanged(machine string) {
+	t.nodesMu.Lock()
+	node, ok := t.machineNodes[machine]
+	t.nodesMu.Unlock()
+	if ok {
+		t.queue.Add(nodePrefix + node)
 	}
 }
 
@@ -281,274 +413,10 @@ func readyCondition(node *corev1.Node) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
-// endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
-// to, after the coalescing delay; the queue holds a key once however many changes come.
-func (c *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
-	name := slice.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return
-	}
-	service, err := c.services.Services(slice.Namespace).Get(name)
-	if err != nil || !c.Class.Wants(service) || !targetrules.Local(service) {
-		return
-	}
-	c.queue.AddAfter(key{kind: kindService, namespace: service.Namespace, name: service.Name}, c.Coalesce)
-}
-
-// machineChanged queues the Node of the named Machine, whose state, existence and
-// NetworkInterfaces the target rules read.
-func (c *Controller) machineChanged(machine string) {
-	c.mu.Lock()
-	node, ok := c.machineNodes[machine]
-	c.mu.Unlock()
-	if ok {
-		c.queue.Add(key{kind: kindNode, name: node})
-	}
-}
-
-// Run processes the queue with the given number of workers until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) || !c.IronCore.WaitForCacheSync(ctx) {
-		return
-	}
-	// EndpointSlice changes that came before the Services were known were dropped.
-	if err := c.queueServices(targetrules.Local); err != nil {
-		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.work, time.Second)
-	}
-	if c.Resync > 0 {
-		go wait.NonSlidingUntilWithContext(ctx, c.resync, c.Resync)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) work(ctx context.Context) {
-	for {
-		item, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		var err error
-		switch item.kind {
-		case kindNode:
-			err = c.syncNode(ctx, item.name)
-		case kindGraceEnd:
-			if err = c.syncNode(ctx, item.name); err == nil {
-				c.queueAllTargets()
-			}
-		case kindAll:
-			c.queueAllTargets()
-		case kindRouted:
-			c.queueRoutedServices()
-		case kindService:
-			err = c.syncService(ctx, item.namespace, item.name)
-		case kindVerify:
-			err = c.verifyService(ctx, item.namespace, item.name)
-		}
-		if onlySkipped(err) {
-			// The Nodes' own changes bring them in; the other Nodes were applied.
-			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", item.kind, klog.KRef(item.namespace, item.name), "reason", err)
-			err = nil
-		}
-		if err != nil {
-			klog.ErrorS(err, "Cannot sync load balancer targets", item.kind, klog.KRef(item.namespace, item.name))
-			c.queue.AddRateLimited(item)
-		} else {
-			c.queue.Forget(item)
-		}
-		c.queue.Done(item)
-	}
-}
-
-// syncNode applies the target rules to a Node. When the Node's verdict, or whether the service
-// controller passes it, changes, it records that on the Node and queues every Service of type
-// LoadBalancer and the target labels; while its Ready condition is within the grace period, it
-// comes back when the period ends. A deleted Node leaves every target too.
-func (c *Controller) syncNode(ctx context.Context, name string) error {
-	node, err := c.nodes.Get(name)
-	if apierrors.IsNotFound(err) {
-		if c.forgetNode(name) {
-			c.queueAllTargetsSoon()
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	previous, seen := c.known[name]
-	c.mu.Unlock()
-	// Whether the Node is a target now, for the grace period: as this controller last found
-	// it; after a restart, the targets' own syncs judge from IronCore.
-	verdict, graceLeft, ok, err := c.Targets.NodeVerdict(ctx, node, seen && previous.unhealthy == "")
-	if err != nil {
-		return err
-	}
-	if !ok {
-		// Not an IronCore Machine of this namespace: never a target.
-		c.forgetNode(name)
-		return nil
-	}
-	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
-	c.mu.Lock()
-	c.known[name] = state
-	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
-		c.machineNodes[id.Machine] = name
-	}
-	c.countUnhealthy()
-	c.mu.Unlock()
-
-	if graceLeft > 0 {
-		// A moment past the end, so that the verdict has turned; every target is synced then,
-		// since after a restart this controller cannot tell whether the Node was one.
-		c.queue.AddAfter(key{kind: kindGraceEnd, name: name}, graceLeft+100*time.Millisecond)
-	}
-	if seen && previous == state {
-		return nil
-	}
-	c.recordVerdict(node, verdict, previous, seen)
-	if !seen && verdict.Kind == "" {
-		// A Node seen for the first time, able to serve: the service controller syncs the load
-		// balancers for a new Node itself.
-		return nil
-	}
-	c.queueAllTargetsSoon()
-	return nil
-}
-
-// recordVerdict records on the Node that its traffic changes. A Node that has not served yet
-// (not initialized, never Ready) is not told it stops: it joins quietly once it can serve.
-func (c *Controller) recordVerdict(node *corev1.Node, verdict targetrules.Verdict, previous nodeState, seen bool) {
-	joining := func(kind string) bool {
-		return kind == targetrules.KindNotInitialized || kind == targetrules.KindNeverReady
-	}
-	switch {
-	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind) && !joining(verdict.Kind):
-		metrics.NodeHealthExclusions.WithLabelValues(verdict.Kind).Inc()
-		c.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonTargetExcluded,
-			"The Node no longer receives load balancer traffic, unless no Node that could serve a Service is healthy: %s", verdict.Reason)
-		klog.InfoS("Node cannot serve; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
-	case verdict.Kind == "" && seen && joining(previous.unhealthy):
-		klog.V(2).InfoS("Node can serve; it becomes a load balancer target", "node", klog.KObj(node))
-	case verdict.Kind == "" && seen && previous.unhealthy != "":
-		c.Recorder.Event(node, corev1.EventTypeNormal, ReasonTargetRestored, "The Node is healthy again and receives load balancer traffic")
-		klog.InfoS("Node is healthy again; it is a load balancer target", "node", klog.KObj(node))
-	}
-}
-
-// queueAllTargets queues the target labels and every Service of type LoadBalancer.
-func (c *Controller) queueAllTargets() {
-	c.Targets.QueueLabels()
-	if err := c.queueServices(func(*corev1.Service) bool { return true }); err != nil {
-		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
-	}
-}
-
-// queueAllTargetsSoon queues every Service's targets and the target labels after the
-// coalescing delay: the queue holds the key once, however many Nodes change meanwhile.
-func (c *Controller) queueAllTargetsSoon() {
-	c.queue.AddAfter(key{kind: kindAll}, c.Coalesce)
-}
-
-// forgetNode forgets a Node, and reports whether it was known.
-func (c *Controller) forgetNode(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, known := c.known[name]
-	delete(c.known, name)
-	for machine, node := range c.machineNodes {
-		if node == name {
-			delete(c.machineNodes, machine)
-		}
-	}
-	c.countUnhealthy()
-	return known
-}
-
-// countUnhealthy sets the gauge of unhealthy Nodes; c.mu must be held.
-func (c *Controller) countUnhealthy() {
-	unhealthy := 0
-	for _, known := range c.known {
-		if known.unhealthy != "" {
-			unhealthy++
-		}
-	}
-	metrics.UnhealthyNodes.Set(float64(unhealthy))
-}
-
-// queueServices queues the Services of type LoadBalancer that match.
-func (c *Controller) queueServices(match func(*corev1.Service) bool) error {
-	services, err := c.services.List(labels.Everything())
-	if err != nil {
-		return err
-	}
-	for _, service := range services {
-		if c.Class.Wants(service) && match(service) {
-			c.queue.Add(key{kind: kindService, namespace: service.Namespace, name: service.Name})
-		}
-	}
-	return nil
-}
-
-// verifyService syncs the Service's routing against the one IronCore has, read from the API
-// server, not against what this process last wrote.
-func (c *Controller) verifyService(ctx context.Context, namespace, name string) error {
-	c.Targets.VerifyRouting(namespace, name)
-	return c.syncService(ctx, namespace, name)
-}
-
-// onlySkipped reports whether err only names Nodes that could not be made targets.
-func onlySkipped(err error) bool {
-	if err == nil {
-		return false
-	}
-	var joined interface{ Unwrap() []error }
-	if errors.As(err, &joined) {
-		for _, e := range joined.Unwrap() {
-			if e != nil && !errors.Is(e, targetrules.ErrNodesSkipped) {
-				return false
-			}
-		}
-		return true
-	}
-	return errors.Is(err, targetrules.ErrNodesSkipped)
-}
-
-// syncService syncs one Service's targets through the provider, which writes only what
-// changes.
-func (c *Controller) syncService(ctx context.Context, namespace, name string) error {
-	service, err := c.services.Services(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !c.Class.Wants(service) {
-		return nil
-	}
-	nodes, err := EligibleNodes(c.nodes)
-	if err != nil {
-		return err
-	}
-	return c.LoadBalancers.UpdateLoadBalancer(ctx, c.ClusterName, service, nodes)
-}
-
-// EligibleNodes lists the Nodes the service controller passes to load balancers.
-func EligibleNodes(lister corelisters.NodeLister) ([]*corev1.Node, error) {
-	all, err := lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
-	}
-	nodes := make([]*corev1.Node, 0, len(all))
-	for _, node := range all {
-		if targetrules.Eligible(node) {
-			nodes = append(nodes, node)
-		}
-	}
-	return nodes, nil
+// nodeVerdicts is the controller's record of each Node's verdict, for the events and metrics
+// that tell a Node's traffic changed, and the Machine → Node map for Machine changes.
+type nodeVerdicts struct {
+	nodesMu      sync.Mutex
+	known        map[string]nodeState
+	machineNodes map[string]string
 }

@@ -10,14 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -61,50 +58,25 @@ type writtenDigest struct {
 	digest, resourceVersion string
 }
 
-// RequestLabels queues a sync of the target labels for the Nodes (the Node lister decides
-// once it is set) and returns what the latest sync found. It does not wait for the writes.
-func (t *Targets) RequestLabels(nodes []*corev1.Node) Report {
+// RequestLabels queues a sync of the target labels for the Nodes the service controller
+// passes for the Service, whose LoadBalancer selects them (the Node lister decides once
+// Watch set it); it records on the Service, and returns, what the latest sync found. It does
+// not wait for the writes.
+func (t *Controller) RequestLabels(service *corev1.Service, nodes []*corev1.Node) Report {
 	t.mu.Lock()
 	t.requested, t.asked = nodes, true
 	last := t.last
 	t.mu.Unlock()
 	t.queue.Add(labelsKey)
+	t.report(service, last)
 	return last
-}
-
-// QueueLabels queues a sync of the target labels.
-func (t *Targets) QueueLabels() { t.queue.Add(labelsKey) }
-
-// workers is how many syncs run at once: the label key is synced by one at a time, each
-// Service's routing by one at a time, and a burst of Services needs several.
-const workers = 10
-
-// Run syncs the target labels and routings until ctx ends. A LoadBalancer created or changed
-// and a routing changed (drift, in explicit mode, where routings are cached) queue the routing
-// of their Service.
-func (t *Targets) Run(ctx context.Context) {
-	defer utilruntime.HandleCrash()
-	defer t.queue.ShutDown()
-	if err := t.ironcore.OnLoadBalancerSpecChange(t.queueOwnerOf); err != nil {
-		klog.ErrorS(err, "Cannot watch LoadBalancers for their routings; they are synced on requests and resyncs only")
-	}
-	if err := t.ironcore.OnLoadBalancerRoutingChange(t.queueRoutingOwner); err != nil {
-		klog.ErrorS(err, "Cannot watch LoadBalancerRoutings; drift is repaired on resyncs only")
-	}
-	if !t.ironcore.WaitForCacheSync(ctx) {
-		return
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, t.work, time.Second)
-	}
-	<-ctx.Done()
 }
 
 // watchNetworkInterfaces queues a label sync on every NetworkInterface change that concerns
 // the labels: a target label changed (by this process, which the nudge waits for, or by anyone
 // else, which is drift), the cluster label, the addresses and the attachment. Only with a Node
 // lister: without one, the desired targets are the latest request's, which no event changes.
-func (t *Targets) watchNetworkInterfaces() {
+func (t *Controller) watchNetworkInterfaces() {
 	if !t.selecting {
 		return
 	}
@@ -126,49 +98,10 @@ func targetInputsChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
 		(old.Spec.MachineRef == nil) != (nic.Spec.MachineRef == nil)
 }
 
-func (t *Targets) work(ctx context.Context) {
-	for {
-		key, shutdown := t.queue.Get()
-		if shutdown {
-			return
-		}
-		if synced := t.lister().synced; len(synced) > 0 && !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-			t.queue.Done(key)
-			return
-		}
-		var err error
-		if key == labelsKey {
-			err = t.syncLabels(ctx)
-		} else {
-			err = t.syncRouting(ctx, key)
-		}
-		switch {
-		case errors.Is(err, targetrules.ErrNodesSkipped) && !errors.Is(err, errCacheBehind):
-			// The other Nodes were applied; the skipped ones' own changes bring them in.
-			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", "key", key, "reason", err)
-			t.queue.Forget(key)
-		case err != nil && key == labelsKey && t.lister().nodes == nil:
-			// Without a Node lister the desired targets are only the latest request's, and a
-			// retry would apply a list that may be stale by then: the next request retries.
-			klog.ErrorS(err, "Cannot sync load balancer target labels; the next request tries again")
-			t.queue.Forget(key)
-		case errors.Is(err, errCacheBehind):
-			klog.V(4).InfoS("Load balancer targets wait for the IronCore cache", "key", key, "reason", err)
-			t.queue.AddRateLimited(key)
-		case err != nil:
-			klog.ErrorS(err, "Cannot sync load balancer targets; retrying", "key", key)
-			t.queue.AddRateLimited(key)
-		default:
-			t.queue.Forget(key)
-		}
-		t.queue.Done(key)
-	}
-}
-
 // syncLabels labels the NetworkInterfaces of the Nodes the target rules choose and unlabels
 // this cluster's other targets, writing only what differs from the labels as this process
 // knows them newest, then nudges IronCore if it would miss the change (nudgeSelecting).
-func (t *Targets) syncLabels(ctx context.Context) error {
+func (t *Controller) syncLabels(ctx context.Context) error {
 	if !t.selecting {
 		// No LoadBalancer of this process selects by the label: writing it would cost a
 		// NetworkInterface write per Node for nothing, and removing labels left from selector
@@ -224,6 +157,7 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 	t.mu.Lock()
 	t.last = Report{Skipped: skipped, Choice: choice}
 	t.mu.Unlock()
+	t.reportSelecting(t.last)
 	if err != nil {
 		return err
 	}
@@ -234,11 +168,30 @@ func (t *Targets) syncLabels(ctx context.Context) error {
 	return t.nudgeSelecting(ctx, want)
 }
 
+// reportSelecting records what a label sync found on every Service whose LoadBalancer selects
+// the targets (not only on those the service controller happens to sync next).
+func (t *Controller) reportSelecting(report Report) {
+	lister := t.lister().services
+	if lister == nil {
+		return
+	}
+	services, err := lister.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the Services to report their targets on")
+		return
+	}
+	for _, service := range services {
+		if t.class.Wants(service) && !targetrules.Local(service) {
+			t.report(service, report)
+		}
+	}
+}
+
 // countDrift counts the labels that differ from what the last sync left in place while the
 // desired targets did not change for them: labels removed from a target, or added to a
 // NetworkInterface that is not one, behind this reconciler's back. Each is recorded on its
 // Node, which is what gained or lost traffic. It returns how many there are.
-func (t *Targets) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) int {
+func (t *Controller) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) int {
 	t.labels.mu.Lock()
 	before := t.labels.labelled
 	t.labels.mu.Unlock()
@@ -286,7 +239,7 @@ func nodesByNetworkInterface(resolved []resolvedNode) map[string]*corev1.Node {
 // writeLabels labels and unlabels the named NetworkInterfaces, all at once: each write joins
 // whatever else is due for its NetworkInterface (a new Node's route, say) in one patch, and
 // the client's rate limiter, not a round trip per NetworkInterface, sets the pace.
-func (t *Targets) writeLabels(ctx context.Context, add, remove []string) error {
+func (t *Controller) writeLabels(ctx context.Context, add, remove []string) error {
 	var (
 		writes sync.WaitGroup
 		mu     sync.Mutex
@@ -349,7 +302,7 @@ func setTargetLabel(nic *networkingv1alpha1.NetworkInterface, cluster string, ta
 // labelled, unlabelled, or gains or loses its addresses, and the digest makes IronCore
 // recompute their routings. IronCore must see the labels before the digest, or it recomputes
 // from the old ones: the nudge waits until this process's cache shows its own label writes.
-func (t *Targets) nudgeSelecting(ctx context.Context, targets map[string]bool) error {
+func (t *Controller) nudgeSelecting(ctx context.Context, targets map[string]bool) error {
 	lbs, err := t.ironcore.LoadBalancers(ctx)
 	if err != nil {
 		return err
@@ -400,7 +353,7 @@ func (t *Targets) nudgeSelecting(ctx context.Context, targets map[string]bool) e
 }
 
 // nudgedDigest is the digest lb carries as this process knows it newest.
-func (t *Targets) nudgedDigest(lb *networkingv1alpha1.LoadBalancer) string {
+func (t *Controller) nudgedDigest(lb *networkingv1alpha1.LoadBalancer) string {
 	t.labels.mu.Lock()
 	defer t.labels.mu.Unlock()
 	if written, ok := t.labels.nudged[lb.UID]; ok {
@@ -415,7 +368,7 @@ func (t *Targets) nudgedDigest(lb *networkingv1alpha1.LoadBalancer) string {
 // targetsDigest identifies the targets as IronCore routes them: by name, state and
 // addresses, as the cache shows them, once it shows this process's writes of each; and the
 // labels put back so far, each of which IronCore must be nudged for too.
-func (t *Targets) targetsDigest(ctx context.Context, targets map[string]bool) (string, error) {
+func (t *Controller) targetsDigest(ctx context.Context, targets map[string]bool) (string, error) {
 	entries := make([]string, 0, len(targets))
 	for name := range targets {
 		if t.ironcore.NetworkInterfaceCacheBehind(ctx, name) {

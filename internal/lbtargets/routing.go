@@ -34,7 +34,7 @@ const routingPrefix = "routing/"
 // routingState is the routing reconciler's memory.
 type routingState struct {
 	mu sync.Mutex
-	// requests holds, by key, the Service and Nodes of the latest request, for Targets without
+	// requests holds, by key, the Service and Nodes of the latest request, for a controller without
 	// listers (and for a Service its lister does not show yet).
 	requests map[string]routingRequest
 	// written holds, by LoadBalancer UID, the routing this process last wrote.
@@ -57,9 +57,9 @@ type writtenRouting struct {
 }
 
 // RequestRouting records the Nodes the service controller passes for the Service and queues a
-// sync of its LoadBalancerRouting; it returns what the latest sync of it found. It does not wait
-// for the write.
-func (t *Targets) RequestRouting(service *corev1.Service, nodes []*corev1.Node) Report {
+// sync of its LoadBalancerRouting; it records on the Service, and returns, what the latest sync
+// of it found. It does not wait for the write.
+func (t *Controller) RequestRouting(service *corev1.Service, nodes []*corev1.Node) Report {
 	key := routingPrefix + service.Namespace + "/" + service.Name
 	t.routing.mu.Lock()
 	if t.routing.requests == nil {
@@ -69,25 +69,31 @@ func (t *Targets) RequestRouting(service *corev1.Service, nodes []*corev1.Node) 
 	report := t.routing.reports[key]
 	t.routing.mu.Unlock()
 	t.queue.Add(key)
+	t.report(service, report)
 	return report
 }
 
 // QueueRouting queues a sync of the routing of the Service with the namespace and name.
-func (t *Targets) QueueRouting(namespace, name string) {
+func (t *Controller) QueueRouting(namespace, name string) {
 	t.queue.Add(routingPrefix + namespace + "/" + name)
 }
 
-// ForgetRouting drops the record of the routing this process last wrote for the LoadBalancer:
-// someone else (IronCore, while the LoadBalancer still selected) may have written it since, and
-// the next sync compares with IronCore's.
-func (t *Targets) ForgetRouting(uid types.UID) {
+// ForgetLoadBalancer drops what this process recorded for the LoadBalancer: the routing it
+// last wrote (someone else, IronCore while the LoadBalancer still selected, may have written
+// it since, and the next sync compares with IronCore's) and whether its selector may move.
+func (t *Controller) ForgetLoadBalancer(uid types.UID) {
+	t.labelledSince.Delete(uid)
+	t.forgetRouting(uid)
+}
+
+func (t *Controller) forgetRouting(uid types.UID) {
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
 	delete(t.routing.written, uid)
 }
 
 // syncRouting writes the Service's routing if it differs from the desired one.
-func (t *Targets) syncRouting(ctx context.Context, key string) error {
+func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	service, nodes, err := t.routingInputs(key)
 	if err != nil || service == nil {
 		return err
@@ -98,7 +104,7 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	}
 	// Two during a type switch: the one the Service's addresses lead to keeps its routing up
 	// to date until the other takes over.
-	lbs, err := t.findLoadBalancers(ctx, service)
+	lbs, err := t.ironcore.ServiceLoadBalancers(ctx, t.owners, service)
 	if err != nil {
 		return err
 	}
@@ -130,16 +136,14 @@ func (t *Targets) syncRouting(ctx context.Context, key string) error {
 	}
 	t.routing.reports[key] = report
 	t.routing.mu.Unlock()
-	if t.onReport != nil {
-		t.onReport(service, report)
-	}
+	t.report(service, report)
 	return report.Skipped.Err()
 }
 
 // routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from
 // the API server (the cache keeps no destinations), at most once per sync and only if a Node
 // that is not Ready asks.
-func (t *Targets) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNow {
+func (t *Controller) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNow {
 	return func(ctx context.Context) (map[string]bool, error) {
 		names := map[string]bool{}
 		for _, lb := range lbs {
@@ -160,16 +164,7 @@ func (t *Targets) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNow {
 	}
 }
 
-// VerifyRouting queues a sync of the Service's routing that compares with the routing IronCore
-// has, read from the API server, rather than with this process's last write: after a selector
-// is removed, IronCore may still rewrite the routing once from the selector it saw before.
-func (t *Targets) VerifyRouting(namespace, name string) {
-	key := routingPrefix + namespace + "/" + name
-	t.markVerify(key)
-	t.queue.Add(key)
-}
-
-func (t *Targets) markVerify(key string) {
+func (t *Controller) markVerify(key string) {
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
 	if t.routing.verify == nil {
@@ -178,7 +173,7 @@ func (t *Targets) markVerify(key string) {
 	t.routing.verify[key] = true
 }
 
-func (t *Targets) takeVerify(key string) bool {
+func (t *Controller) takeVerify(key string) bool {
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
 	verify := t.routing.verify[key]
@@ -188,7 +183,7 @@ func (t *Targets) takeVerify(key string) bool {
 
 // applyRouting writes lb's routing with the destinations, unless it holds them already; verify
 // compares with the routing on the API server.
-func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination, verify bool) error {
+func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination, verify bool) error {
 	network, err := t.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
 	if err != nil {
 		return err
@@ -222,7 +217,7 @@ func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb 
 	} else {
 		resourceVersion, err := t.ironcore.ApplyLoadBalancerRouting(ctx, routing)
 		if err != nil {
-			t.ForgetRouting(lb.UID)
+			t.forgetRouting(lb.UID)
 			return err
 		}
 		t.routing.mu.Lock()
@@ -241,7 +236,7 @@ func (t *Targets) applyRouting(ctx context.Context, service *corev1.Service, lb 
 // routingInputs returns the Service of a routing key, the newer of the lister's and the latest
 // request's, and the Nodes of its latest request; a nil Service when it does not want a load
 // balancer.
-func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
+func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix))
 	if err != nil {
 		return nil, nil, nil //nolint:nilerr // a malformed key cannot be retried into shape
@@ -276,7 +271,7 @@ func (t *Targets) routingInputs(key string) (*corev1.Service, []*corev1.Node, er
 	return service, request.nodes, nil
 }
 
-func (t *Targets) forgetRoutingKey(key string) {
+func (t *Controller) forgetRoutingKey(key string) {
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
 	delete(t.routing.requests, key)
@@ -289,7 +284,7 @@ func (t *Targets) forgetRoutingKey(key string) {
 // unchanged and write nothing), else the one IronCore has (the cache, or a live read in
 // selector mode). A routing that differs from this process's last write although IronCore's is
 // newer was changed behind its back: that drift is counted and reported, and written back.
-func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
+func (t *Controller) routingInPlace(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
 	// Read only: existing is compared, never changed.
 	existing, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name)
 	if err != nil && !errors.Is(err, ironcore.ErrNotFound) {
@@ -311,7 +306,7 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 			return last.digest == ironcore.RoutingDigest(routing), nil
 		}
 		if existing == nil || !ownedBy(existing, lb) || ironcore.RoutingDigest(existing) != last.digest {
-			t.ForgetRouting(lb.UID)
+			t.forgetRouting(lb.UID)
 			t.driftRepaired(service, lb)
 		}
 	}
@@ -327,7 +322,7 @@ func (t *Targets) routingInPlace(ctx context.Context, service *corev1.Service, l
 }
 
 // routingLiveInPlace reports whether lb's routing on the API server already is the desired one.
-func (t *Targets) routingLiveInPlace(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
+func (t *Controller) routingLiveInPlace(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, routing *networkingv1alpha1.LoadBalancerRouting) (bool, error) {
 	existing, err := t.ironcore.LiveLoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case errors.Is(err, ironcore.ErrNotFound):
@@ -341,7 +336,7 @@ func (t *Targets) routingLiveInPlace(ctx context.Context, lb *networkingv1alpha1
 
 // driftRepaired counts and reports a routing found changed behind this process's back; the
 // caller writes it back.
-func (t *Targets) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) {
+func (t *Controller) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) {
 	metrics.LoadBalancerTargetDriftRepaired.WithLabelValues("routing").Inc()
 	klog.InfoS("A LoadBalancerRouting was changed outside the CCM; writing it back", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
 	if t.recorder != nil {
@@ -360,7 +355,7 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 }
 
 // queueOwnerOf queues the routing key of the Service that the LoadBalancer was made for.
-func (t *Targets) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
+func (t *Controller) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
 	if owner := ironcore.OwnerOf(lb); owner.Namespace != "" && owner.Name != "" {
 		t.QueueRouting(owner.Namespace, owner.Name)
 	}
@@ -368,7 +363,7 @@ func (t *Targets) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
 
 // queueRoutingOwner queues the routing key of the Service whose LoadBalancer owns the routing,
 // or whose LoadBalancer has its name (a routing stripped of its owner by hand is repaired too).
-func (t *Targets) queueRoutingOwner(routing *networkingv1alpha1.LoadBalancerRouting) {
+func (t *Controller) queueRoutingOwner(routing *networkingv1alpha1.LoadBalancerRouting) {
 	owned := false
 	for _, ref := range routing.OwnerReferences {
 		if ref.Kind != "LoadBalancer" {

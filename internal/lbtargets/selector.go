@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -28,7 +27,7 @@ const selectorSettle = 3 * time.Second
 // the selector still stays for selectorSettle (settling is what is left of it): IronCore's
 // controller applies a selector to its own cache of NetworkInterfaces, which can be behind
 // this one, and would route to none of the NetworkInterfaces it does not see labelled yet.
-func (t *Targets) HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration, err error) {
+func (t *Controller) HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration, err error) {
 	next := desired.Spec.NetworkInterfaceSelector
 	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
 		t.labelledSince.Delete(existing.UID)
@@ -56,7 +55,7 @@ func (t *Targets) HoldSelector(ctx context.Context, existing, desired *networkin
 
 // targetsLabelled reports whether every NetworkInterface the routing of the existing
 // LoadBalancer sends to, of an eligible Node, matches the next selector in this cache.
-func (t *Targets) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector, nodes []*corev1.Node) (bool, error) {
+func (t *Controller) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector, nodes []*corev1.Node) (bool, error) {
 	selector, err := metav1.LabelSelectorAsSelector(next)
 	if err != nil {
 		return false, err
@@ -105,6 +104,3 @@ func (t *Targets) targetsLabelled(ctx context.Context, existing *networkingv1alp
 	}
 	return true, nil
 }
-
-// ForgetSelector forgets what HoldSelector found for the LoadBalancer, which is gone.
-func (t *Targets) ForgetSelector(uid types.UID) { t.labelledSince.Delete(uid) }

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -31,12 +30,10 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
-// Targets decides which NetworkInterfaces load balancers send traffic to (those on the cluster
-// Network of the Nodes the target rules choose), and is the only writer of what carries them:
-// the target label that selecting LoadBalancers select by (labels.go), and the
-// LoadBalancerRoutings the CCM writes (routing.go). Both are level-triggered syncs on one
-// client-go workqueue; the provider and the targets controller only queue them.
-type Targets struct {
+// Controller is the load balancer targets controller (see the package documentation): it
+// decides which NetworkInterfaces load balancers send traffic to (those on the cluster Network
+// of the Nodes the target rules choose) and writes what carries them.
+type Controller struct {
 	ironcore *ironcore.Client
 	cluster  string
 	network  string
@@ -46,26 +43,25 @@ type Targets struct {
 	health targetrules.Health
 	// class says which Services are this CCM's.
 	class lbclass.Policy
-	// recorder records the repairs of drifted labels on the Nodes concerned; may be nil.
+	// owners tells which LoadBalancers are the cluster's.
+	owners ironcore.Owners
+	// recorder records events on Services and Nodes; may be nil.
 	recorder record.EventRecorder
-	// listers are the CCM's listers, set once informers exist (SetListers), which may be after
-	// syncs began. Every Service's sync passes a Node list, but a list may be older than
-	// another's, so the Node lister, which is at least as new as any list, decides which Nodes
-	// are eligible; Local Services go only to Nodes with a serving endpoint, from the
-	// EndpointSlice lister.
+	coalesce time.Duration
+	resync   time.Duration
+	// listers are the CCM's listers, set by Watch. Every Service's request passes a Node
+	// list, but a list may be older than another's, so the Node lister, which is at least as
+	// new as any list, decides which Nodes are eligible; Local Services go only to Nodes with a
+	// serving endpoint, from the EndpointSlice lister.
 	listers atomic.Pointer[listers]
-	// findLoadBalancers returns the Service's LoadBalancers from the cache.
-	findLoadBalancers func(context.Context, *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error)
-	// onReport, if set, is told what each routing sync found.
-	onReport func(*corev1.Service, Report)
 
-	// queue holds the label reconciler's key and the routing reconciler's keys.
+	// queue holds every key: the labels, the routings, the Nodes (see controller.go).
 	queue workqueue.TypedRateLimitingInterface[string]
 	// routing is the routing reconciler's memory.
 	routing routingState
 	// mu guards requested and last.
 	mu sync.Mutex
-	// requested is the Node list of the latest request, for a Targets without a Node lister;
+	// requested is the Node list of the latest request, for a controller without a Node lister;
 	// asked tells whether there was one.
 	requested []*corev1.Node
 	asked     bool
@@ -74,6 +70,10 @@ type Targets struct {
 	// labels is the label reconciler's record of the target labels it last found in place; see
 	// labels.go.
 	labels labelRecord
+	// nodeVerdicts is the record of the Nodes' verdicts (nodes.go).
+	nodeVerdicts
+	// notices remembers the events recorded on each Service (report.go).
+	notices Notices
 	// labelledSince holds, by LoadBalancer UID, since when HoldSelector has found the targets
 	// of a selector that is to move labelled.
 	labelledSince sync.Map
@@ -82,44 +82,7 @@ type Targets struct {
 	leftOut sync.Map
 }
 
-// TargetsConfig builds Targets.
-type TargetsConfig struct {
-	IronCore *ironcore.Client
-	Cluster  string
-	Network  string
-	// Selecting is --use-nic-selector: LoadBalancers select their targets by the target label.
-	Selecting bool
-	Health    targetrules.Health
-	// Class says which Services are this CCM's.
-	Class    lbclass.Policy
-	Recorder record.EventRecorder
-	// FindLoadBalancers returns the Service's LoadBalancers from the cache: none, one, or two
-	// while its type switches.
-	FindLoadBalancers func(context.Context, *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error)
-	// OnReport, if set, is told what each routing sync found, for events and metrics.
-	OnReport func(*corev1.Service, Report)
-}
-
-// NewTargets builds Targets; SetListers gives it the CCM's listers, Run starts its label
-// reconciler.
-func NewTargets(config TargetsConfig) *Targets {
-	return &Targets{
-		ironcore:          config.IronCore,
-		cluster:           config.Cluster,
-		network:           config.Network,
-		selecting:         config.Selecting,
-		health:            config.Health,
-		class:             config.Class,
-		recorder:          config.Recorder,
-		findLoadBalancers: config.FindLoadBalancers,
-		onReport:          config.OnReport,
-		labels:            labelRecord{process: string(uuid.NewUUID())},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ironcore-load-balancer-target-labels"}),
-	}
-}
-
-// listers are the CCM's listers Targets reads; all nil without informers (in tests).
+// listers are the CCM's listers the controller reads; all nil without informers (in tests).
 type listers struct {
 	nodes                corelisters.NodeLister
 	services             corelisters.ServiceLister
@@ -130,17 +93,8 @@ type listers struct {
 	synced []toolscache.InformerSynced
 }
 
-// SetListers gives Targets the CCM's Node, Service and EndpointSlice listers, and whether the
-// Node and Service caches have synced; from then on, changes of NetworkInterfaces queue label
-// syncs too.
-func (t *Targets) SetListers(nodes corelisters.NodeLister, services corelisters.ServiceLister, endpointSlices discoverylisters.EndpointSliceLister,
-	endpointSlicesSynced func() bool, synced ...toolscache.InformerSynced) {
-	t.listers.Store(&listers{nodes: nodes, services: services, endpointSlices: endpointSlices, endpointSlicesSynced: endpointSlicesSynced, synced: synced})
-	t.watchNetworkInterfaces()
-}
-
-// lister returns the listers, empty until SetListers.
-func (t *Targets) lister() listers {
+// lister returns the listers, empty until Watch.
+func (t *Controller) lister() listers {
 	if l := t.listers.Load(); l != nil {
 		return *l
 	}
@@ -189,7 +143,7 @@ const endpointSlicesSyncWait = 10 * time.Second
 // A Node that is not an IronCore Machine of this namespace is passed over quietly: it can never
 // be a target, and failing every Service's sync over it would help no one. A NetworkInterface
 // of another cluster is reported as skipped.
-func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, Skipped, error) {
+func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, Skipped, error) {
 	resolved := make([]resolvedNode, 0, len(nodes))
 	var skipped Skipped
 	for _, node := range nodes {
@@ -211,7 +165,7 @@ func (t *Targets) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolved
 // resolveNode resolves one Node, or returns the reason it cannot be a target at all; quiet
 // reasons are facts about the Node that no retry changes. Errors are failures to read, not
 // facts about the Node.
-func (t *Targets) resolveNode(ctx context.Context, node *corev1.Node) (r resolvedNode, reason string, quiet bool, err error) {
+func (t *Controller) resolveNode(ctx context.Context, node *corev1.Node) (r resolvedNode, reason string, quiet bool, err error) {
 	r.node = node
 	if node.Spec.ProviderID == "" {
 		return r, "", false, nil
@@ -255,7 +209,7 @@ func servingInterfacesOf(resolved []resolvedNode) []*networkingv1alpha1.NetworkI
 }
 
 // logLeftOut logs once per Node and reason that the Node is not a load balancer target.
-func (t *Targets) logLeftOut(node *corev1.Node, reason string) {
+func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
 	if previous, loaded := t.leftOut.Swap(node.Name, reason); loaded && previous == reason {
 		return
 	}
@@ -269,7 +223,7 @@ func (t *Targets) logLeftOut(node *corev1.Node, reason string) {
 // deleted or tainted for deletion by the cluster autoscaler is a candidate that the rule
 // finds unhealthy, so that it is never the reason a load balancer has no targets; without it,
 // such Nodes are left out here, as the service controller leaves them out.
-func (t *Targets) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
+func (t *Controller) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	lister := t.lister().nodes
 	if lister == nil {
 		return nodes, nil
@@ -299,7 +253,7 @@ func noTargetsNow(context.Context) (map[string]bool, error) { return nil, nil }
 // verdict applies the rule to a resolved Node. current is read only for a Node that passes
 // every rule but Ready, whose Ready condition is False or Unknown: only then does it matter
 // whether the Node is a target now.
-func (t *Targets) verdict(ctx context.Context, r resolvedNode, current targetsNow, now time.Time) (targetrules.Verdict, error) {
+func (t *Controller) verdict(ctx context.Context, r resolvedNode, current targetsNow, now time.Time) (targetrules.Verdict, error) {
 	in := targetrules.Inputs{Node: r.node, Machine: r.machine, NetworkInterfaces: r.nics}
 	verdict := t.health.Check(in, now)
 	if verdict.Kind != targetrules.KindNeverReady || !targetrules.ReportsReady(r.node) {
@@ -315,7 +269,7 @@ func (t *Targets) verdict(ctx context.Context, r resolvedNode, current targetsNo
 
 // choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
 // the shared targets of the selector). It returns the chosen Nodes, in the order given.
-func (t *Targets) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode, current targetsNow) ([]resolvedNode, targetrules.Choice, error) {
+func (t *Controller) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode, current targetsNow) ([]resolvedNode, targetrules.Choice, error) {
 	local := service != nil && targetrules.Local(service)
 	var serving map[string]bool
 	if local {
@@ -368,7 +322,7 @@ func once(current targetsNow) targetsNow {
 // lister (no informers) no endpoints are known, which the rules treat as a Local Service
 // without endpoints. Until the cache has synced it knows none either, so a sync waits for it
 // rather than send a Local Service's traffic to every Node.
-func (t *Targets) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
+func (t *Controller) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
 	l := t.lister()
 	if l.endpointSlices == nil {
 		return nil, nil
@@ -389,7 +343,7 @@ func (t *Targets) servingNodes(ctx context.Context, service *corev1.Service) (ma
 
 // EligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
 // (see candidates and choose), where current are the targets now.
-func (t *Targets) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node, current map[string]bool) (map[string]bool, error) {
+func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node, current map[string]bool) (map[string]bool, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, err
@@ -412,7 +366,7 @@ func (t *Targets) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1
 // Destinations lists a LoadBalancerRouting destination for every IP of the serving
 // NetworkInterfaces of the Nodes the target rules choose for the Service, in a stable order;
 // current are the Service's targets now.
-func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, Report{}, err
@@ -441,7 +395,7 @@ func (t *Targets) Destinations(ctx context.Context, service *corev1.Service, nod
 // now: a destination the target rules choose among the Nodes (the lister decides once set),
 // for its own routing or, if it selects, for the shared targets. Until the IronCore cache has
 // synced it cannot tell, and says so.
-func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
+func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
 	if !t.ironcore.HasSynced() {
 		return false, errors.New("the IronCore cache has not synced yet")
 	}
@@ -484,7 +438,7 @@ func (t *Targets) Expects(ctx context.Context, service *corev1.Service, nodes []
 // for a Node within the grace period of a NotReady target, how long until it ends, whether or
 // not the Node is a target: the routings judge that from IronCore, and must be synced again
 // then.
-func (t *Targets) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, graceLeft time.Duration, ok bool, err error) {
+func (t *Controller) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, graceLeft time.Duration, ok bool, err error) {
 	r, reason, quiet, err := t.resolveNode(ctx, node)
 	if err != nil || quiet {
 		return targetrules.Verdict{}, 0, false, err

@@ -40,7 +40,7 @@ func startCloudWithConfigAndOptions(t *testing.T, extra string, options *config.
 	}
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	c.Initialize(nil, stop)
+	initialize(c, stop)
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !c.IronCore().WaitForCacheSync(syncCtx) {

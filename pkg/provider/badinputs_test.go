@@ -398,7 +398,7 @@ func checkFullPrefix(t *testing.T, in badInput) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Initialize(nil, ctx.Done())
+	initialize(c, ctx.Done())
 	if !c.IronCore().WaitForCacheSync(ctx) {
 		t.Fatal("the IronCore cache did not sync")
 	}

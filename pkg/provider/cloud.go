@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -24,12 +23,10 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // ProviderName is the value of --cloud-provider this CCM answers to.
@@ -170,18 +167,9 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 			InternalPrefixes: internalPrefixes,
 			UseNICSelector:   options.UseNICSelector,
 		},
-		recorder: settings.Recorder,
+		recorder:        settings.Recorder,
+		clusterNameFlag: settings.ClusterNameFlag,
 	}
-	loadBalancers.targets = lbtargets.NewTargets(lbtargets.TargetsConfig{
-		IronCore: client, Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Selecting: options.UseNICSelector,
-		Health:   targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
-		Class:    lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
-		Recorder: settings.Recorder,
-		FindLoadBalancers: func(ctx context.Context, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
-			return client.ServiceLoadBalancers(ctx, loadBalancers.owners(settings.ClusterNameFlag), service)
-		},
-		OnReport: loadBalancers.reportTargets,
-	})
 	return &Cloud{
 		config:        *cloudConfig,
 		options:       *options,
@@ -218,8 +206,6 @@ func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
 // once this replica leads.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
-	// The label reconciler runs while this replica leads, as the framework's controllers do.
-	go c.loadBalancers.targets.Run(ctx)
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
 			klog.ErrorS(err, "IronCore cache stopped")
@@ -319,18 +305,18 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 			klog.InfoS("The cluster's objects are cached with their managed fields", "reason", err)
 		}
 	}
-	c.loadBalancers.targets.SetListers(nodes.Lister(), services.Lister(), endpointSlices.Lister(), endpointSlices.Informer().HasSynced,
-		nodes.Informer().HasSynced, services.Informer().HasSynced)
 }
 
-// Targets decides the load balancers' targets and owns the target labels.
-func (c *Cloud) Targets() *lbtargets.Targets { return c.loadBalancers.targets }
+// UseTargets gives the load balancers the targets controller, which writes their targets.
+// Call it before the service controller starts.
+func (c *Cloud) UseTargets(targets Targets) { c.loadBalancers.targets = targets }
 
-// RecheckTargetsWith has the provider ask recheck to sync a Service's targets again shortly,
-// after a change that IronCore may briefly undo (a LoadBalancer that stops selecting its
-// targets).
-func (c *Cloud) RecheckTargetsWith(recheck func(*corev1.Service)) {
-	c.loadBalancers.recheck.Store(&recheck)
+// LoadBalancerTargets is the targets controller UseTargets gave.
+func (c *Cloud) LoadBalancerTargets() Targets { return c.loadBalancers.targets }
+
+// LoadBalancerOwners tells which LoadBalancers are this cluster's.
+func (c *Cloud) LoadBalancerOwners() ironcore.Owners {
+	return c.loadBalancers.owners(c.loadBalancers.clusterNameFlag)
 }
 
 // AllocatesPodCIDRs tells whether the cloud-config turns pod CIDR allocation on.

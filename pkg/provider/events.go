@@ -2,11 +2,12 @@ package provider
 
 import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
 // runbooks may match on them. docgen.EventReasons documents each. Those of the Problems package
-// lbspec finds in a Service are defined there.
+// lbspec finds in a Service, and of the targets, are defined in those packages.
 const (
 	ReasonInvalidAnnotation     = lbspec.ReasonInvalidAnnotation
 	ReasonInvalidLoadBalancerIP = lbspec.ReasonInvalidLoadBalancerIP
@@ -18,7 +19,7 @@ const (
 	ReasonSourceRangesOnNodes   = lbspec.ReasonSourceRangesOnNodes
 	ReasonLoadBalancerIPIgnored = lbspec.ReasonLoadBalancerIPIgnored
 	ReasonLoadBalancerIPKept    = lbspec.ReasonLoadBalancerIPKept
-	ReasonTargetsIncomplete     = "LoadBalancerTargetsIncomplete"
-	ReasonTargetsFailedOpen     = "LoadBalancerTargetsFailedOpen"
-	ReasonNoLocalEndpoints      = "LoadBalancerNoLocalEndpoints"
+	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
+	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
+	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints
 )

@@ -10,6 +10,7 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -46,13 +47,12 @@ const addressWait = time.Second
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings lbspec.Settings
-	targets  *lbtargets.Targets
+	targets  Targets
 	recorder record.EventRecorder
-	// recheck, if set, has a Service's targets synced again shortly (see recheckSoon). It is
-	// set when the controller that does it starts, while syncs may already run.
-	recheck atomic.Pointer[func(*corev1.Service)]
-	retries *retryDelays
-	notices notices
+	// clusterNameFlag is the --cluster-name the service controller passes.
+	clusterNameFlag string
+	retries         *retryDelays
+	notices         lbtargets.Notices
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
@@ -60,6 +60,31 @@ type loadBalancers struct {
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
+
+// errNoTargets is returned by a load balancer call before cmd gave the provider its targets
+// controller (UseTargets).
+var errNoTargets = errors.New("the load balancer targets controller is not set up (Cloud.UseTargets)")
+
+// Targets is the load balancer targets controller (package lbtargets), as the load balancers
+// use it: they record a Service's Nodes and queue its targets, and ask what the targets will
+// be; the controller, which cmd builds and runs, writes them.
+type Targets interface {
+	// RequestLabels and RequestRouting record the Nodes the service controller passes for a
+	// Service whose LoadBalancer selects its targets, or does not, queue their sync, and
+	// return what the latest one found.
+	RequestLabels(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report
+	RequestRouting(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report
+	// Expects tells whether the Service's LoadBalancer should have somewhere to send traffic.
+	Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error)
+	// HoldSelector keeps the existing selector in desired while the new one would drop a
+	// destination; see lbtargets.
+	HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, time.Duration, error)
+	// RecheckSoon has the Service's routing compared with IronCore's a few times soon.
+	RecheckSoon(service *corev1.Service)
+	// ForgetLoadBalancer and ForgetService forget what was recorded for what is gone.
+	ForgetLoadBalancer(uid types.UID)
+	ForgetService(service *corev1.Service)
+}
 
 // GetLoadBalancerName returns the name a new LoadBalancer of the Service gets. It makes no
 // request; an adopted LoadBalancer of the reference CCM may have an older name.
@@ -96,6 +121,9 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // selected by the new selector; until then it keeps its selector and the Service is retried.
 // A LoadBalancerRouting never loses an eligible destination on the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	if l.targets == nil {
+		return nil, errNoTargets
+	}
 	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
 		return nil, l.report(service, err)
@@ -151,8 +179,8 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 				// IronCore may have rewritten the routing until the selector was gone, and a
 				// rewrite it began before may still land: the routing is compared with
 				// IronCore's (the LoadBalancer's change queues it) and checked again soon.
-				l.targets.ForgetRouting(lb.UID)
-				l.recheckSoon(service)
+				l.targets.ForgetLoadBalancer(lb.UID)
+				l.targets.RecheckSoon(service)
 			}
 		}
 	}
@@ -270,24 +298,13 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 
 // syncTargets queues the Service's targets: the shared target labels if its LoadBalancer
 // selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
-// what their latest sync found. A selector moves only once Targets.HoldSelector finds the labels in
-// place.
+// what their latest sync found. A selector moves only once Targets.HoldSelector finds the
+// labels in place.
 func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report {
-	var report lbtargets.Report
 	if lbspec.UsesSelector(service, l.settings) {
-		report = l.targets.RequestLabels(nodes)
-	} else {
-		report = l.targets.RequestRouting(service, nodes)
+		return l.targets.RequestLabels(service, nodes)
 	}
-	l.reportTargets(service, report)
-	return report
-}
-
-// recheckSoon has the Service's targets synced again shortly, if a controller offers to.
-func (l *loadBalancers) recheckSoon(service *corev1.Service) {
-	if recheck := l.recheck.Load(); recheck != nil {
-		(*recheck)(service)
-	}
+	return l.targets.RequestRouting(service, nodes)
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one; ready is
@@ -309,6 +326,9 @@ func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired
 // that the latest sync could not make targets are named in the returned error, so that the
 // framework retries them.
 func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service *corev1.Service, nodes []*corev1.Node) error {
+	if l.targets == nil {
+		return errNoTargets
+	}
 	return l.syncTargets(service, nodes).Skipped.Err()
 }
 
@@ -320,6 +340,9 @@ func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service 
 // writes: a caller that reports addresses must not create a LoadBalancer for a Service that is
 // going away.
 func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
+	if l.targets == nil {
+		return nil, lbspec.NotPending, errNoTargets
+	}
 	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
 		return nil, lbspec.NotPending, nil //nolint:nilerr // the Service's syncs report its errors

@@ -17,7 +17,10 @@ import (
 // returns without waiting for IronCore to finish. Deleting what is gone is not an error.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
-	l.notices.forget(service.UID)
+	l.notices.Forget(service.UID)
+	if l.targets != nil {
+		l.targets.ForgetService(service)
+	}
 	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
 	lb, err := l.find(ctx, clusterName, service, true)
 	var conflict *lbspec.Problem
@@ -55,8 +58,9 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	l.targets.ForgetSelector(lb.UID)
-	l.targets.ForgetRouting(lb.UID)
+	if l.targets != nil {
+		l.targets.ForgetLoadBalancer(lb.UID)
+	}
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ownedBy(routing, lb):

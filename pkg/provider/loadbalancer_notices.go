@@ -3,8 +3,6 @@ package provider
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +13,6 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // retryDelays remembers, per Service, its retry delay (the client-go rate limiter's: it starts
@@ -91,52 +86,6 @@ func (l *loadBalancers) warn(service *corev1.Service, problem *lbspec.Problem) {
 	l.recorder.Event(service, corev1.EventTypeWarning, problem.Reason, problem.Message)
 }
 
-// reportTargets records what a target sync found: a Warning naming the Nodes that could not
-// be made targets, a Warning when the health rule failed open, an event when a Local Service
-// has no serving endpoint, each when it changes; and the number of target Nodes.
-func (l *loadBalancers) reportTargets(service *corev1.Service, report lbtargets.Report) {
-	var message string
-	if len(report.Skipped) > 0 {
-		message = report.Skipped.Err().Error()
-	}
-	if l.notices.changed(service.UID, ReasonTargetsIncomplete, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
-	}
-	choice := report.Choice
-	message = ""
-	if choice.FailedOpen {
-		message = fmt.Sprintf("Every Node that could serve the Service is unhealthy, so all %d stay load balancer targets: %s",
-			len(choice.Targets), describeUnhealthy(choice.Unhealthy))
-	}
-	if l.notices.changed(service.UID, ReasonTargetsFailedOpen, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsFailedOpen, message)
-	}
-	message = ""
-	if choice.NoLocalEndpoints && targetrules.Local(service) {
-		message = fmt.Sprintf("The Service has externalTrafficPolicy Local and no serving endpoint on a target Node; its load balancer sends "+
-			"traffic to all %d healthy Nodes, where kube-proxy refuses it, until an endpoint serves", len(choice.Targets))
-	}
-	if l.notices.changed(service.UID, ReasonNoLocalEndpoints, message) && message != "" {
-		l.recorder.Event(service, corev1.EventTypeNormal, ReasonNoLocalEndpoints, message)
-	}
-	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name).Set(float64(len(choice.Targets)))
-}
-
-// describeUnhealthy names the unhealthy Nodes and why, the first few of them.
-func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
-	names := slices.Sorted(maps.Keys(unhealthy))
-	const shown = 5
-	var parts []string
-	for i, name := range names {
-		if i == shown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(names)-shown))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("Node %s: %s", name, unhealthy[name].Reason))
-	}
-	return strings.Join(parts, "; ")
-}
-
 // warnOnce records the events about what the Service asks for and does not get, each time
 // that changes, not on every sync: the service controller retries a Service often while
 // IronCore works, and the same Warning every few hundred milliseconds buries the others.
@@ -145,46 +94,10 @@ func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []lbspec.Prob
 	for _, warning := range warnings {
 		messages = append(messages, warning.Reason+": "+warning.Message)
 	}
-	if !l.notices.changed(service.UID, "fields", strings.Join(messages, "\n")) {
+	if !l.notices.Changed(service.UID, "fields", strings.Join(messages, "\n")) {
 		return
 	}
 	for i := range warnings {
 		l.warn(service, &warnings[i])
 	}
-}
-
-// notices remembers, per Service and kind, the last events recorded, so that an event is
-// recorded again only when its content changes. A restart records them once more.
-type notices struct {
-	mu   sync.Mutex
-	last map[types.UID]map[string]string
-}
-
-// changed records content as the Service's latest of kind and reports whether it differs
-// from the one before. Empty content clears it.
-func (n *notices) changed(uid types.UID, kind, content string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	previous := n.last[uid][kind]
-	if previous == content {
-		return false
-	}
-	if n.last == nil {
-		n.last = map[types.UID]map[string]string{}
-	}
-	if n.last[uid] == nil {
-		n.last[uid] = map[string]string{}
-	}
-	if content == "" {
-		delete(n.last[uid], kind)
-	} else {
-		n.last[uid][kind] = content
-	}
-	return true
-}
-
-func (n *notices) forget(uid types.UID) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.last, uid)
 }

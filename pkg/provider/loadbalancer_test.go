@@ -624,7 +624,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c.SetInformers(factory)
+	setInformers(t, c, factory)
 	factory.Start(stop)
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "stale-1", "stale-2")

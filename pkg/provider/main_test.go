@@ -9,12 +9,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -91,13 +94,40 @@ func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.O
 	if err != nil {
 		return nil, err
 	}
-	c.Initialize(nil, stop)
+	initialize(c, stop)
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !c.IronCore().WaitForCacheSync(syncCtx) {
 		return nil, fmt.Errorf("the IronCore cache did not sync")
 	}
 	return c, nil
+}
+
+// initialize initializes the provider and runs its targets controller, as cmd builds and runs
+// it; a test that gives the controller informers (targetsOf(c).Watch) does so before they
+// start.
+func initialize(c *provider.Cloud, stop <-chan struct{}) {
+	config := lbtargets.ConfigFrom(c.Options(), c.CloudConfig())
+	config.IronCore, config.Owners, config.Recorder = c.IronCore(), c.LoadBalancerOwners(), recorder
+	targets := lbtargets.New(config)
+	c.UseTargets(targets)
+	c.Initialize(nil, stop)
+	go targets.Run(wait.ContextForChannel(stop))
+}
+
+// setInformers gives the provider and its targets controller the informers, as the framework
+// and cmd do, before they start.
+func setInformers(t *testing.T, c *provider.Cloud, factory informers.SharedInformerFactory) {
+	t.Helper()
+	c.SetInformers(factory)
+	if err := targetsOf(c).Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// targetsOf returns the targets controller startCloud built for the provider.
+func targetsOf(c *provider.Cloud) *lbtargets.Controller {
+	return c.LoadBalancerTargets().(*lbtargets.Controller)
 }
 
 func instancesV2(t *testing.T) cloudprovider.InstancesV2 {

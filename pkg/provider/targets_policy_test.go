@@ -57,26 +57,10 @@ func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c.SetInformers(factory)
+	setInformers(t, c, factory)
 	lbs := loadBalancerOf(t, c)
-	controller, err := lbtargets.New(lbtargets.Config{
-		IronCore:        c.IronCore(),
-		LoadBalancers:   lbs,
-		ClusterName:     "kubernetes",
-		Services:        factory.Core().V1().Services(),
-		Nodes:           factory.Core().V1().Nodes(),
-		EndpointSlices:  factory.Discovery().V1().EndpointSlices(),
-		Targets:         c.Targets(),
-		ExplicitRouting: !c.Options().UseNICSelector,
-		Recorder:        recorder,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.RecheckTargetsWith(controller.RecheckSoon)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	go controller.Run(ctx, 4)
 	return &targetsHarness{cloud: c, lbs: lbs, factory: factory}
 }
 
@@ -646,7 +630,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	}
 	// The informers are set but not started yet: the caches have not synced.
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c.SetInformers(factory)
+	setInformers(t, c, factory)
 	lbs := loadBalancerOf(t, c)
 	nodes := clusterNodes(t, "unsynced-1", "unsynced-2")
 	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})

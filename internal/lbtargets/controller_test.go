@@ -1,0 +1,194 @@
+package lbtargets_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+var stack *testenv.Stack
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	var err error
+	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
+		return 1
+	}
+	defer func() { _ = stack.Stop() }()
+	return m.Run()
+}
+
+// start runs the controller as cmd does, in explicit mode (it writes every routing), on real
+// informers and the IronCore cache, without the provider: no LoadBalancer is made for a
+// Service here, the tests make it themselves.
+func start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ironcoreClient, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := lbtargets.New(lbtargets.Config{
+		IronCore: ironcoreClient, Cluster: stack.ClusterName, Network: stack.Network,
+		Health:   targetrules.Health{Enabled: true, ReadyGrace: time.Minute},
+		Owners:   ironcore.Owners{Clusters: []string{stack.ClusterName}},
+		Recorder: record.NewFakeRecorder(100),
+	})
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	if err := c.Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx)
+}
+
+// nodeOnMachine creates a Machine, waits until IronCore runs it with an address on its
+// NetworkInterface, and registers its Node, initialized, Ready or, as a kubelet on its first
+// start, not; it returns the address.
+func nodeOnMachine(t *testing.T, name string, ready bool) string {
+	t.Helper()
+	ctx := context.Background()
+	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), machine)) })
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := testenv.WaitFor(ctx, time.Minute, "an Available NetworkInterface with an address", func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}, nic); err != nil {
+			return err
+		}
+		if nic.Status.State != networkingv1alpha1.NetworkInterfaceStateAvailable || len(nic.Status.IPs) == 0 {
+			return fmt.Errorf("state %q, addresses %v", nic.Status.State, nic.Status.IPs)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := providerid.ID{Namespace: stack.Namespace, Machine: name}
+	node, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: id.String(), NotReady: !ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Initialized, as the cloud node controller leaves it.
+	node.Spec.Taints = nil
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return nic.Status.IPs[0].String()
+}
+
+// loadBalancerFor creates the IronCore LoadBalancer of the Service, recording it as its owner
+// as the provider does.
+func loadBalancerFor(t *testing.T, service *corev1.Service) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service), Labels: map[string]string{
+			keys.LabelClusterName: stack.ClusterName, keys.LabelServiceNamespace: service.Namespace,
+			keys.LabelServiceName: service.Name, keys.LabelServiceUID: string(service.UID),
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	return lb
+}
+
+// waitForDestinations waits until the LoadBalancer's routing sends to exactly the addresses.
+func waitForDestinations(t *testing.T, lb *networkingv1alpha1.LoadBalancer, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("the routing of %s to send to %v", lb.Name, want), func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), routing); err != nil {
+			return err
+		}
+		var got []string
+		for _, destination := range routing.Destinations {
+			got = append(got, destination.IP.String())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("it sends to %v", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The controller alone, from its own watches: a Service's LoadBalancer appearing gets a
+// routing to the Nodes that can serve, and a deleted Machine leaves it.
+func TestARoutingFollowsTheNodesThatCanServe(t *testing.T) {
+	start(t)
+	a, b := nodeOnMachine(t, "targets-a", true), nodeOnMachine(t, "targets-b", true)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "targets-follow", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := loadBalancerFor(t, service)
+	waitForDestinations(t, lb, a, b)
+
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "targets-b"}}
+	if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	waitForDestinations(t, lb, a)
+}
+
+// A Node that registers and has never been Ready is no destination, whatever else changes;
+// once Ready, it is one.
+func TestANodeJoinsOnlyOnceReady(t *testing.T) {
+	start(t)
+	c, d := nodeOnMachine(t, "targets-c", true), nodeOnMachine(t, "targets-d", false)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "targets-ready", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := loadBalancerFor(t, service)
+	waitForDestinations(t, lb, c)
+	// A barrier: a Node registered after targets-d joins, so the sync that adds it saw
+	// targets-d as it is, never Ready.
+	e := nodeOnMachine(t, "targets-e", true)
+	waitForDestinations(t, lb, c, e)
+	if _, err := stack.SetNodeReady(ctx, "targets-d", corev1.ConditionTrue); err != nil {
+		t.Fatal(err)
+	}
+	waitForDestinations(t, lb, c, d, e)
+}

@@ -1,0 +1,118 @@
+package lbtargets
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// syncNode applies the target rules to a Node. When the Node's verdict, or whether the service
+// controller passes it, changes (or the Node is new), it records that on the Node and queues
+// every target (after
+// the coalescing delay: a burst of joining Nodes syncs each Service a few times, not once per
+// Node); while its Ready condition is within the grace period, it comes back when the period
+// ends. A deleted Node leaves every target too.
+func (t *Controller) syncNode(ctx context.Context, name string) error {
+	node, err := t.lister().nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		if t.forgetNode(name) {
+			t.queue.AddAfter(allKey, t.coalesce)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t.nodesMu.Lock()
+	previous, seen := t.known[name]
+	t.nodesMu.Unlock()
+	// Whether the Node is a target now, for the grace period: as this controller last found
+	// it; after a restart, the targets' own syncs judge from IronCore.
+	verdict, graceLeft, ok, err := t.NodeVerdict(ctx, node, seen && previous.unhealthy == "")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Not an IronCore Machine of this namespace: never a target.
+		t.forgetNode(name)
+		return nil
+	}
+	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
+	t.nodesMu.Lock()
+	t.known[name] = state
+	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
+		t.machineNodes[id.Machine] = name
+	}
+	t.countUnhealthy()
+	t.nodesMu.Unlock()
+
+	if graceLeft > 0 {
+		// A moment past the end, so that the verdict has turned.
+		t.queue.AddAfter(graceEndPrefix+name, graceLeft+100*time.Millisecond)
+	}
+	if seen && previous == state {
+		return nil
+	}
+	t.recordVerdict(node, verdict, previous, seen)
+	// A Node seen for the first time joins too, whether or not the service controller syncs
+	// the load balancers for it (it does not for a Node that was never Ready).
+	t.queue.AddAfter(allKey, t.coalesce)
+	return nil
+}
+
+// recordVerdict records on the Node that its traffic changes. A Node that has not served yet
+// (not initialized, never Ready) is not told it stops: it joins quietly once it can serve.
+func (t *Controller) recordVerdict(node *corev1.Node, verdict targetrules.Verdict, previous nodeState, seen bool) {
+	joining := func(kind string) bool {
+		return kind == targetrules.KindNotInitialized || kind == targetrules.KindNeverReady
+	}
+	switch {
+	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind) && !joining(verdict.Kind):
+		metrics.NodeHealthExclusions.WithLabelValues(verdict.Kind).Inc()
+		if t.recorder != nil {
+			t.recorder.Eventf(node, corev1.EventTypeWarning, ReasonTargetExcluded,
+				"The Node no longer receives load balancer traffic, unless no Node that could serve a Service is healthy: %s", verdict.Reason)
+		}
+		klog.InfoS("Node cannot serve; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
+	case verdict.Kind == "" && seen && joining(previous.unhealthy):
+		klog.V(2).InfoS("Node can serve; it becomes a load balancer target", "node", klog.KObj(node))
+	case verdict.Kind == "" && seen && previous.unhealthy != "":
+		if t.recorder != nil {
+			t.recorder.Event(node, corev1.EventTypeNormal, ReasonTargetRestored, "The Node is healthy again and receives load balancer traffic")
+		}
+		klog.InfoS("Node is healthy again; it is a load balancer target", "node", klog.KObj(node))
+	}
+}
+
+// forgetNode forgets a Node, and reports whether it was known.
+func (t *Controller) forgetNode(name string) bool {
+	t.nodesMu.Lock()
+	defer t.nodesMu.Unlock()
+	_, known := t.known[name]
+	delete(t.known, name)
+	for machine, node := range t.machineNodes {
+		if node == name {
+			delete(t.machineNodes, machine)
+		}
+	}
+	t.countUnhealthy()
+	return known
+}
+
+// countUnhealthy sets the gauge of unhealthy Nodes; t.nodesMu must be held.
+func (t *Controller) countUnhealthy() {
+	unhealthy := 0
+	for _, known := range t.known {
+		if known.unhealthy != "" {
+			unhealthy++
+		}
+	}
+	metrics.UnhealthyNodes.Set(float64(unhealthy))
+}
