@@ -55,7 +55,7 @@ func start(t *testing.T) {
 	}
 	c := lbtargets.New(lbtargets.Config{
 		IronCore: ironcoreClient, Cluster: stack.ClusterName, Network: stack.Network,
-		Health:   targetrules.Health{Enabled: true, ReadyGrace: time.Minute},
+		Health:   targetrules.Health{Enabled: true, ReadyGrace: 10 * time.Minute}, // longer than any wait here
 		Owners:   ironcore.Owners{Clusters: []string{stack.ClusterName}},
 		Recorder: record.NewFakeRecorder(100),
 	})
@@ -163,12 +163,16 @@ func TestARoutingFollowsTheNodesThatCanServe(t *testing.T) {
 	}
 	lb := loadBalancerFor(t, service)
 	waitForDestinations(t, lb, a, b)
+	// A barrier: once a later Node has joined, the syncs the first ones caused are done, and
+	// only the Machine's deletion can take targets-b out.
+	c := nodeOnMachine(t, "targets-f", true)
+	waitForDestinations(t, lb, a, b, c)
 
 	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "targets-b"}}
 	if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
 		t.Fatal(err)
 	}
-	waitForDestinations(t, lb, a)
+	waitForDestinations(t, lb, a, c)
 }
 
 // A Node that registers and has never been Ready is no destination, whatever else changes;

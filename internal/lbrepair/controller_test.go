@@ -1,0 +1,251 @@
+package lbrepair_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+var stack *testenv.Stack
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	var err error
+	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
+		return 1
+	}
+	defer func() { _ = stack.Stop() }()
+	return m.Run()
+}
+
+// loadBalancers stands in for the provider's load balancers, which the provider's own tests
+// cover: a Service's IronCore LoadBalancer is the one named after it, read from the API
+// server, and EnsureLoadBalancer creates it. The controller calls nothing else.
+type loadBalancers struct {
+	cloudprovider.LoadBalancer
+	mu      sync.Mutex
+	ensured int
+}
+
+func (l *loadBalancers) GetLoadBalancer(ctx context.Context, _ string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	lb, err := readLoadBalancer(ctx, service)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return statusOf(lb), true, nil
+}
+
+func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, _ string, service *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	l.mu.Lock()
+	l.ensured++
+	l.mu.Unlock()
+	lb, err := readLoadBalancer(ctx, service)
+	if apierrors.IsNotFound(err) {
+		lb, err = createLoadBalancer(ctx, service)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return statusOf(lb), nil
+}
+
+func (l *loadBalancers) timesEnsured() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ensured
+}
+
+// allocatedStatus is the provider's AllocatedStatus for these LoadBalancers: their addresses
+// once IronCore has allocated them.
+func allocatedStatus(ctx context.Context, _ string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
+	lb, err := readLoadBalancer(ctx, service)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, lbspec.NotPending, nil
+	case err != nil:
+		return nil, lbspec.NotPending, err
+	case len(lb.Status.IPs) == 0:
+		return nil, lbspec.PendingAddresses, nil
+	}
+	return statusOf(lb), lbspec.NotPending, nil
+}
+
+func readLoadBalancer(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{}
+	return lb, stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb)
+}
+
+func createLoadBalancer(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service), Labels: map[string]string{
+			keys.LabelClusterName: stack.ClusterName, keys.LabelServiceNamespace: service.Namespace,
+			keys.LabelServiceName: service.Name, keys.LabelServiceUID: string(service.UID),
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	return lb, stack.IronCore.Client.Create(ctx, lb)
+}
+
+func statusOf(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
+	status := &corev1.LoadBalancerStatus{}
+	for _, ip := range lb.Status.IPs {
+		status.Ingress = append(status.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+	return status
+}
+
+// start runs the controller on real informers and the IronCore cache.
+func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ironcoreClient, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	lbs, recorder := &loadBalancers{}, record.NewFakeRecorder(100)
+	c, err := lbrepair.New(lbrepair.Config{
+		IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
+		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: stack.TargetClientset, Recorder: recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 2)
+	return lbs, recorder
+}
+
+func waitForStatus(t *testing.T, service *corev1.Service) string {
+	t.Helper()
+	var ip string
+	if err := testenv.WaitFor(context.Background(), time.Minute, "an address in the Service's status", func(ctx context.Context) error {
+		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(current.Status.LoadBalancer.Ingress) == 0 {
+			return errors.New("no address")
+		}
+		ip = current.Status.LoadBalancer.Ingress[0].IP
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ip
+}
+
+// The addresses IronCore allocates to a Service's LoadBalancer go into the Service's status
+// as soon as they arrive, without the service controller.
+func TestAddressesReachTheServiceOnArrival(t *testing.T) {
+	start(t)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "repair-arrival", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := createLoadBalancer(ctx, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	ip := waitForStatus(t, service)
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+		t.Fatal(err)
+	}
+	if len(lb.Status.IPs) == 0 || lb.Status.IPs[0].String() != ip {
+		t.Fatalf("the Service shows %s, the LoadBalancer has %v", ip, lb.Status.IPs)
+	}
+}
+
+// A LoadBalancer deleted behind the CCM's back, while its Service was provisioned, is made
+// again, with a Warning on the Service.
+func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
+	lbs, recorder := start(t)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "repair-recreate", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Provisioned, as the service controller leaves it: with its cleanup finalizer and an
+	// address.
+	service.Finalizers = append(service.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer)
+	if service, err = stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, service, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
+		if err == nil {
+			current.Finalizers = nil
+			_, _ = stack.TargetClientset.CoreV1().Services(service.Namespace).Update(context.Background(), current, metav1.UpdateOptions{})
+		}
+	})
+	lb, err := createLoadBalancer(ctx, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	waitForStatus(t, service)
+	before := lbs.timesEnsured()
+
+	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	for recreated := false; !recreated; {
+		select {
+		case event := <-recorder.Events:
+			recreated = strings.Contains(event, lbrepair.ReasonRecreated)
+		case <-timeout:
+			t.Fatalf("no %s event", lbrepair.ReasonRecreated)
+		}
+	}
+	if err := testenv.WaitFor(ctx, time.Minute, "the LoadBalancer made again", func(ctx context.Context) error {
+		again, err := readLoadBalancer(ctx, service)
+		if err != nil {
+			return err
+		}
+		if again.UID == lb.UID {
+			return errors.New("still the deleted one")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if lbs.timesEnsured() == before {
+		t.Fatal("EnsureLoadBalancer was not called")
+	}
+}
