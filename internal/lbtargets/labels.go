@@ -26,8 +26,8 @@ import (
 // The label reconciler keeps the target label (keys.LabelLoadBalancerTarget) on exactly the
 // NetworkInterfaces of the Nodes the target rules choose, and nudges IronCore when it would
 // miss a change of them. It is level-triggered, as Kubernetes' EndpointSlice controller is:
-// every trigger (a request of the provider, a NetworkInterface change, a Node change through
-// the targets controller, a resync) only queues its one key; the sync computes the desired
+// every trigger (a request of the provider, a NetworkInterface change, a Node's verdict
+// changing, a resync) only queues its one key; the sync computes the desired
 // labels from the listers and the IronCore cache, and compares them with the labels as this
 // process knows them newest, from the cache or, where the cache does not show them yet, from
 // its own last write of the NetworkInterface. Retries are the queue's.
