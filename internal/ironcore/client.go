@@ -252,8 +252,10 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 // Namespace is the IronCore namespace this client works in.
 func (c *Client) Namespace() string { return c.namespace }
 
-// Start runs the cache until ctx ends.
+// Start runs the cache and the NetworkInterface writer until ctx ends. A NetworkInterface
+// change made before Start waits for it.
 func (c *Client) Start(ctx context.Context) error {
+	go c.nics.run(ctx)
 	if c.ownRoutings != nil {
 		go c.ownRoutings.RunWithContext(ctx)
 	}

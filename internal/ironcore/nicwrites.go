@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,9 +14,8 @@ import (
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -26,26 +24,35 @@ import (
 // A new Node's NetworkInterface gets the cluster label, the load balancer target label and its
 // pod route from three controllers within seconds of each other. Written one by one, that is
 // three patches, and every patch of a NetworkInterface makes IronCore's controller-manager
-// reconcile every LoadBalancer. nicWriter combines them: the changes due for one
-// NetworkInterface wait together for a token of the client's rate limiter, and are then
-// written in one JSON patch. An idle client has a token at once, so a lone change is not
-// delayed; in a burst, the changes that come while the queue drains share one write.
+// reconcile every LoadBalancer. nicWriter combines them: a change is recorded under its
+// NetworkInterface's name, and the name is a work item on a client-go queue. A worker takes
+// the name, waits for a token of the client's rate limiter, and then writes every change
+// recorded by then in one JSON patch. An idle client has a token at once, so a lone change is
+// not delayed; in a burst, the changes that come while the queue drains share one write. The
+// queue hands a name to one worker at a time, so writes of one NetworkInterface never race.
 //
 // The patch tests every field it sets for the value it was computed from, so a concurrent
-// change to one of them (by another writer, or a cache that lagged) fails it, and the changes
-// are computed anew on the object read from the API server; changes to anything else on the
-// NetworkInterface (status, other labels) do not get in the way. Nothing is lost: each change
-// is applied to the result of the ones before it.
+// change to one of them (by another writer, or a cache that lagged) fails it; the changes then
+// go back on the queue, rate limited, to be computed anew on the object read from the API
+// server. Changes to anything else on the NetworkInterface (status, other labels) do not get
+// in the way. Nothing is lost: each change is applied to the result of the ones before it.
 type nicWriter struct {
 	client *Client
 	// limiter is the client's rate limiter; api makes the patches without taking another token.
 	limiter flowcontrol.RateLimiter
 	api     client.Client
+	// queue holds the names of the NetworkInterfaces with changes to write; its rate limiter
+	// spaces out the retries after a stale read.
+	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
-	// waiting holds the changes not yet taken by a write, by NetworkInterface name; a name is
-	// in it, even with no changes, while a goroutine writes that NetworkInterface.
+	// waiting holds the changes not yet taken by a write, by NetworkInterface name.
 	waiting map[string][]*nicChange
+	// stale names the NetworkInterfaces whose last patch failed on a stale read: their next
+	// write starts from the object read from the API server.
+	stale map[string]bool
+	// stopped is set when the queue shuts down; a change after it fails at once.
+	stopped bool
 	// written holds what this writer last wrote to each NetworkInterface, until the cache has
 	// caught up with it: a later change is computed on it rather than on an older cached copy,
 	// which would have the patch's tests fail (or a label sync ask again for a label just
@@ -70,8 +77,54 @@ type nicOutcome struct {
 	err   error
 }
 
-// nicWriteTimeout bounds one write of a NetworkInterface, its wait for a token included.
-const nicWriteTimeout = time.Minute
+const (
+	// nicWriteTimeout bounds one write of a NetworkInterface, its wait for a token included.
+	nicWriteTimeout = time.Minute
+	// nicWriteWorkers write NetworkInterfaces in parallel: enough to spend the client's
+	// budget (each write waits for its token first) at a few hundred requests a second.
+	nicWriteWorkers = 32
+	// nicWriteRetries bounds the retries of a change after stale reads; many writers may
+	// contend for one NetworkInterface (dual-stack routes are written in parallel, and
+	// apinetlet writes status).
+	nicWriteRetries = 10
+)
+
+// nicWriterFor builds the writer of the client's NetworkInterfaces: its patches take their
+// tokens from limiter themselves. It writes once run is called.
+func nicWriterFor(c *Client, limiter flowcontrol.RateLimiter, api client.Client) *nicWriter {
+	return &nicWriter{
+		client:  c,
+		limiter: limiter,
+		api:     api,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ironcore-networkinterface-writes"}),
+	}
+}
+
+// run writes NetworkInterfaces until ctx ends; then every change not yet written fails.
+func (w *nicWriter) run(ctx context.Context) {
+	var workers sync.WaitGroup
+	for range nicWriteWorkers {
+		workers.Go(func() {
+			for w.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	w.mu.Lock()
+	w.stopped = true
+	waiting := w.waiting
+	w.waiting = nil
+	w.mu.Unlock()
+	w.queue.ShutDown()
+	workers.Wait()
+	for name, changes := range waiting {
+		for _, change := range changes {
+			change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: the IronCore client stopped", w.client.namespace, name)}
+		}
+	}
+}
 
 // waitingChanges counts the changes not yet taken by a write.
 func (w *nicWriter) waitingChanges() int {
@@ -89,15 +142,16 @@ func (w *nicWriter) waitingChanges() int {
 func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) (bool, error) {
 	change := &nicChange{ctx: ctx, mutate: mutate, confirmNoChange: confirmNoChange, done: make(chan nicOutcome, 1)}
 	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return false, fmt.Errorf("write NetworkInterface %s/%s: the IronCore client stopped", w.client.namespace, name)
+	}
 	if w.waiting == nil {
 		w.waiting = map[string][]*nicChange{}
 	}
-	pending, writing := w.waiting[name]
-	w.waiting[name] = append(pending, change)
+	w.waiting[name] = append(w.waiting[name], change)
 	w.mu.Unlock()
-	if !writing {
-		go w.run(name)
-	}
+	w.queue.Add(name)
 	select {
 	case outcome := <-change.done:
 		return outcome.wrote, outcome.err
@@ -106,41 +160,93 @@ func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange boo
 	}
 }
 
-// run writes the named NetworkInterface until no change for it is waiting. One goroutine per
-// NetworkInterface at a time, so that its writes do not race each other.
-func (w *nicWriter) run(name string) {
-	for {
-		// Only this goroutine takes changes of name, so a queue found non-empty stays so until
-		// it takes them: a token is waited for only when a write is due.
-		w.mu.Lock()
-		if len(w.waiting[name]) == 0 {
-			delete(w.waiting, name)
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), nicWriteTimeout)
-		// The token first: changes that come while it is awaited join this write.
-		tokenErr := w.limiter.Wait(ctx)
-		w.mu.Lock()
-		batch := w.waiting[name]
-		w.waiting[name] = nil
-		w.mu.Unlock()
-		if tokenErr != nil {
-			for _, change := range batch {
-				change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: %w", w.client.namespace, name, tokenErr)}
-			}
-		} else {
-			w.write(ctx, name, batch)
-		}
-		cancel()
+// processNext writes the changes waiting for the next name on the queue, and reports whether
+// the queue is still running.
+func (w *nicWriter) processNext(ctx context.Context) bool {
+	name, shutdown := w.queue.Get()
+	if shutdown {
+		return false
 	}
+	defer w.queue.Done(name)
+	// A name queued again while its changes were being written may find none left: it is not
+	// worth a token.
+	if w.waitingFor(name) == 0 {
+		w.queue.Forget(name)
+		return true
+	}
+	writeCtx, cancel := context.WithTimeout(ctx, nicWriteTimeout)
+	defer cancel()
+	// The token first: changes that come while it is awaited join this write.
+	tokenErr := w.limiter.Wait(writeCtx)
+	batch, stale := w.take(name)
+	if tokenErr != nil {
+		for _, change := range batch {
+			change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: %w", w.client.namespace, name, tokenErr)}
+		}
+		w.queue.Forget(name)
+		return true
+	}
+	retry := w.write(writeCtx, name, batch, stale)
+	if len(retry) == 0 {
+		w.queue.Forget(name)
+		return true
+	}
+	if w.queue.NumRequeues(name) >= nicWriteRetries {
+		for _, change := range retry {
+			change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: it kept changing under the write", w.client.namespace, name)}
+		}
+		w.queue.Forget(name)
+		return true
+	}
+	w.putBack(name, retry)
+	w.queue.AddRateLimited(name)
+	return true
 }
 
-// write applies the batch's changes, one after the other, to the NetworkInterface (the one
-// this writer wrote last if the cache does not show it yet, else the cached one) and writes the
-// result in one patch, for which a token is already taken.
-func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange) {
+func (w *nicWriter) waitingFor(name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiting[name])
+}
+
+// take returns the changes waiting for the named NetworkInterface, and whether its last
+// patch failed on a stale read.
+func (w *nicWriter) take(name string) ([]*nicChange, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	batch, stale := w.waiting[name], w.stale[name]
+	delete(w.waiting, name)
+	delete(w.stale, name)
+	return batch, stale
+}
+
+// putBack returns changes that met a stale read to the front of the named NetworkInterface's
+// waiting changes, and has its next write read it from the API server. After the queue
+// stopped, they fail.
+func (w *nicWriter) putBack(name string, changes []*nicChange) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		for _, change := range changes {
+			change.done <- nicOutcome{err: fmt.Errorf("write NetworkInterface %s/%s: the IronCore client stopped", w.client.namespace, name)}
+		}
+		return
+	}
+	if w.waiting == nil {
+		w.waiting = map[string][]*nicChange{}
+	}
+	if w.stale == nil {
+		w.stale = map[string]bool{}
+	}
+	w.waiting[name] = append(changes, w.waiting[name]...)
+	w.stale[name] = true
+}
+
+// write applies the batch's changes, one after the other, to the NetworkInterface (read from
+// the API server if stale, else the one this writer wrote last if the cache does not show it
+// yet, else the cached one) and writes the result in one patch, for which a token is already
+// taken. It returns the changes to retry because the patch met a stale read.
+func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, stale bool) []*nicChange {
 	open := batch
 	finish := func(change *nicChange, wrote bool, err error) {
 		// A label conflict names the object already.
@@ -149,21 +255,29 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange) 
 		}
 		change.done <- nicOutcome{wrote: wrote, err: err}
 	}
-	finishAll := func(err error) {
+	finishAll := func(err error) []*nicChange {
 		for _, change := range open {
 			finish(change, false, err)
 		}
+		return nil
 	}
-	cached, err := w.client.NetworkInterface(ctx, name)
-	if err != nil {
-		finishAll(err)
-		return
+	var base *networkingv1alpha1.NetworkInterface
+	var live bool
+	if stale {
+		fresh, err := w.readLive(ctx, name)
+		if err != nil {
+			return finishAll(err)
+		}
+		base, live = fresh, true
+	} else {
+		cached, err := w.client.NetworkInterface(ctx, name)
+		if err != nil {
+			return finishAll(err)
+		}
+		// What this writer wrote itself is as new as the API server was then; it needs no
+		// confirmation the way the cache does.
+		base, live = w.newest(name, cached)
 	}
-	// What this writer wrote itself is as new as the API server was then; it needs no
-	// confirmation the way the cache does.
-	base, live := w.newest(name, cached)
-	haveToken := true
-	backoff := conflictBackoff()
 	for {
 		changed, applied, unconfirmed := base.DeepCopy(), 0, false
 		kept := open[:0]
@@ -194,96 +308,32 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange) 
 			// Confirm on the live object; every change is computed anew on it.
 			fresh, err := w.readLive(ctx, name)
 			if err != nil {
-				finishAll(err)
-				return
+				return finishAll(err)
 			}
 			base, live = fresh, true
 			continue
 		}
 		if applied == 0 {
-			return
+			return nil
 		}
-		if !haveToken {
-			if err := w.limiter.Wait(ctx); err != nil {
-				finishAll(err)
-				return
-			}
-		}
-		haveToken = false
 		patch, err := nicPatch(base, changed)
 		if err != nil {
-			finishAll(err)
-			return
+			return finishAll(err)
 		}
 		err = w.api.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch))
-		if err == nil {
+		switch {
+		case err == nil:
 			w.remember(changed)
 			for _, change := range open {
 				finish(change, true, nil)
 			}
-			return
+			return nil
+		case isStaleRead(err):
+			return open
+		default:
+			return finishAll(err)
 		}
-		if !isStaleRead(err) || backoff.Steps <= 1 {
-			finishAll(err)
-			return
-		}
-		// What was read is stale: read it afresh and compute the changes anew.
-		time.Sleep(backoff.Step())
-		fresh, err := w.readLive(ctx, name)
-		if err != nil {
-			finishAll(err)
-			return
-		}
-		base, live = fresh, true
 	}
-}
-
-// newest returns what this writer last wrote to the named NetworkInterface if the cached copy
-// is older, and reports whether it did; otherwise the cached copy, forgetting the write.
-// Resource versions are compared as the integers the API server's etcd storage makes them;
-// anything else counts as the cache being newer.
-func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterface) (*networkingv1alpha1.NetworkInterface, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	written, ok := w.written[name]
-	if !ok {
-		return cached, false
-	}
-	if cached.UID != written.UID || !NewerVersion(written.ResourceVersion, cached.ResourceVersion) {
-		delete(w.written, name)
-		return cached, false
-	}
-	return written.DeepCopy(), true
-}
-
-// watch has the writer forget its writes as the cache's informer shows them.
-func (w *nicWriter) watch(informer cache.Informer) error {
-	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				w.seen(nic)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watch NetworkInterfaces: %w", err)
-	}
-	return nil
-}
-
-// seen forgets the write to a NetworkInterface once the cache shows it, or something newer.
-func (w *nicWriter) seen(cached *networkingv1alpha1.NetworkInterface) {
-	_, _ = w.newest(cached.Name, cached)
-}
-
-// remember records what this writer wrote to a NetworkInterface.
-func (w *nicWriter) remember(nic *networkingv1alpha1.NetworkInterface) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.written == nil {
-		w.written = map[string]*networkingv1alpha1.NetworkInterface{}
-	}
-	w.written[nic.Name] = nic.DeepCopy()
 }
 
 func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
@@ -341,99 +391,4 @@ func labelOps(base, changed map[string]string) []jsonPatchOperation {
 		ops = append(ops, jsonPatchOperation{Op: "test", Path: path, Value: tested}, jsonPatchOperation{Op: "add", Path: path, Value: changed[key]})
 	}
 	return ops
-}
-
-// nicWriterFor builds the writer of the client's NetworkInterfaces: its patches take their
-// tokens from limiter themselves.
-func nicWriterFor(c *Client, limiter flowcontrol.RateLimiter, api client.Client) *nicWriter {
-	return &nicWriter{client: c, limiter: limiter, api: api}
-}
-
-// NetworkInterfaceView returns the named NetworkInterface as this process knows it newest: what
-// it last wrote to it if the cache does not show that write yet, else the cached copy. A
-// decision made on the cache alone right after a write would undo or miss that write.
-func (c *Client) NetworkInterfaceView(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
-	cached, err := c.NetworkInterface(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	nic, _ := c.nics.newest(name, cached)
-	return nic, nil
-}
-
-// NetworkInterfacesLabelledView is NetworkInterfacesLabelled on NetworkInterfaceView: the
-// NetworkInterfaces that carry key=value, each as this process knows it newest, including
-// those whose label only its own write, not yet the cache, shows.
-func (c *Client) NetworkInterfacesLabelledView(ctx context.Context, key, value string) ([]networkingv1alpha1.NetworkInterface, error) {
-	cached, err := c.NetworkInterfacesLabelled(ctx, key, value)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(cached))
-	var result []networkingv1alpha1.NetworkInterface
-	for i := range cached {
-		seen[cached[i].Name] = true
-		if nic, _ := c.nics.newest(cached[i].Name, &cached[i]); nic.Labels[key] == value {
-			result = append(result, *nic)
-		}
-	}
-	for _, name := range c.nics.writtenNames() {
-		if seen[name] {
-			continue
-		}
-		nic, err := c.NetworkInterfaceView(ctx, name)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if nic.Labels[key] == value {
-			result = append(result, *nic)
-		}
-	}
-	return result, nil
-}
-
-// NetworkInterfaceCacheBehind tells whether the cache does not show this process's last write
-// of the named NetworkInterface yet.
-func (c *Client) NetworkInterfaceCacheBehind(ctx context.Context, name string) bool {
-	cached, err := c.NetworkInterface(ctx, name)
-	if err != nil {
-		return false
-	}
-	_, behind := c.nics.newest(name, cached)
-	return behind
-}
-
-// NetworkInterfaceLabelBehind names a NetworkInterface whose label key this process last wrote
-// differently from what the cache shows, or returns "": a decision that IronCore must make
-// from that label, which it reads from a cache of its own, must wait until this cache at least
-// shows it, added or removed.
-func (c *Client) NetworkInterfaceLabelBehind(ctx context.Context, key string) string {
-	for _, name := range c.nics.writtenNames() {
-		cached, err := c.NetworkInterface(ctx, name)
-		if err != nil {
-			continue
-		}
-		if newest, behind := c.nics.newest(name, cached); behind && newest.Labels[key] != cached.Labels[key] {
-			return name
-		}
-	}
-	return ""
-}
-
-// writtenNames names the NetworkInterfaces whose last write the cache may not show yet.
-func (w *nicWriter) writtenNames() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Collect(maps.Keys(w.written))
-}
-
-// NewerVersion tells whether resource version a is newer than b, comparing them as the
-// integers the API server's etcd storage makes them; anything else is not newer.
-func NewerVersion(a, b string) bool {
-	av, err1 := strconv.ParseUint(a, 10, 64)
-	bv, err2 := strconv.ParseUint(b, 10, 64)
-	return err1 == nil && err2 == nil && av > bv
 }

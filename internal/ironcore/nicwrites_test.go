@@ -248,3 +248,68 @@ func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 		}
 	}
 }
+
+// TestAChangeMetByAStaleReadIsWrittenAnew: a change computed on a cached NetworkInterface that
+// another writer changed since (the cache's watch held back) fails the patch's test, goes back
+// on the queue and is computed anew on the object read from the API server: both writers'
+// changes are kept, in two patches.
+func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := stack.CreateMachine(ctx, "stale-read", testenv.MachineOptions{Unschedulable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	name := testenv.NetworkInterfaceName(machine.Name)
+	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterface in the cache", func(ctx context.Context) error {
+		_, err := c.NetworkInterface(ctx, name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := stack.IronCoreProxy.HoldWatches("networkinterfaces.networking.ironcore.dev")
+	t.Cleanup(release)
+	const key = "example.org/appended"
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, nic); err != nil {
+		t.Fatal(err)
+	}
+	base := nic.DeepCopy()
+	nic.Labels = map[string]string{key: "theirs"}
+	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	stack.IronCoreProxy.Reset()
+	err = c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels[key] += ".mine"
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	if got := live.Labels[key]; got != "theirs.mine" {
+		t.Errorf("%s=%q, want %q: the change computed anew on the other writer's", key, got, "theirs.mine")
+	}
+	patches := 0
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if count.Resource == "networkinterfaces.networking.ironcore.dev" && count.Verb == "patch" {
+			patches += count.N
+		}
+	}
+	if patches != 2 {
+		t.Errorf("%d patches, want 2: one failing on the stale read, one on the object read afresh", patches)
+	}
+}
