@@ -1,0 +1,12 @@
+package lbtargets
+
+import "context"
+
+// NudgeSelecting runs the nudge alone, without the label sync that calls it, so that a test
+// can see what it decides on a cache held behind.
+func (t *Controller) NudgeSelecting(ctx context.Context, targets map[string]bool) error {
+	return t.nudgeSelecting(ctx, targets)
+}
+
+// ErrCacheBehind is errCacheBehind, for the tests.
+var ErrCacheBehind = errCacheBehind
