@@ -3,6 +3,7 @@ package ironcore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +97,38 @@ func TestListsAndWatchesOutlastAnOutage(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the %s did not return after IronCore came back", call.verb)
 		}
+	}
+}
+
+// TestAWatchNeverAnsweredIsGivenUp: the first watch of the NetworkInterfaces (with the
+// WatchList feature, the informer's first list too) hangs unanswered, as behind a connection
+// that hangs; the client gives up on it and watches again, and its cache syncs. Without a
+// bound on the answer, the informer would wait for good and nothing would ever decide from it.
+func TestAWatchNeverAnsweredIsGivenUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	hung := 0
+	stack.IronCoreProxy.SetFaults(1, apiproxy.Fault{Kind: apiproxy.Hang, Rate: 1, Match: func(r apiproxy.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Verb != "watch" || r.Resource != "networkinterfaces.networking.ironcore.dev" || hung > 0 {
+			return false
+		}
+		hung++
+		return true
+	}})
+	t.Cleanup(func() { stack.IronCoreProxy.SetFaults(0) })
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hung != 1 {
+		t.Fatalf("%d watches hung, want 1: the test did not hang the first watch", hung)
 	}
 }

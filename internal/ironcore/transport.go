@@ -2,6 +2,7 @@ package ironcore
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -64,10 +65,17 @@ func (t *instrumentedTransport) describe(req *http.Request) (verb, resource stri
 // caller's context ends sooner.
 const RequestTimeout = 30 * time.Second
 
+// WatchAnswerTimeout bounds how long a watch waits for the API server to answer it. Answered,
+// a watch stays open for minutes; never answered (a connection or a proxy that hangs), it
+// would hold its informer for good: not synced, and never retried. With the WatchList
+// feature, an informer's first list is such a watch.
+const WatchAnswerTimeout = 10 * time.Second
+
 // boundedTransport gives every request that is not a watch a deadline, unless its context has
 // one: an API server (or a proxy before it) that accepts a request and never answers would
 // otherwise hold the caller, a controller's worker say, for good, since the upstream
-// controllers call the provider without deadlines.
+// controllers call the provider without deadlines. A watch gets WatchAnswerTimeout to be
+// answered.
 type boundedTransport struct {
 	next    http.RoundTripper
 	timeout time.Duration
@@ -78,11 +86,35 @@ func bound(timeout time.Duration) func(http.RoundTripper) http.RoundTripper {
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if _, ok := req.Context().Deadline(); ok || isWatch(req) {
+	if _, ok := req.Context().Deadline(); ok {
 		return t.next.RoundTrip(req)
+	}
+	if isWatch(req) {
+		return answeredWithin(WatchAnswerTimeout, t.next, req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
 	return writegate.RoundTripWithin(ctx, cancel, t.next, req)
+}
+
+// answeredWithin sends req and gives up if no answer comes within timeout; an answer, once
+// come, is read for as long as its reader wants.
+func answeredWithin(timeout time.Duration, next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	timer := time.AfterFunc(timeout, cancel)
+	resp, err := next.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() {
+		// Too late: the request was given up on, whatever came back.
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("watch %s: no answer within %s: %w", req.URL.Path, timeout, context.DeadlineExceeded)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return writegate.RoundTripAnswered(resp, cancel), nil
 }
 
 func isWatch(req *http.Request) bool {

@@ -108,8 +108,13 @@ func RoundTripWithin(ctx context.Context, cancel context.CancelFunc, next http.R
 		cancel()
 		return nil, err
 	}
+	return RoundTripAnswered(resp, cancel), nil
+}
+
+// RoundTripAnswered has cancel end a request's context once its answer, resp, has been read.
+func RoundTripAnswered(resp *http.Response, cancel context.CancelFunc) *http.Response {
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return resp
 }
 
 // refuse fails req unsent with err; a RoundTripper must close the body even when it fails.
