@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,7 +34,9 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepar
            (default 1000) created, edited and deleted in -waves while Nodes (-nodes, default
            20) join and leave, the leader is killed or paused (-disruptions per wave), IronCore
            and the target API fail a share of requests (-fault-rate) and the simulated providers
-           fall silent; fails if an invariant broke (results in docs/reliability)
+           fall silent, then Machines are deleted, NetworkInterfaces fail and Nodes join
+           NotReady; once per -target-modes (default, then selector); fails if an invariant
+           broke (results in docs/reliability)
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -65,6 +68,7 @@ func run() int {
 	disruptions := flags.Int("disruptions", 2, "chaos: leader kills or pauses per wave")
 	faultRate := flags.Float64("fault-rate", 0.05, "chaos: share of IronCore requests failed while faults are on; lab: if given, IronCore and the target API fail requests at this rate (the target API a fifth of it) while the lab runs")
 	seed := flags.Uint64("seed", 1, "chaos: seed of the run's choices and fault draws")
+	targetModes := flags.String("target-modes", "default,selector", "chaos: the target modes to run, one run each, in order: default (the CCM writes every routing) and selector (--use-nic-selector=true)")
 	commandStarted := flags.Int64("started", 0, "demo: when the command that runs the demo started, in Unix seconds, so that the total time it prints counts downloads and builds")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), usage)
@@ -136,15 +140,7 @@ func run() int {
 		if set["latency"] {
 			chaos.Latency = *latency
 		}
-		var result *bench.ChaosResult
-		err = runAndWrite(ctx, func(ctx context.Context) (*bench.ChaosResult, error) {
-			var err error
-			result, err = bench.RunChaos(ctx, chaos)
-			return result, err
-		}, *out)
-		if err == nil {
-			err = result.Err()
-		}
+		err = runChaos(ctx, chaos, *targetModes, *out)
 	default:
 		flags.Usage()
 		return 2
@@ -158,6 +154,40 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// runChaos runs the chaos scenario once per target mode, writing each run's results, and fails
+// if any run broke an invariant.
+func runChaos(ctx context.Context, chaos bench.ChaosOptions, modes, out string) error {
+	var runs []bench.ChaosOptions
+	for _, mode := range strings.Split(modes, ",") {
+		switch strings.TrimSpace(mode) {
+		case "default":
+			chaos.Selecting = false
+		case "selector":
+			chaos.Selecting = true
+		default:
+			return fmt.Errorf("-target-modes: %q is neither default nor selector", mode)
+		}
+		runs = append(runs, chaos)
+	}
+	var failed []error
+	for _, run := range runs {
+		fmt.Printf("\nchaos in the %s target mode\n", run.TargetMode())
+		var result *bench.ChaosResult
+		err := runAndWrite(ctx, func(ctx context.Context) (*bench.ChaosResult, error) {
+			var err error
+			result, err = bench.RunChaos(ctx, run)
+			return result, err
+		}, out)
+		if err != nil {
+			return err
+		}
+		if err := result.Err(); err != nil {
+			failed = append(failed, fmt.Errorf("%s mode: %w", run.TargetMode(), err))
+		}
+	}
+	return errors.Join(failed...)
 }
 
 func prepare(ctx context.Context) error {

@@ -45,9 +45,13 @@ type ChaosOptions struct {
 	// Seed makes the choices and fault draws repeatable.
 	Seed uint64
 	// Latency is how long the simulated IronCore providers take to report each change.
-	Latency  time.Duration
-	Progress io.Writer
-	Alone    bool
+	Latency time.Duration
+	// Selecting runs the replicas with --use-nic-selector=true: IronCore routes the Services
+	// that are not Local by the target label. Otherwise the CCM writes every routing, the
+	// default.
+	Selecting bool
+	Progress  io.Writer
+	Alone     bool
 }
 
 // leaderElection are the replicas' lease timings: short, so that a takeover is quick.
@@ -70,7 +74,8 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
 		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
-		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, podCIDRs: map[string][]string{}}
+		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, podCIDRs: map[string][]string{},
+		unservable: map[string]map[string]time.Time{}, unservableHeld: map[string]bool{}, everReady: map[string]bool{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
@@ -118,6 +123,14 @@ type chaos struct {
 	excused, handEdits map[string]bool
 	// podCIDRs are the pod CIDRs of each Node in the cluster, as the watch last saw them.
 	podCIDRs map[string][]string
+	// unservable holds, by NetworkInterface, why its Node cannot serve and since when, as the
+	// watches saw it; unservableHeld, the routings already found holding one too long;
+	// everReady, the Nodes that have been Ready.
+	unservable     map[string]map[string]time.Time
+	unservableHeld map[string]bool
+	everReady      map[string]bool
+	// faultWindows are the times faults were on.
+	faultWindows []faultWindow
 }
 
 // chaosService is what a Service should have.
@@ -302,23 +315,36 @@ func (c *chaos) wave(ctx context.Context, wave, first, count int) error {
 		return err
 	}
 	c.setFaults(false)
-	// The next wave starts once this one's Services have their addresses.
-	return testenv.WaitFor(ctx, 5*time.Minute, fmt.Sprintf("wave %d's Services to have addresses", wave+1), func(ctx context.Context) error {
-		missing := 0
+	// Once this wave's Services have their addresses, and the Nodes' ability to serve was
+	// disturbed with faults off, the next wave starts.
+	var missing []*corev1.Service
+	err = testenv.WaitFor(ctx, 5*time.Minute, fmt.Sprintf("wave %d's Services to have addresses", wave+1), func(ctx context.Context) error {
+		missing = nil
 		for _, name := range created {
 			service, err := c.stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			if len(service.Status.LoadBalancer.Ingress) == 0 {
-				missing++
+				missing = append(missing, service)
 			}
 		}
-		if missing > 0 {
-			return fmt.Errorf("%d without", missing)
+		if len(missing) > 0 {
+			return fmt.Errorf("%d without", len(missing))
 		}
 		return nil
 	})
+	if err != nil {
+		var b strings.Builder
+		for _, service := range missing {
+			lbName := strings.ReplaceAll(string(service.UID), "-", "")
+			fmt.Fprintf(&b, "Service %s (UID %s, class %v, finalizers %v): %s\n", service.Name, service.UID, service.Spec.LoadBalancerClass,
+				service.Finalizers, c.describeLoadBalancer(ctx, lbName))
+		}
+		return fmt.Errorf("%w\n%s%s", err, b.String(), c.describeReplicas())
+	}
+	c.log("wave %d: faults off; Nodes made unable to serve", wave+1)
+	return c.servingChaos(ctx)
 }
 
 func (c *chaos) pick(n int) int {
@@ -330,6 +356,12 @@ func (c *chaos) pick(n int) int {
 // setFaults switches the faults on both APIs on or off.
 func (c *chaos) setFaults(on bool) {
 	c.mu.Lock()
+	switch {
+	case on && !c.faultsOn:
+		c.faultWindows = append(c.faultWindows, faultWindow{start: time.Now()})
+	case !on && c.faultsOn:
+		c.faultWindows[len(c.faultWindows)-1].end = time.Now()
+	}
 	c.faultsOn = on
 	seed := c.random.Uint64()
 	c.mu.Unlock()
@@ -540,26 +572,25 @@ func (c *chaos) nodeChurn(ctx context.Context) error {
 		return err
 	}
 	c.result.NodesLeft++
-	c.mu.Lock()
-	var moved []*chaosService
-	for _, state := range c.services {
-		if state.local && slices.Contains(state.endpoints, oldest) {
-			moved = append(moved, state)
-		}
-	}
-	c.mu.Unlock()
-	for _, state := range moved {
-		if err := c.placeEndpoints(ctx, state); err != nil {
-			return err
-		}
-	}
-	pools := []string{"pool-a", "pool-b"}
-	if _, err := c.stack.CreateMachine(ctx, nodeName(next), testenv.MachineOptions{Pool: pools[next%2]}); err != nil {
+	if err := c.moveEndpointsOff(ctx, oldest); err != nil {
 		return err
 	}
-	err := testenv.WaitFor(ctx, 5*time.Minute, "Machine "+nodeName(next)+" to run with an address", func(ctx context.Context) error {
+	if err := c.runMachine(ctx, next); err != nil {
+		return err
+	}
+	c.result.NodesJoined++
+	return c.addNode(ctx, next)
+}
+
+// runMachine creates the Machine of Node i and waits until it runs with an address.
+func (c *chaos) runMachine(ctx context.Context, i int) error {
+	pools := []string{"pool-a", "pool-b"}
+	if _, err := c.stack.CreateMachine(ctx, nodeName(i), testenv.MachineOptions{Pool: pools[i%2]}); err != nil {
+		return err
+	}
+	return testenv.WaitFor(ctx, 5*time.Minute, "Machine "+nodeName(i)+" to run with an address", func(ctx context.Context) error {
 		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(next))}, nic); err != nil {
+		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(i))}, nic); err != nil {
 			return err
 		}
 		if len(nic.Status.IPs) == 0 {
@@ -567,11 +598,6 @@ func (c *chaos) nodeChurn(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	c.result.NodesJoined++
-	return c.addNode(ctx, next)
 }
 
 // The parent of the pod CIDRs IronCore's IPAM allocates: inside the cluster CIDR, apart from
@@ -581,9 +607,13 @@ const chaosPodParent, chaosPodParentCIDR = "chaos-pods-v4", "10.192.0.0/10"
 // allocated tells the Nodes whose pod CIDR IronCore's IPAM allocates: every other one.
 func allocated(i int) bool { return i%2 == 1 }
 
-// addNode registers Node i, whose Machine runs, with its pod CIDR or, for one that IronCore
-// allocates, without.
-func (c *chaos) addNode(ctx context.Context, i int) error {
+// addNode registers Node i, whose Machine runs, Ready, with its pod CIDR or, for one that
+// IronCore allocates, without.
+func (c *chaos) addNode(ctx context.Context, i int) error { return c.addNodeWith(ctx, i, false) }
+
+// addNodeWith is addNode, NotReady if notReady, as a kubelet registers a Node on its first
+// start.
+func (c *chaos) addNodeWith(ctx context.Context, i int, notReady bool) error {
 	nic := &networkingv1alpha1.NetworkInterface{}
 	if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: testenv.NetworkInterfaceName(nodeName(i))}, nic); err != nil {
 		return fmt.Errorf("NetworkInterface of %s: %w", nodeName(i), err)
@@ -599,7 +629,7 @@ func (c *chaos) addNode(ctx context.Context, i int) error {
 	c.nodeIPs[nodeName(i)] = ips
 	c.present[nodeName(i)] = true
 	c.mu.Unlock()
-	options := testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}}
+	options := testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}, NotReady: notReady}
 	if allocated(i) {
 		options.PodCIDRs = nil
 	}
@@ -1014,8 +1044,7 @@ func (r *chaosReplica) args() []string {
 	return append(leaderElection(), "--ironcore-kubeconfig="+r.kubeconfig, "--kubeconfig="+r.targetKubeconfig,
 		"--authentication-kubeconfig="+r.targetKubeconfig, "--authorization-kubeconfig="+r.targetKubeconfig, "--v=1",
 		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR,
-		// Selector mode: the hand edits include removing a target label, which only it writes.
-		"--use-nic-selector=true")
+		fmt.Sprintf("--use-nic-selector=%t", r.chaos.opts.Selecting))
 }
 
 func (r *chaosReplica) start() error {
@@ -1041,7 +1070,7 @@ func (c *chaos) describeReplicas() string {
 			state = fmt.Sprintf("exited (%v)", process.Err())
 		default:
 		}
-		fmt.Fprintf(&b, "%s is %s; its log ends:\n%s\n", process.Name, state, logTail(process.LogPath, 20))
+		fmt.Fprintf(&b, "%s is %s; its log ends:\n%s\n", process.Name, state, logTail(process.LogPath, 60))
 	}
 	return b.String()
 }

@@ -66,10 +66,27 @@ type ChaosResult struct {
 	// LabelRepairSeconds is, per target label removed by hand, how long until the CCM put it
 	// back; RoutingRepairSeconds, per destination removed by hand from a Local Service's
 	// routing, how long until the CCM put it back.
-	LabelRepairSeconds   []Seconds     `json:"labelRepairSeconds"`
-	RoutingRepairSeconds []Seconds     `json:"routingRepairSeconds"`
-	Problems             []string      `json:"problems"`
-	Timeline             []ChaosSample `json:"timeline"`
+	LabelRepairSeconds   []Seconds `json:"labelRepairSeconds"`
+	RoutingRepairSeconds []Seconds `json:"routingRepairSeconds"`
+	// ClusterRoutingRepairSeconds is, per destination removed by hand from the routing of a
+	// Service that is not Local (default mode, where the CCM writes it), how long until the
+	// CCM put it back.
+	ClusterRoutingRepairSeconds []Seconds `json:"clusterRoutingRepairSeconds"`
+	// MachineGoneLeftSeconds is, per Machine deleted without draining while its Node was
+	// Ready, how long until no routing held it; NICErrorLeftSeconds and NICErrorBackSeconds,
+	// per NetworkInterface in Error, until no routing held it and, once Available again,
+	// until every routing that had held it did again; NotReadyJoinSeconds, per Node that
+	// joined NotReady, how long after it was Ready until every routing held it. Measured with
+	// faults off.
+	MachineGoneLeftSeconds []Seconds `json:"machineGoneLeftSeconds"`
+	NICErrorLeftSeconds    []Seconds `json:"nicErrorLeftSeconds"`
+	NICErrorBackSeconds    []Seconds `json:"nicErrorBackSeconds"`
+	NotReadyJoinSeconds    []Seconds `json:"notReadyJoinSeconds"`
+	// UnservableHeld counts the routings found holding a Node that could not serve (its
+	// Machine deleted, its NetworkInterface not Available, never Ready) past the bound.
+	UnservableHeld int           `json:"unservableHeld"`
+	Problems       []string      `json:"problems"`
+	Timeline       []ChaosSample `json:"timeline"`
 }
 
 // Takeover is one disruption of the leader and how long the other replica took to lead.
@@ -101,7 +118,16 @@ type ChaosSample struct {
 
 // Name is the base name of the run's files.
 func (r *ChaosResult) Name() string {
-	return fmt.Sprintf("chaos-n%d-s%d", r.Options.Nodes, r.Options.Services)
+	return fmt.Sprintf("chaos-%s-n%d-s%d", r.Options.TargetMode(), r.Options.Nodes, r.Options.Services)
+}
+
+// TargetMode names how the run's Services are routed: "default" (the CCM writes every
+// routing) or "selector" (--use-nic-selector=true).
+func (o ChaosOptions) TargetMode() string {
+	if o.Selecting {
+		return "selector"
+	}
+	return "default"
 }
 
 // Write stores the result in dir as <name>.json, <name>.md and <name>.png.
@@ -132,23 +158,25 @@ func (r *ChaosResult) Markdown() string {
 	if len(r.Problems) > 0 {
 		verdict = fmt.Sprintf("FAILED: %d problems", len(r.Problems))
 	}
-	fmt.Fprintf(&b, "# Chaos: %d Services churned over %d Nodes, %s\n\n", r.ServicesCreated, o.Nodes, verdict)
+	fmt.Fprintf(&b, "# Chaos, %s mode: %d Services churned over %d Nodes, %s\n\n", o.TargetMode(), r.ServicesCreated, o.Nodes, verdict)
 	fmt.Fprintf(&b, "Run %s on %d CPUs (%s), %d GiB, kernel %s, %s; %.0fs in all. Seed %d, simulated IronCore latency %gs.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
 		float64(r.DurationSeconds), o.Seed, o.Latency.Seconds())
-	fmt.Fprintf(&b, "Command: `ironcore-ccm-lab -nodes %d -services %d -waves %d -disruptions %d -fault-rate %g -seed %d -latency %s chaos`\n\n",
-		o.Nodes, o.Services, o.Waves, o.Disruptions, o.FaultRate, o.Seed, o.Latency)
+	fmt.Fprintf(&b, "Command: `ironcore-ccm-lab -nodes %d -services %d -waves %d -disruptions %d -fault-rate %g -seed %d -latency %s -target-modes %s chaos`\n\n",
+		o.Nodes, o.Services, o.Waves, o.Disruptions, o.FaultRate, o.Seed, o.Latency, o.TargetMode())
 	fmt.Fprintf(&b, "Two replicas, each run as `ironcore-cloud-controller-manager %s` (plus the stack's kubeconfigs and cloud-config), "+
 		"each reaching IronCore through its own proxy, which logs its writes.\n\n", r.Command)
 	fmt.Fprintf(&b, "In each of %d waves: %d new Services (one in five Internal, one in three of class ironcore.dev/load-balancer); every Service of the previous wave edited (ports; one in four "+
 		"switched Public↔Internal, one in four Cluster↔Local, with endpoints on two Nodes; an annotation); the wave before that deleted; one Node leaves (its Machine deleted, its Ready condition Unknown) and one joins (every other Node gets its "+
 		"pod CIDR from IronCore's IPAM through the CCM, the others register with theirs); the leader "+
 		"killed right after an IronCore write or paused in the middle of a write to either API, %d times; one Node made unhealthy and healthy again (NotReady past the grace period, "+
-		"or tainted for deletion by the cluster autoscaler, in turn), one target label removed by hand and one destination removed by hand "+
+		"or tainted for deletion by the cluster autoscaler, in turn), %s and one destination removed by hand "+
 		"from a Local Service's routing; IronCore failing %g of requests (500s; 409s on writes, resets and 2 s delays "+
-		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then faults end, and the "+
+		"at half that; hangs at a fiftieth) and the target API a fifth of that; the simulated providers silent for 5 s. Then, with faults off: "+
+		"one Machine deleted without draining while its Node is Ready (the Node then leaves), one NetworkInterface in Error and Available again, "+
+		"one Node joining NotReady and Ready %s after it was initialized. After the last wave, the "+
 		"run waits for the last waves' Services to be served right, checks every pod CIDR, deletes every Service, and waits for IronCore's "+
-		"garbage collector.\n\n", o.Waves, o.Services/o.Waves, o.Disruptions, o.FaultRate)
+		"garbage collector.\n\n", o.Waves, o.Services/o.Waves, o.Disruptions, handEdit(o), o.FaultRate, notReadyHold)
 
 	fmt.Fprintf(&b, "| What happened | count |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| Services created / edited / deleted | %d / %d / %d |\n", r.ServicesCreated, r.ServicesEdited, r.ServicesDeleted)
@@ -156,8 +184,10 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| Nodes joined / left | %d / %d |\n", r.NodesJoined, r.NodesLeft)
 	fmt.Fprintf(&b, "| IronCore requests failed on purpose | %s |\n", kinds(r.FaultsInjected))
 	fmt.Fprintf(&b, "| target API requests failed on purpose | %s |\n", kinds(r.TargetFaultsInjected))
-	fmt.Fprintf(&b, "| Nodes made unhealthy and healthy again / target labels removed by hand / Local routing destinations removed by hand | %d / %d / %d |\n",
-		r.HealthFlaps, len(r.LabelRepairSeconds), len(r.RoutingRepairSeconds))
+	fmt.Fprintf(&b, "| Nodes made unhealthy and healthy again / target labels removed by hand / destinations removed by hand (Local / Cluster routings) | %d / %d / %d / %d |\n",
+		r.HealthFlaps, len(r.LabelRepairSeconds), len(r.RoutingRepairSeconds), len(r.ClusterRoutingRepairSeconds))
+	fmt.Fprintf(&b, "| Machines deleted with their Node Ready / NetworkInterfaces in Error / Nodes joined NotReady | %d / %d / %d |\n",
+		len(r.MachineGoneLeftSeconds), len(r.NICErrorLeftSeconds), len(r.NotReadyJoinSeconds))
 	fmt.Fprintf(&b, "| silent provider periods | %d |\n", r.SilentPeriods)
 	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
 
@@ -194,6 +224,20 @@ func (r *ChaosResult) Markdown() string {
 		{"Node healthy again: until every such routing held it again", r.FlapBackSeconds},
 		{"target label removed by hand: until the CCM put it back", r.LabelRepairSeconds},
 		{"destination removed by hand from a Local Service's routing: until the CCM put it back", r.RoutingRepairSeconds},
+		{"destination removed by hand from another Service's routing: until the CCM put it back", r.ClusterRoutingRepairSeconds},
+	} {
+		t := timingsOf(row.seconds)
+		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
+	}
+	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (no routing may hold one for more than %s) | count | p50 | max |\n|---|---:|---:|---:|\n", unservableBound)
+	for _, row := range []struct {
+		name    string
+		seconds []Seconds
+	}{
+		{"Machine deleted, its Node still Ready: until no routing held it", r.MachineGoneLeftSeconds},
+		{"NetworkInterface in Error: until no routing held it", r.NICErrorLeftSeconds},
+		{"the same Available again: until every routing that held it did again", r.NICErrorBackSeconds},
+		{"Node joined NotReady, then Ready: until every routing held it", r.NotReadyJoinSeconds},
 	} {
 		t := timingsOf(row.seconds)
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
@@ -206,6 +250,8 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
 	fmt.Fprintf(&b, "| moments a Service that had an address showed none (type switches included) | %d |\n", r.AddressesLost)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
+	fmt.Fprintf(&b, "| routings that held a Node unable to serve (Machine deleted, NetworkInterface not Available, never Ready) for more than %s with faults off, or %s in all | %d |\n",
+		unservableBound, targetBound, r.UnservableHeld)
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
 	fmt.Fprintf(&b, "| moments a pod CIDR was on two Nodes | %d |\n", r.SharedPodCIDRs)
 	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface (of Nodes, allocated by IronCore's IPAM) | %d (%d) |\n", r.PodCIDRsChecked, r.PodCIDRsAllocated)
@@ -219,6 +265,16 @@ func (r *ChaosResult) Markdown() string {
 	}
 	fmt.Fprintf(&b, "The plot (%s.png) shows the Services, those with an address and the IronCore LoadBalancers over the run; the grey line is up while faults were on, and the dots mark leader kills and pauses.\n", r.Name())
 	return b.String()
+}
+
+// handEdit says what the run edits by hand besides a Local Service's routing: a target label
+// in selector mode, where the CCM writes them, and another Service's routing in the default
+// mode, where the CCM writes every routing.
+func handEdit(o ChaosOptions) string {
+	if o.Selecting {
+		return "one target label removed by hand"
+	}
+	return "one destination removed by hand from the routing of a Service that is not Local"
 }
 
 // timingsOf summarizes durations in seconds.

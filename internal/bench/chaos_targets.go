@@ -25,18 +25,23 @@ const targetBound = 2 * time.Minute
 
 // targetChaos disturbs the load balancer targets once each per wave, one after another: a Node
 // goes unhealthy and healthy again (NotReady past the grace period, or the cluster
-// autoscaler's deletion taint, in turn), a target label is removed by hand, and a Local
-// Service's routing loses a destination by hand. While a Node is disturbed on purpose, its
-// leaving routings is no drop; every routing must leave it and take it back, and every hand
-// edit must be put back, within targetBound.
+// autoscaler's deletion taint, in turn), a target label is removed by hand (selector mode; in
+// the default mode, a destination of a routing the CCM writes for a Service that is not
+// Local), and a Local Service's routing loses a destination by hand. While a Node is
+// disturbed on purpose, its leaving routings is no drop; every routing must leave it and take
+// it back, and every hand edit must be put back, within targetBound.
 func (c *chaos) targetChaos(ctx context.Context, wave int) error {
 	if err := c.flapNode(ctx, wave%2 == 1); err != nil {
 		return err
 	}
-	if err := c.removeTargetLabel(ctx); err != nil {
+	if c.opts.Selecting {
+		if err := c.removeTargetLabel(ctx); err != nil {
+			return err
+		}
+	} else if err := c.editRouting(ctx, false); err != nil {
 		return err
 	}
-	return c.editLocalRouting(ctx)
+	return c.editRouting(ctx, true)
 }
 
 // flapNode makes a Node unhealthy until every routing that held it has left it, then healthy
@@ -121,9 +126,9 @@ func (c *chaos) removeTargetLabel(ctx context.Context) error {
 	return nil
 }
 
-// editLocalRouting removes, by hand, a destination from the routing of a Local Service (a
-// routing the CCM writes) and waits until the CCM has put it back.
-func (c *chaos) editLocalRouting(ctx context.Context) error {
+// editRouting removes, by hand, a destination from the routing of a Local Service, or of one
+// that is not Local, (a routing the CCM writes) and waits until the CCM has put it back.
+func (c *chaos) editRouting(ctx context.Context, local bool) error {
 	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 	if err := c.stack.IronCore.Client.List(ctx, routings, client.InNamespace(c.stack.Namespace)); err != nil {
 		return err
@@ -134,11 +139,11 @@ func (c *chaos) editLocalRouting(ctx context.Context) error {
 	for i := range routings.Items {
 		candidate := &routings.Items[i]
 		state := c.byLoadBalancer[candidate.Name]
-		if state == nil || !state.local {
+		if state == nil || state.local != local {
 			continue
 		}
 		for destination := range destinations(candidate) {
-			if node, ok := c.nodeOf(destination); ok && slices.Contains(state.endpoints, node) && !c.excused[node] {
+			if node, ok := c.nodeOf(destination); ok && (!local || slices.Contains(state.endpoints, node)) && c.canServe(node) {
 				routing, key = candidate, destination
 				break
 			}
@@ -152,7 +157,7 @@ func (c *chaos) editLocalRouting(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	if routing == nil {
-		return nil // no Local Service has a routing yet
+		return nil // no such Service has a routing yet
 	}
 	defer func() {
 		c.mu.Lock()
@@ -173,19 +178,27 @@ func (c *chaos) editLocalRouting(ctx context.Context) error {
 		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(routing), current); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if !destinations(current)[key] && c.stillWanted(routing.Name, key) {
+		if !destinations(current)[key] && c.stillWanted(routing.Name, key, local) {
 			return errors.New("not yet")
 		}
 		return nil
 	})
 	repaired := time.Since(started)
+	kind := "Cluster"
+	if local {
+		kind = "Local"
+	}
 	if err != nil {
-		c.problem("a destination removed by hand from the routing of a Local Service: %v", err)
+		c.problem("a destination removed by hand from the routing of a %s Service: %v", kind, err)
 	}
 	c.mu.Lock()
-	c.result.RoutingRepairSeconds = append(c.result.RoutingRepairSeconds, newSeconds(repaired))
+	if local {
+		c.result.RoutingRepairSeconds = append(c.result.RoutingRepairSeconds, newSeconds(repaired))
+	} else {
+		c.result.ClusterRoutingRepairSeconds = append(c.result.ClusterRoutingRepairSeconds, newSeconds(repaired))
+	}
 	c.mu.Unlock()
-	c.log("a destination removed by hand from Local routing %s was back after %s", routing.Name, repaired.Round(time.Millisecond))
+	c.log("a destination removed by hand from %s routing %s was back after %s", kind, routing.Name, repaired.Round(time.Millisecond))
 	return nil
 }
 
@@ -334,14 +347,15 @@ func (c *chaos) describeLoadBalancer(ctx context.Context, name string) string {
 		name, lb.Spec.Type, lb.Spec.NetworkInterfaceSelector, !lb.DeletionTimestamp.IsZero(), lb.Annotations, service)
 }
 
-// stillWanted tells whether the Local Service of the routing still wants the destination:
-// its endpoints may have moved since the edit.
-func (c *chaos) stillWanted(routing, key string) bool {
+// stillWanted tells whether the Service of the routing still wants the destination: it may
+// have switched policy, its endpoints may have moved, and the Node may no longer serve.
+func (c *chaos) stillWanted(routing, key string, local bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	state := c.byLoadBalancer[routing]
 	node, ok := c.nodeOf(key)
-	return state != nil && state.local && ok && slices.Contains(state.endpoints, node) && c.services[state.service.Name] == state
+	return state != nil && state.local == local && ok && (!local || slices.Contains(state.endpoints, node)) &&
+		c.canServe(node) && c.services[state.service.Name] == state
 }
 
 // nodeOf names the present Node of a destination key. The caller holds c.mu.

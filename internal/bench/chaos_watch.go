@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,18 +20,21 @@ import (
 )
 
 // watch checks, as they happen, what must never happen: a Node deleted that did not leave, a
-// pod CIDR on two Nodes, and a routing losing the destination of a Node that is still there.
+// pod CIDR on two Nodes, a routing losing the destination of a Node that is still there, and
+// a routing holding a Node that cannot serve.
 func (c *chaos) watch(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.stack.TargetClientset, 0)
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if node, ok := obj.(*corev1.Node); ok {
 				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+				c.nodeReadiness(node)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if node, ok := obj.(*corev1.Node); ok {
 				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+				c.nodeReadiness(node)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -79,12 +83,92 @@ func (c *chaos) watch(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := c.watchServing(ctx, ironcoreCache); err != nil {
+		return err
+	}
 	go func() { _ = ironcoreCache.Start(ctx) }()
 	factory.WaitForCacheSync(ctx.Done())
 	if !ironcoreCache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the IronCore cache did not sync")
 	}
+	go c.checkServingEvery(ctx, ironcoreCache, 100*time.Millisecond)
 	return nil
+}
+
+// watchServing follows the Machines and NetworkInterfaces for whether their Nodes can serve.
+func (c *chaos) watchServing(ctx context.Context, ironcoreCache cache.Cache) error {
+	machines, err := ironcoreCache.GetInformer(ctx, &computev1alpha1.Machine{})
+	if err != nil {
+		return err
+	}
+	if _, err := machines.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if machine, ok := obj.(*computev1alpha1.Machine); ok {
+				c.machineChanged(machine, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if machine, ok := obj.(*computev1alpha1.Machine); ok {
+				c.machineChanged(machine, true)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	nics, err := ironcoreCache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{})
+	if err != nil {
+		return err
+	}
+	_, err = nics.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				c.networkInterfaceChanged(nic, false)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				c.networkInterfaceChanged(nic, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				c.networkInterfaceChanged(nic, true)
+			}
+		},
+	})
+	return err
+}
+
+// checkServingEvery checks the cached routings against the Nodes that cannot serve.
+func (c *chaos) checkServingEvery(ctx context.Context, ironcoreCache cache.Cache, period time.Duration) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+		lbs := &networkingv1alpha1.LoadBalancerList{}
+		if ironcoreCache.List(ctx, routings, client.InNamespace(c.stack.Namespace)) != nil ||
+			ironcoreCache.List(ctx, lbs, client.InNamespace(c.stack.Namespace)) != nil {
+			continue
+		}
+		// The routing of a LoadBalancer being deleted (a type switch's predecessor) serves no one.
+		live := make(map[string]bool, len(lbs.Items))
+		for _, lb := range lbs.Items {
+			live[lb.Name] = lb.DeletionTimestamp == nil
+		}
+		serving := slices.DeleteFunc(routings.Items, func(routing networkingv1alpha1.LoadBalancerRouting) bool { return !live[routing.Name] })
+		c.checkServing(serving, time.Now())
+	}
 }
 
 // podCIDRsChanged records a Node's pod CIDRs (none once it is gone), and a problem for each
