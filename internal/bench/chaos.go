@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -131,6 +132,8 @@ type chaos struct {
 	everReady      map[string]bool
 	// faultWindows are the times faults were on.
 	faultWindows []faultWindow
+	// ironcoreCache is the run's own watch of IronCore, once it runs.
+	ironcoreCache cache.Cache
 }
 
 // chaosService is what a Service should have.

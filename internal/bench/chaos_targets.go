@@ -284,21 +284,21 @@ func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic stri
 	started := time.Now()
 	var missing []string
 	condition := func(ctx context.Context) error {
+		// One list of the watch's cache: reading hundreds of routings one by one would take
+		// longer than the CCM takes to change them.
+		current, err := c.cachedRoutings(ctx)
+		if err != nil {
+			return err
+		}
 		missing = nil
 		for _, name := range routings {
 			c.mu.Lock()
 			state := c.byLoadBalancer[name]
 			counted := state != nil && !state.local && c.services[state.service.Name] == state
 			c.mu.Unlock()
-			if !counted {
+			routing, ok := current[name]
+			if !counted || !ok {
 				continue
-			}
-			routing := &networkingv1alpha1.LoadBalancerRouting{}
-			if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: c.stack.Namespace, Name: name}, routing); err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return err
 			}
 			if destinations(routing)["nic:"+nic] != held {
 				missing = append(missing, name)
@@ -327,6 +327,19 @@ func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic stri
 		c.problem("%s: the routings did not %s %s within %s (%v; %s), %s", what, verb, nic, targetBound, err, first, late)
 	}
 	return time.Since(started)
+}
+
+// cachedRoutings returns the routings as the run's watch sees them, by name.
+func (c *chaos) cachedRoutings(ctx context.Context) (map[string]*networkingv1alpha1.LoadBalancerRouting, error) {
+	list := &networkingv1alpha1.LoadBalancerRoutingList{}
+	if err := c.ironcoreCache.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
+		return nil, err
+	}
+	routings := make(map[string]*networkingv1alpha1.LoadBalancerRouting, len(list.Items))
+	for i := range list.Items {
+		routings[list.Items[i].Name] = &list.Items[i]
+	}
+	return routings, nil
 }
 
 // describeLoadBalancer says what a routing's LoadBalancer and its Service look like, for a

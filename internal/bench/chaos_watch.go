@@ -91,6 +91,7 @@ func (c *chaos) watch(ctx context.Context) error {
 	if !ironcoreCache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the IronCore cache did not sync")
 	}
+	c.ironcoreCache = ironcoreCache
 	go c.checkServingEvery(ctx, ironcoreCache, 100*time.Millisecond)
 	return nil
 }

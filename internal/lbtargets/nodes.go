@@ -61,6 +61,12 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 		return nil
 	}
 	t.recordVerdict(node, verdict, previous, seen)
+	if !seen && !verdict.Healthy() && !verdict.FailsOpen() {
+		// A new Node that no Service can have as a target, not even failing open (not
+		// initialized yet, say, as every Node registers): no target changes. The change
+		// that lets it serve queues them.
+		return nil
+	}
 	// A Node seen for the first time joins too, whether or not the service controller syncs
 	// the load balancers for it (it does not for a Node that was never Ready).
 	t.queue.AddAfter(allKey, t.coalesce)
