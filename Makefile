@@ -33,7 +33,7 @@ bench: lab-program ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 
 	@$(LAB) $(BENCH_FLAGS) bench
 
 .PHONY: chaos
-chaos: lab-program ## Prove the CCM under churn and faults (CHAOS_FLAGS, default 1000 Services, 20 Nodes, 5 waves); results in docs/reliability/.
+chaos: lab-program ## Prove the CCM under churn and faults, in the default mode then selector mode (CHAOS_FLAGS, default 1000 Services, 20 Nodes, 5 waves); results in docs/reliability/.
 	@$(LAB) $(CHAOS_FLAGS) chaos
 
 .PHONY: test

@@ -1136,7 +1136,16 @@ func (r *chaosReplica) running() bool {
 // the cluster's authentication configuration because the target API failed the request on
 // purpose.
 func startupLookupFault(last string) bool {
-	return strings.Contains(last, "unable to load configmap based") && strings.Contains(last, "injected failure")
+	if !strings.Contains(last, "unable to load configmap based") {
+		return false
+	}
+	// The target API's injected faults: a 500, or a reset stream or connection.
+	for _, fault := range []string{"injected failure", "INTERNAL_ERROR", "connection reset", "EOF"} {
+		if strings.Contains(last, fault) {
+			return true
+		}
+	}
+	return false
 }
 
 // superviseReplicas restarts a replica that ended by itself (a lost lease, a crash), as a

@@ -229,7 +229,7 @@ func (r *ChaosResult) Markdown() string {
 		t := timingsOf(row.seconds)
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
-	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (no routing may hold one for more than %s) | count | p50 | max |\n|---|---:|---:|---:|\n", unservableBound)
+	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (no routing may hold one for more than %s and %s per routing) | count | p50 | max |\n|---|---:|---:|---:|\n", unservableBound, routingWriteOf(o))
 	for _, row := range []struct {
 		name    string
 		seconds []Seconds
@@ -250,8 +250,8 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
 	fmt.Fprintf(&b, "| moments a Service that had an address showed none (type switches included) | %d |\n", r.AddressesLost)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
-	fmt.Fprintf(&b, "| routings that held a Node unable to serve (Machine deleted, NetworkInterface not Available, never Ready) for more than %s with faults off, or %s in all | %d |\n",
-		unservableBound, targetBound, r.UnservableHeld)
+	fmt.Fprintf(&b, "| routings that held a Node unable to serve (Machine deleted, NetworkInterface not Available, never Ready) for more than %s and %s per routing with faults off, or %s in all | %d |\n",
+		unservableBound, routingWriteOf(o), targetBound, r.UnservableHeld)
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
 	fmt.Fprintf(&b, "| moments a pod CIDR was on two Nodes | %d |\n", r.SharedPodCIDRs)
 	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface (of Nodes, allocated by IronCore's IPAM) | %d (%d) |\n", r.PodCIDRsChecked, r.PodCIDRsAllocated)

@@ -16,11 +16,26 @@ import (
 )
 
 // IronCore LoadBalancers have no health checks: a routing that holds a Node that cannot serve
-// black-holes its share of the traffic. The run checks, as it happens, that no routing holds
-// for longer than unservableBound a Node whose Machine is being deleted or gone, whose
-// NetworkInterface is not Available, or that has never been Ready; under faults, a leader's
-// takeover included, the bound is targetBound instead.
-const unservableBound = 2 * time.Second
+// black-holes its share of the traffic. The run checks, as it happens, that no routing holds a
+// Node whose Machine is being deleted or gone, whose NetworkInterface is not Available, or that
+// has never been Ready, for longer than unservableBound plus the time to write every routing of
+// the run again (each Service has its own routing): routingWrite each in the default mode, where
+// the CCM writes them at its default budget of 50 IronCore requests a second, and
+// selectedRoutingWrite each in selector mode, where IronCore's LoadBalancer controller computes
+// them one at a time. Under faults, a leader's takeover included, the bound is targetBound.
+const (
+	unservableBound      = 2 * time.Second
+	routingWrite         = 25 * time.Millisecond
+	selectedRoutingWrite = 50 * time.Millisecond
+)
+
+// routingWriteOf is how long the run allows for each routing to be written again.
+func routingWriteOf(o ChaosOptions) time.Duration {
+	if o.Selecting {
+		return selectedRoutingWrite
+	}
+	return routingWrite
+}
 
 // notReadyHold is how long a joining Node stays NotReady (never Ready) after it is initialized:
 // the CCM has seen it, and must keep it out of every routing, for that long.
@@ -226,10 +241,17 @@ func (c *chaos) clearUnservable(nic, why string) {
 }
 
 // checkServing records a problem for every routing that holds a Node that cannot serve past
-// the bound: unservableBound of calm time (faults off), or targetBound in all. A Local Service
-// none of whose endpoints' Nodes can serve is left out: the CCM's documented fail-open keeps
-// its routing as it is.
+// the bound: unservableBound and routingWriteOf per routing of calm time (faults off), or
+// targetBound in all. A Local Service none of whose endpoints' Nodes can serve is left out:
+// the CCM's documented fail-open keeps its routing as it is.
 func (c *chaos) checkServing(routings []networkingv1alpha1.LoadBalancerRouting, now time.Time) {
+	bound := unservableBound + time.Duration(len(routings))*routingWriteOf(c.opts)
+	var problems []string
+	defer func() {
+		for _, problem := range problems {
+			c.log("PROBLEM: %s", problem)
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range routings {
@@ -246,20 +268,31 @@ func (c *chaos) checkServing(routings []networkingv1alpha1.LoadBalancerRouting, 
 				continue
 			}
 			nic := destination.TargetRef.Name
-			for why, since := range c.unservable[nic] {
-				calm := now.Sub(since) - c.faultyWithin(since, now)
-				if calm <= unservableBound && now.Sub(since) <= targetBound {
-					continue
+			// Since the first reason it could not serve.
+			var why string
+			var since time.Time
+			for reason, at := range c.unservable[nic] {
+				if since.IsZero() || at.Before(since) {
+					why, since = reason, at
 				}
-				key := routing.Name + " " + nic + " " + why + " " + since.String()
-				if c.unservableHeld[key] {
-					continue
-				}
-				c.unservableHeld[key] = true
-				c.result.UnservableHeld++
-				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s held NetworkInterface %s (%s) for %s, %s of it with faults off",
-					routing.Name, nic, why, now.Sub(since).Round(time.Millisecond), calm.Round(time.Millisecond)))
 			}
+			if since.IsZero() {
+				continue
+			}
+			calm := now.Sub(since) - c.faultyWithin(since, now)
+			if calm <= bound && now.Sub(since) <= targetBound {
+				continue
+			}
+			key := routing.Name + " " + nic + " " + since.String()
+			if c.unservableHeld[key] {
+				continue
+			}
+			c.unservableHeld[key] = true
+			c.result.UnservableHeld++
+			problem := fmt.Sprintf("LoadBalancerRouting %s held NetworkInterface %s (%s) for %s, %s of it with faults off (bound %s)",
+				routing.Name, nic, why, now.Sub(since).Round(time.Millisecond), calm.Round(time.Millisecond), bound)
+			c.result.Problems = append(c.result.Problems, problem)
+			problems = append(problems, problem)
 		}
 	}
 }
