@@ -160,8 +160,8 @@ func (c *chaos) joinNotReady(ctx context.Context) error {
 	return nil
 }
 
-// pickServing picks a present Node that is not disturbed, not the next to leave, and not the
-// only Node of a Local Service's endpoints; "" if there is none.
+// pickServing picks a present Node that is not disturbed and not the next to leave; "" if there
+// is none.
 func (c *chaos) pickServing() (node, nic string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

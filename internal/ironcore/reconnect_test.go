@@ -105,7 +105,7 @@ func TestListsAndWatchesOutlastAnOutage(t *testing.T) {
 // that hangs; the client gives up on it and watches again, and its cache syncs. Without a
 // bound on the answer, the informer would wait for good and nothing would ever decide from it.
 func TestAWatchNeverAnsweredIsGivenUp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), ironcore.WatchAnswerTimeout+time.Minute)
 	defer cancel()
 	var mu sync.Mutex
 	hung := 0

@@ -68,8 +68,10 @@ const RequestTimeout = 30 * time.Second
 // WatchAnswerTimeout bounds how long a watch waits for the API server to answer it. Answered,
 // a watch stays open for minutes; never answered (a connection or a proxy that hangs), it
 // would hold its informer for good: not synced, and never retried. With the WatchList
-// feature, an informer's first list is such a watch.
-const WatchAnswerTimeout = 10 * time.Second
+// feature, an informer's first list is such a watch. As long as any other request may take:
+// an API server's priority and fairness may hold a watch in its queue a while before it
+// answers.
+const WatchAnswerTimeout = RequestTimeout
 
 // boundedTransport gives every request that is not a watch a deadline, unless its context has
 // one: an API server (or a proxy before it) that accepts a request and never answers would

@@ -32,6 +32,11 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	t.nodesMu.Lock()
 	previous, seen := t.known[name]
+	// Known before the verdict reads the Machine: a change of the Machine that comes while it
+	// does queues this Node again.
+	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
+		t.machineNodes[id.Machine] = name
+	}
 	t.nodesMu.Unlock()
 	// Whether the Node is a target now, for the grace period: as this controller last found
 	// it; after a restart, the targets' own syncs judge from IronCore.
@@ -47,9 +52,6 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	state := nodeState{unhealthy: verdict.Kind, eligible: targetrules.Eligible(node)}
 	t.nodesMu.Lock()
 	t.known[name] = state
-	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
-		t.machineNodes[id.Machine] = name
-	}
 	t.countUnhealthy()
 	t.nodesMu.Unlock()
 
