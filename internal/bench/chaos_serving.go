@@ -22,12 +22,12 @@ import (
 // the run again (each Service has its own routing): routingWrite each in the default mode, where
 // the CCM writes them at its default budget of 50 IronCore requests a second, and
 // selectedRoutingWrite each in selector mode, where IronCore's LoadBalancer controller computes
-// them one at a time (17-22 s for 350-400 routings in runs of make chaos, up to 55 ms each).
+// them one at a time (17-22 s for 350-400 routings in most of make chaos, about 50 ms each).
 // Under faults, a leader's takeover included, the bound is targetBound.
 const (
 	unservableBound      = 2 * time.Second
 	routingWrite         = 25 * time.Millisecond
-	selectedRoutingWrite = 75 * time.Millisecond
+	selectedRoutingWrite = 50 * time.Millisecond
 )
 
 // routingWriteOf is how long the run allows for each routing to be written again.
