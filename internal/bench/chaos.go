@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -75,7 +75,7 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
 		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
-		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, podCIDRs: map[string][]string{},
+		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, seen: map[string]seenRouting{}, podCIDRs: map[string][]string{},
 		unservable: map[string]map[string]time.Time{}, unservableHeld: map[string]bool{}, everReady: map[string]bool{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
@@ -132,8 +132,25 @@ type chaos struct {
 	everReady      map[string]bool
 	// faultWindows are the times faults were on.
 	faultWindows []faultWindow
-	// ironcoreCache is the run's own watch of IronCore, once it runs.
-	ironcoreCache cache.Cache
+	// seen holds each routing's destinations (by destinationKey) as the drop detector last saw
+	// them. Waits read this rather than the watch's store: the store runs ahead of the handlers,
+	// and a Node pardoned on what the store shows could then be blamed for a drop the handler
+	// had not yet seen.
+	seen map[string]seenRouting
+}
+
+// seenRouting is a routing as the drop detector last saw it: its destinations by
+// destinationKey, and its resourceVersion (an etcd revision), so a wait can tell whether the
+// detector has seen a write yet.
+type seenRouting struct {
+	destinations map[string]bool
+	version      uint64
+}
+
+// seeRouting records a routing as the drop detector saw it. The caller holds c.mu.
+func (c *chaos) seeRouting(routing *networkingv1alpha1.LoadBalancerRouting) {
+	version, _ := strconv.ParseUint(routing.ResourceVersion, 10, 64)
+	c.seen[routing.Name] = seenRouting{destinations: destinations(routing), version: version}
 }
 
 // chaosService is what a Service should have.

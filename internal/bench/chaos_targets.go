@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -173,12 +174,15 @@ func (c *chaos) editRouting(ctx context.Context, local bool) error {
 	} else if err != nil {
 		return fmt.Errorf("edit LoadBalancerRouting %s: %w", routing.Name, err)
 	}
-	err := testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(ctx context.Context) error {
-		current := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(routing), current); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if !destinations(current)[key] && c.stillWanted(routing.Name, key, local) {
+	// As the drop detector sees it, after the edit, so that the edit is still excused when the
+	// detector gets to it.
+	edited, _ := strconv.ParseUint(routing.ResourceVersion, 10, 64)
+	err := testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(context.Context) error {
+		c.mu.Lock()
+		seen, ok := c.seen[routing.Name]
+		back := !ok || (seen.version >= edited && seen.destinations[key])
+		c.mu.Unlock()
+		if !back && c.stillWanted(routing.Name, key, local) {
 			return errors.New("not yet")
 		}
 		return nil
@@ -283,24 +287,17 @@ func (c *chaos) routingsHolding(ctx context.Context, nic string) ([]string, erro
 func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic string, held bool, what string) time.Duration {
 	started := time.Now()
 	var missing []string
-	condition := func(ctx context.Context) error {
-		// One list of the watch's cache: reading hundreds of routings one by one would take
-		// longer than the CCM takes to change them.
-		current, err := c.cachedRoutings(ctx)
-		if err != nil {
-			return err
-		}
+	condition := func(context.Context) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		missing = nil
 		for _, name := range routings {
-			c.mu.Lock()
 			state := c.byLoadBalancer[name]
-			counted := state != nil && !state.local && c.services[state.service.Name] == state
-			c.mu.Unlock()
-			routing, ok := current[name]
-			if !counted || !ok {
+			seen, ok := c.seen[name]
+			if state == nil || state.local || c.services[state.service.Name] != state || !ok {
 				continue
 			}
-			if destinations(routing)["nic:"+nic] != held {
+			if seen.destinations["nic:"+nic] != held {
 				missing = append(missing, name)
 			}
 		}
@@ -327,19 +324,6 @@ func (c *chaos) waitForRoutings(ctx context.Context, routings []string, nic stri
 		c.problem("%s: the routings did not %s %s within %s (%v; %s), %s", what, verb, nic, targetBound, err, first, late)
 	}
 	return time.Since(started)
-}
-
-// cachedRoutings returns the routings as the run's watch sees them, by name.
-func (c *chaos) cachedRoutings(ctx context.Context) (map[string]*networkingv1alpha1.LoadBalancerRouting, error) {
-	list := &networkingv1alpha1.LoadBalancerRoutingList{}
-	if err := c.ironcoreCache.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
-		return nil, err
-	}
-	routings := make(map[string]*networkingv1alpha1.LoadBalancerRouting, len(list.Items))
-	for i := range list.Items {
-		routings[list.Items[i].Name] = &list.Items[i]
-	}
-	return routings, nil
 }
 
 // describeLoadBalancer says what a routing's LoadBalancer and its Service look like, for a

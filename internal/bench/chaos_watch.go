@@ -73,11 +73,28 @@ func (c *chaos) watch(ctx context.Context) error {
 		return err
 	}
 	if _, err := routings.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				c.mu.Lock()
+				c.seeRouting(routing)
+				c.mu.Unlock()
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			before, ok1 := old.(*networkingv1alpha1.LoadBalancerRouting)
 			after, ok2 := obj.(*networkingv1alpha1.LoadBalancerRouting)
 			if ok1 && ok2 {
 				c.routingChanged(before, after)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if routing, ok := obj.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				c.mu.Lock()
+				delete(c.seen, routing.Name)
+				c.mu.Unlock()
 			}
 		},
 	}); err != nil {
@@ -91,7 +108,6 @@ func (c *chaos) watch(ctx context.Context) error {
 	if !ironcoreCache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the IronCore cache did not sync")
 	}
-	c.ironcoreCache = ironcoreCache
 	go c.checkServingEvery(ctx, ironcoreCache, 100*time.Millisecond)
 	return nil
 }
@@ -207,6 +223,7 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 	had, has := destinations(before), destinations(after)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.seeRouting(after)
 	state := c.byLoadBalancer[after.Name]
 	present := map[string]string{}
 	for node := range c.present {
@@ -223,7 +240,8 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 		if node, ok := present[key]; ok && !has[key] && !c.handEdits[drop] {
 			if _, open := c.drops[drop]; !open {
 				c.drops[drop] = time.Now()
-				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there", after.Name, node, key))
+				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there, at %.1fs (its NetworkInterface unservable for: %v)",
+					after.Name, node, key, time.Since(c.started).Seconds(), c.unservable[testenv.NetworkInterfaceName(node)]))
 			}
 		}
 	}
