@@ -75,8 +75,8 @@ func RunChaos(ctx context.Context, opts ChaosOptions) (*ChaosResult, error) {
 	}
 	c := &chaos{opts: opts, random: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed^0x5bd1e995)), //nolint:gosec // repeatable test choices
 		present: map[string]bool{}, leaving: map[string]bool{}, services: map[string]*chaosService{}, drops: map[string]time.Time{},
-		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, handEdits: map[string]bool{}, seen: map[string]seenRouting{}, podCIDRs: map[string][]string{},
-		unservable: map[string]map[string]time.Time{}, unservableHeld: map[string]bool{}, everReady: map[string]bool{}}
+		byLoadBalancer: map[string]*chaosService{}, excused: map[string]bool{}, excusedUntil: map[string]time.Time{}, handEdits: map[string]bool{}, seen: map[string]seenRouting{}, podCIDRs: map[string][]string{},
+		unservable: map[string]map[string]time.Time{}, unservableHeld: map[string]bool{}, everReady: map[string]bool{}, labelled: map[string]bool{}}
 	c.result = &ChaosResult{Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(), Options: opts,
 		FaultsInjected: map[string]int{}, TargetFaultsInjected: map[string]int{}}
 	stack, err := testenv.Start(ctx, testenv.Options{Progress: opts.Progress, SimulatorLatency: opts.Latency, Purpose: purpose(opts.Alone)})
@@ -122,6 +122,8 @@ type chaos struct {
 	// hand): routings leave them by design. handEdits are destinations removed by hand, by
 	// routing and key.
 	excused, handEdits map[string]bool
+	// excusedUntil is when a pardoned Node's excuse ends, in selector mode (pardon).
+	excusedUntil map[string]time.Time
 	// podCIDRs are the pod CIDRs of each Node in the cluster, as the watch last saw them.
 	podCIDRs map[string][]string
 	// unservable holds, by NetworkInterface, why its Node cannot serve and since when, as the
@@ -130,6 +132,8 @@ type chaos struct {
 	unservable     map[string]map[string]time.Time
 	unservableHeld map[string]bool
 	everReady      map[string]bool
+	// labelled are the NetworkInterfaces that carry the target label, as the watch saw them.
+	labelled map[string]bool
 	// faultWindows are the times faults were on.
 	faultWindows []faultWindow
 	// seen holds each routing's destinations (by destinationKey) as the drop detector last saw
@@ -395,6 +399,9 @@ func (c *chaos) setFaults(on bool) {
 	}
 }
 
+// slowFault is how long a slow request is held before it is forwarded.
+const slowFault = 2 * time.Second
+
 // Faults are the faults of a run at rate: IronCore fails rate of its requests with 500s, and
 // half that with 409s to writes, resets and 2 s delays, a fiftieth with hangs; the target
 // cluster's API fails a fifth of rate with 500s and a tenth with resets (not hangs: the
@@ -405,7 +412,7 @@ func Faults(rate float64) (ironcore, target []apiproxy.Fault) {
 		{Kind: apiproxy.ServerError, Rate: rate},
 		{Kind: apiproxy.Conflict, Rate: rate / 2, Match: writes},
 		{Kind: apiproxy.Reset, Rate: rate / 2},
-		{Kind: apiproxy.Slow, Rate: rate / 2, Delay: 2 * time.Second},
+		{Kind: apiproxy.Slow, Rate: rate / 2, Delay: slowFault},
 		{Kind: apiproxy.Hang, Rate: rate / 50},
 	}
 	target = []apiproxy.Fault{

@@ -229,7 +229,7 @@ func (r *ChaosResult) Markdown() string {
 		t := timingsOf(row.seconds)
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
-	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (no routing may hold one for more than %s and %s per routing) | count | p50 | max |\n|---|---:|---:|---:|\n", unservableBound, routingWriteOf(o))
+	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (%s) | count | p50 | max |\n|---|---:|---:|---:|\n", servingBoundOf(o))
 	for _, row := range []struct {
 		name    string
 		seconds []Seconds
@@ -250,8 +250,8 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)
 	fmt.Fprintf(&b, "| moments a Service that had an address showed none (type switches included) | %d |\n", r.AddressesLost)
 	fmt.Fprintf(&b, "| routing destinations of a Node still there dropped (of a Local Service: a Node of its endpoints) | %d |\n", len(r.TargetDrops))
-	fmt.Fprintf(&b, "| routings that held a Node unable to serve (Machine deleted, NetworkInterface not Available, never Ready) for more than %s and %s per routing with faults off, or %s in all | %d |\n",
-		unservableBound, routingWriteOf(o), targetBound, r.UnservableHeld)
+	fmt.Fprintf(&b, "| Nodes unable to serve (Machine deleted, NetworkInterface not Available, never Ready) kept past the bound (%s; faults on: %s in all) | %d |\n",
+		servingBoundOf(o), targetBound, r.UnservableHeld)
 	fmt.Fprintf(&b, "| IronCore LoadBalancers, routings and LoadBalancer IP Prefixes left after every Service was deleted | %d |\n", r.Leftovers)
 	fmt.Fprintf(&b, "| moments a pod CIDR was on two Nodes | %d |\n", r.SharedPodCIDRs)
 	fmt.Fprintf(&b, "| pod CIDRs checked: each exactly once, on its Node's NetworkInterface (of Nodes, allocated by IronCore's IPAM) | %d (%d) |\n", r.PodCIDRsChecked, r.PodCIDRsAllocated)
@@ -365,4 +365,13 @@ func (r *ChaosResult) plot(path string) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	return p.Save(8*vg.Inch, 4*vg.Inch, path)
+}
+
+// servingBoundOf says how long a Node unable to serve may keep traffic, in the run's mode.
+func servingBoundOf(o ChaosOptions) string {
+	if o.Selecting {
+		return fmt.Sprintf("the CCM: its target label off within %s, and no routing the CCM writes (a Local Service's) holding it for more than %s and %s per such routing; "+
+			"IronCore's routings, which its LoadBalancer controller recomputes one at a time: within %s", unservableBound, unservableBound, routingWrite, targetBound)
+	}
+	return fmt.Sprintf("no routing may hold one for more than %s and %s per routing", unservableBound, routingWrite)
 }

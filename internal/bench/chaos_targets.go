@@ -246,10 +246,29 @@ func (c *chaos) excuseNode() (node, nic string) {
 	return node, testenv.NetworkInterfaceName(node)
 }
 
+// pardon ends a Node's excuse, but its drops stay excused a while longer. A routing the run did
+// not wait for (one that still held the Node, not rewritten yet, looks back already) may still
+// lose it: a write the CCM computed while the Node was disturbed can reach IronCore up to
+// slowFault late, when the faults hold it back; in selector mode, IronCore's LoadBalancer
+// controller, one routing at a time, may still be recomputing one from then.
 func (c *chaos) pardon(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.excused, node)
+	grace := slowFault + time.Second
+	if c.opts.Selecting {
+		grace += unservableBound + time.Duration(len(c.seen))*ironcoreRoutingPace
+	}
+	c.excusedUntil[node] = time.Now().Add(grace)
+}
+
+// ironcoreRoutingPace is about how long IronCore's LoadBalancer controller takes per routing on
+// the test stack (17-22 s for 350-400 routings).
+const ironcoreRoutingPace = 50 * time.Millisecond
+
+// isExcused tells whether the Node's drops are excused now. The caller holds c.mu.
+func (c *chaos) isExcused(node string, now time.Time) bool {
+	return c.excused[node] || now.Before(c.excusedUntil[node])
 }
 
 // routingsHolding names the routings that hold the NetworkInterface, of Services that are not

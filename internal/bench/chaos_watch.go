@@ -227,7 +227,7 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 	state := c.byLoadBalancer[after.Name]
 	present := map[string]string{}
 	for node := range c.present {
-		if c.excused[node] || (state != nil && state.local && !slices.Contains(state.endpoints, node)) {
+		if c.isExcused(node, time.Now()) || (state != nil && state.local && !slices.Contains(state.endpoints, node)) {
 			continue
 		}
 		present["nic:"+testenv.NetworkInterfaceName(node)] = node

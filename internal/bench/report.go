@@ -80,6 +80,9 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %.3fs | %.3fs | %.3fs |\n", row.name, row.t.Count, row.t.P50, row.t.P95, row.t.Max)
 	}
 	fmt.Fprintf(&b, "\nEverything converged %.3fs after the burst began.\n\n", r.Convergence)
+	fmt.Fprintf(&b, "A Node eligible (initialized and Ready), or the Service created if later, until the Service's routing held it, "+
+		"the longest of its Nodes per Service: p50 %.3fs, p95 %.3fs, max %.3fs; destinations held before their Node was eligible: %d.\n\n",
+		r.EligibleToRouted.P50, r.EligibleToRouted.P95, r.EligibleToRouted.Max, r.RoutedBeforeEligible)
 	if r.ReadyBeforeRouted.Services == 0 {
 		fmt.Fprintf(&b, "No Service had an address before its IronCore LoadBalancerRouting reached every Node.\n\n")
 	} else {

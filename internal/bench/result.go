@@ -56,8 +56,13 @@ type Result struct {
 	AddressOverFloor Ratio   `json:"addressOverFloor"`
 	RouteConvergence Timings `json:"routeConvergence"`
 	// RoutingComplete is from Service creation until its LoadBalancerRouting reaches every Node.
-	RoutingComplete   Timings `json:"routingComplete"`
-	ReadyBeforeRouted Lag     `json:"readyBeforeRouted"`
+	RoutingComplete Timings `json:"routingComplete"`
+	// EligibleToRouted is, per Service, the longest its routing took to hold a Node once the
+	// Node was eligible (initialized and Ready) and the Service existed; RoutedBeforeEligible
+	// counts the destinations held before their Node was eligible.
+	EligibleToRouted     Timings `json:"eligibleToRouted"`
+	RoutedBeforeEligible int     `json:"routedBeforeEligible"`
+	ReadyBeforeRouted    Lag     `json:"readyBeforeRouted"`
 	// FirstDestination is from Service creation until its routing reaches a Node, and
 	// FirstTraffic until it also has an address: the moment its traffic can flow.
 	FirstDestination Timings `json:"firstDestination"`

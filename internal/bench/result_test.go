@@ -208,3 +208,34 @@ func TestAddressesLeadingNowhere(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestFollowsEligibility: a routing is timed from the later of its Service's creation and each
+// Node's eligibility to holding that Node, the longest per Service; a destination held before
+// its Node was eligible (past the tolerance), or of a Node never eligible, counts as early.
+func TestFollowsEligibility(t *testing.T) {
+	s := newStopwatch(1)
+	s.created("service/s")
+	start := s.startTimes("service/")["s"]
+	tr := &tracker{stopwatch: s,
+		serviceOf: map[string]string{"r": "s"},
+		nodeOfNIC: map[string]string{"n1": "node-1", "n2": "node-2", "n3": "node-3", "n4": "node-4"},
+		eligibleAt: map[string]time.Time{
+			"node-1": start.Add(-time.Minute),     // before the Service: timed from the Service
+			"node-2": start.Add(2 * time.Second),  // after it: timed from the Node
+			"node-3": start.Add(10 * time.Second), // held before it was eligible
+		},
+		includedAt: map[string]map[string]time.Time{"r": {
+			"n1": start.Add(time.Second),
+			"n2": start.Add(5 * time.Second),
+			"n3": start.Add(3 * time.Second),
+			"n4": start.Add(4 * time.Second), // never eligible
+		}},
+	}
+	lags, early := tr.followsEligibility()
+	if lags.Count != 1 || lags.Max != 3 {
+		t.Errorf("per Service %+v, want one Service at 3s (its slowest Node)", lags)
+	}
+	if early != 2 {
+		t.Errorf("%d destinations held early, want 2", early)
+	}
+}

@@ -61,6 +61,12 @@ type tracker struct {
 	// reached no Node: when the current one began, and the longest.
 	nowhereSince   map[string]time.Time
 	nowhereLongest map[string]time.Duration
+	// nodeOfNIC maps each NetworkInterface to its Node (its Machine's name); eligibleAt is when
+	// each Node was first initialized and Ready, so able to serve; includedAt is, by routing and
+	// NetworkInterface, when the routing was first seen holding it.
+	nodeOfNIC  map[string]string
+	eligibleAt map[string]time.Time
+	includedAt map[string]map[string]time.Time
 }
 
 func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) (*tracker, error) {
@@ -75,6 +81,12 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		serviceOf: map[string]string{}, loadBalancerOf: map[string]string{},
 		firstAt: map[string]time.Time{}, routedAt: map[string]time.Time{}, reaching: map[string]int{},
 		addressed: map[string]bool{}, nowhereSince: map[string]time.Time{}, nowhereLongest: map[string]time.Duration{},
+		nodeOfNIC: map[string]string{}, eligibleAt: map[string]time.Time{}, includedAt: map[string]map[string]time.Time{},
+	}
+	for _, nic := range nics.Items {
+		if nic.Spec.MachineRef != nil {
+			t.nodeOfNIC[nic.Name] = nic.Spec.MachineRef.Name
+		}
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(onAddOrUpdate(func(obj any) {
@@ -82,6 +94,15 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 			return taint.Key == cloudproviderapi.TaintExternalCloudProvider
 		}) {
 			t.done(nodeKey(node.Name))
+			if slices.ContainsFunc(node.Status.Conditions, func(condition corev1.NodeCondition) bool {
+				return condition.Type == corev1.NodeReady && condition.Status == corev1.ConditionTrue
+			}) {
+				t.mu.Lock()
+				if _, seen := t.eligibleAt[node.Name]; !seen {
+					t.eligibleAt[node.Name] = time.Now()
+				}
+				t.mu.Unlock()
+			}
 		}
 	})); err != nil {
 		return nil, err
@@ -186,10 +207,21 @@ func (t *tracker) routingChanged(obj any) {
 		return
 	}
 	now := time.Now()
-	reaching := reached(routing.Destinations, t.targets)
+	nics := reachedNICs(routing.Destinations, t.targets)
+	reaching := len(nics)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.reaching[routing.Name] = reaching
+	included := t.includedAt[routing.Name]
+	if included == nil {
+		included = map[string]time.Time{}
+		t.includedAt[routing.Name] = included
+	}
+	for nic := range nics {
+		if _, seen := included[nic]; !seen {
+			included[nic] = now
+		}
+	}
 	if _, seen := t.firstAt[routing.Name]; !seen && reaching > 0 {
 		t.firstAt[routing.Name] = now
 	}
@@ -261,9 +293,14 @@ func targetsOf(nics []networkingv1alpha1.NetworkInterface) map[string]string {
 	return targets
 }
 
-// reached counts the NetworkInterfaces among targets that the destinations reach, by the
-// destination's target name or, for a destination without one, its address.
+// reached counts the NetworkInterfaces among targets that the destinations reach.
 func reached(destinations []networkingv1alpha1.LoadBalancerDestination, targets map[string]string) int {
+	return len(reachedNICs(destinations, targets))
+}
+
+// reachedNICs names the NetworkInterfaces among targets that the destinations reach, by the
+// destination's target name or, for a destination without one, its address.
+func reachedNICs(destinations []networkingv1alpha1.LoadBalancerDestination, targets map[string]string) map[string]bool {
 	seen := map[string]bool{}
 	for _, destination := range destinations {
 		nic, ok := "", false
@@ -277,7 +314,7 @@ func reached(destinations []networkingv1alpha1.LoadBalancerDestination, targets 
 			seen[nic] = true
 		}
 	}
-	return len(seen)
+	return seen
 }
 
 // wait blocks until everything is done, reporting progress every ten seconds.
@@ -302,4 +339,39 @@ func (t *tracker) fill(result *Result) {
 	result.FirstDestination = newTimings(t.durations("lbfirst/"))
 	result.FirstTraffic = newTimings(firstTraffic(t.stopwatch, "service/", "lbfirst/"))
 	result.AddressWithoutDestination = t.addressesLeadingNowhere(time.Now())
+	result.EligibleToRouted, result.RoutedBeforeEligible = t.followsEligibility()
+}
+
+// eligibleTolerance is how much sooner than this run's watch of the Nodes the CCM's own may
+// show a Node eligible: a destination added within it is not counted as added early.
+const eligibleTolerance = 500 * time.Millisecond
+
+// followsEligibility times, per Service, how long its routing took to hold each Node once the
+// Node was eligible (initialized and Ready) and the Service existed, the longest of its Nodes;
+// and counts the destinations a routing held before their Node was eligible.
+func (t *tracker) followsEligibility() (Timings, int) {
+	created := t.startTimes("service/")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var lags []time.Duration
+	early := 0
+	for routing, included := range t.includedAt {
+		service, known := t.serviceOf[routing]
+		start, ok := created[service]
+		if !known || !ok {
+			continue
+		}
+		var longest time.Duration
+		for nic, at := range included {
+			eligible, ok := t.eligibleAt[t.nodeOfNIC[nic]]
+			if !ok || at.Before(eligible.Add(-eligibleTolerance)) {
+				early++
+				continue
+			}
+			longest = max(longest, at.Sub(later(eligible, start)))
+		}
+		lags = append(lags, longest)
+	}
+	slices.Sort(lags)
+	return newTimings(lags), early
 }
