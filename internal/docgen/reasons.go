@@ -94,6 +94,23 @@ func EventReasons() []EventReason {
 				"gone or being deleted, or without an Available NetworkInterface with an address, never does). "+
 				"The message names the Nodes and why. Recorded when that changes.",
 			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
+		warning(provider.ReasonNotAdopted,
+			"The Service's `"+keys.AnnotationLoadBalancerName+"` annotation names an IronCore LoadBalancer it cannot take over: it does not exist, "+
+				"is not retained by this cluster, is being deleted, or is of the other type (Public/Internal). Nothing is changed and no other "+
+				"LoadBalancer is made for the Service; the message says which.",
+			"Name a LoadBalancer this cluster retained (`kubectl get loadbalancers.networking.ironcore.dev -l "+keys.LabelRetained+"=true` on IronCore), "+
+				"match its type, or remove the annotation to get a new LoadBalancer."),
+		{
+			Reason: provider.ReasonLoadBalancerAdopted, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
+			When:   "The Service took over an IronCore LoadBalancer this cluster retained, with its addresses, which the message names.",
+			Action: "Nothing.",
+		},
+		{
+			Reason: provider.ReasonLoadBalancerRetained, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
+			When: "The Service, annotated `" + keys.AnnotationRetainLoadBalancer + ": \"true\"`, was deleted or stopped being of type " +
+				"LoadBalancer: its IronCore LoadBalancer is kept with its addresses, which the message names, routing to no Node.",
+			Action: "Nothing to keep it. To release its addresses, delete the LoadBalancer on IronCore.",
+		},
 		{
 			Reason: provider.ReasonNoLocalEndpoints, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
 			When: "The Service has `externalTrafficPolicy: Local` and no serving endpoint on a Node that can be a target (scaled to zero, " +

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	networkingv1alpha1apply "github.com/ironcore-dev/ironcore/client-go/applyconfigurations/networking/v1alpha1"
@@ -132,6 +133,65 @@ func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha
 		return nil, fmt.Errorf("annotate LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
 	}
 	return patched, nil
+}
+
+// RetainLoadBalancer marks lb retained after its Service from (namespace/name) at the time at:
+// it no longer records a Service, so no Service's sync or sweep finds it, and it no longer
+// selects targets, so IronCore stops routing it and the routing is the CCM's to empty. The
+// cluster's marks stay: the LoadBalancer remains provably this cluster's. The write is made
+// only on the version of lb read (a conflict is returned, to be retried on a newer read).
+func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, from string, at time.Time) (*networkingv1alpha1.LoadBalancer, error) {
+	labels := map[string]any{keys.LabelRetained: "true"}
+	annotations := map[string]any{keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at.UTC().Format(time.RFC3339)}
+	for _, key := range []string{keys.LabelServiceName, keys.LabelServiceNamespace, keys.LabelServiceUID} {
+		labels[key] = nil
+	}
+	for _, key := range []string{keys.AnnotationServiceName, keys.AnnotationServiceNamespace, keys.AnnotationServiceUID} {
+		annotations[key] = nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations},
+		"spec":     map[string]any{"networkInterfaceSelector": nil},
+	})
+	if err != nil {
+		return nil, err
+	}
+	retained := lb.DeepCopy()
+	if err := c.api.Patch(urgent(ctx), retained, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("retain LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	}
+	return retained, nil
+}
+
+// AdoptRetainedLoadBalancer gives lb, retained after an earlier Service, to a new one: the
+// retained marks go and the owner labels and annotations given are set, in one write made only
+// on the version of lb read, so that of two Services asking for it exactly one gets it (the
+// other gets a conflict).
+func (c *Client) AdoptRetainedLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, ownerLabels, ownerAnnotations map[string]string) (*networkingv1alpha1.LoadBalancer, error) {
+	labels := map[string]any{keys.LabelRetained: nil}
+	for key, value := range ownerLabels {
+		labels[key] = value
+	}
+	annotations := map[string]any{keys.AnnotationRetainedFrom: nil, keys.AnnotationRetainedAt: nil}
+	for key, value := range ownerAnnotations {
+		annotations[key] = value
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations},
+	})
+	if err != nil {
+		return nil, err
+	}
+	adopted := lb.DeepCopy()
+	if err := c.api.Patch(urgent(ctx), adopted, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("adopt LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	}
+	return adopted, nil
+}
+
+// Retained tells whether lb was retained after its Service (RetainLoadBalancer).
+func Retained(lb *networkingv1alpha1.LoadBalancer) bool {
+	return lb.Labels[keys.LabelRetained] == "true"
 }
 
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a

@@ -45,6 +45,21 @@ func (owners Owners) Owns(lb *networkingv1alpha1.LoadBalancer, service *corev1.S
 	return false
 }
 
+// Retains reports whether lb is a LoadBalancer this cluster retained after its Service: marked
+// retained, recording one of the cluster's names, and not marked with another cluster's
+// identity.
+func (owners Owners) Retains(lb *networkingv1alpha1.LoadBalancer) bool {
+	if !Retained(lb) {
+		return false
+	}
+	if mark, marked := lb.Labels[keys.LabelClusterID]; marked && owners.ID != nil {
+		if id, known := owners.ID.Known(); known && mark != id {
+			return false
+		}
+	}
+	return slices.Contains(owners.Clusters, OwnerOf(lb).Cluster) && OwnerOf(lb).Cluster != ""
+}
+
 // OwnershipConflict is a LoadBalancer under a name of the Service's that belongs to another
 // Service or cluster.
 type OwnershipConflict struct {

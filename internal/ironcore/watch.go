@@ -116,7 +116,7 @@ func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.Lo
 }
 
 // OnLoadBalancerSpecChange calls handler with each LoadBalancer the cache sees added, changed
-// in its spec (a selector added or removed, say) or deleted.
+// in its spec (a selector added or removed, say), retained, or deleted.
 func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadBalancer)) error {
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -135,7 +135,8 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadB
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*networkingv1alpha1.LoadBalancer)
 			lb, ok2 := newObj.(*networkingv1alpha1.LoadBalancer)
-			if ok1 && ok2 && (old.Generation != lb.Generation || !equality.Semantic.DeepEqual(old.Spec, lb.Spec) || !old.DeletionTimestamp.Equal(lb.DeletionTimestamp)) {
+			if ok1 && ok2 && (old.Generation != lb.Generation || !equality.Semantic.DeepEqual(old.Spec, lb.Spec) ||
+				!old.DeletionTimestamp.Equal(lb.DeletionTimestamp) || Retained(old) != Retained(lb)) {
 				handler(lb)
 			}
 		},

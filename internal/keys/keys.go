@@ -37,6 +37,20 @@ const (
 	AnnotationInternalLoadBalancer = "service.beta.kubernetes.io/ironcore-load-balancer-internal"
 	// AnnotationLoadBalancerIPs requests the addresses of an Internal LoadBalancer.
 	AnnotationLoadBalancerIPs = Prefix + "load-balancer-ips"
+	// AnnotationRetainLoadBalancer keeps the Service's IronCore LoadBalancer, and its
+	// addresses, when the Service is deleted or stops wanting one.
+	AnnotationRetainLoadBalancer = Prefix + "retain-load-balancer"
+	// AnnotationLoadBalancerName names a retained IronCore LoadBalancer for a new Service to
+	// take over, with its addresses.
+	AnnotationLoadBalancerName = Prefix + "load-balancer-name"
+)
+
+// Marks of an IronCore LoadBalancer retained after its Service (see All): it belongs to no
+// Service, routes to no Node, and nothing but its own deletion or the retention period ends it.
+const (
+	LabelRetained          = Prefix + "retained"
+	AnnotationRetainedFrom = Prefix + "retained-from"
+	AnnotationRetainedAt   = Prefix + "retained-at"
 )
 
 // Ownership of IronCore LoadBalancers (see All). The unprefixed annotations are the reference

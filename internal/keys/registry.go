@@ -77,6 +77,25 @@ func All() []Key {
 				"(event `InvalidLoadBalancerIP`) on Public LoadBalancers, which IronCore cannot give a chosen address.",
 		},
 		{
+			Name: AnnotationRetainLoadBalancer, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "`\"true\"`: when the Service is deleted or stops being of type LoadBalancer, its IronCore LoadBalancer is kept with its " +
+				"addresses instead of deleted (event `LoadBalancerRetained`): it records the Service no more, is marked `" + LabelRetained + "`, " +
+				"stops selecting targets, and its routing is emptied, so no Node gets its traffic. The orphan collector never deletes it; " +
+				"deleting it on IronCore releases its addresses. `\"false\"` or no annotation: the LoadBalancer is deleted with the Service. " +
+				"Any other value is refused (event `InvalidLoadBalancerAnnotation`) and the LoadBalancer is kept, as with `\"true\"`.",
+		},
+		{
+			Name: AnnotationLoadBalancerName, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "The name of an IronCore LoadBalancer this cluster retained (`" + LabelRetained + "=true`) for the Service to take over " +
+				"with its addresses (event `LoadBalancerAdopted`); its ports and targets then follow the Service. A LoadBalancer that does " +
+				"not exist, is not retained by this cluster (another Service's, another cluster's), is being deleted or is of the other type " +
+				"(Public/Internal) is refused (event `LoadBalancerNotAdopted`), and no LoadBalancer is made until the annotation is fixed " +
+				"or removed. Of two Services naming one, exactly one gets it. A Service that was retained from and is of type LoadBalancer " +
+				"again takes its own back without the annotation.",
+		},
+		{
 			Name: corev1.LabelNodeExcludeBalancers, Kind: Label, Origin: OriginKubernetes, On: []string{OnNode},
 			WrittenBy: "the cluster operator", ReadBy: "service-lb-controller (upstream)",
 			Meaning: "The Node receives no load balancer traffic: the service controller leaves it out of the Nodes it passes, " +
@@ -144,6 +163,24 @@ func ironCoreKeys() []Key {
 				"LoadBalancers a NetworkInterface change concerns at the first LoadBalancer on its Network without a selector, so while one exists, " +
 				"selecting LoadBalancers may miss target changes; the CCM writes the new digest on each of them when the targets change, and IronCore " +
 				"then recomputes their routing.",
+		},
+		{
+			Name: LabelRetained, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, when a Service annotated `" + AnnotationRetainLoadBalancer + ": \"true\"` lets its LoadBalancer go",
+			ReadBy:    "service-lb-controller, ironcore-load-balancer-orphans",
+			Meaning: "`\"true\"`: the LoadBalancer was retained after its Service. It keeps this cluster's name and identity, so it stays provably " +
+				"this cluster's, and records no Service. Its routing is kept empty. List them with " +
+				"`kubectl get loadbalancers.networking.ironcore.dev -l " + LabelRetained + "=true`.",
+		},
+		{
+			Name: AnnotationRetainedFrom, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, with `" + LabelRetained + "`", ReadBy: "people",
+			Meaning: "The namespace/name of the Service the LoadBalancer was retained after.",
+		},
+		{
+			Name: AnnotationRetainedAt, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, with `" + LabelRetained + "`", ReadBy: "people",
+			Meaning: "When the LoadBalancer was retained (RFC 3339, UTC).",
 		},
 		{
 			Name: LabelRoutingCluster, Kind: Label, Origin: OriginOurs, On: []string{OnRouting},

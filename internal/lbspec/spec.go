@@ -118,6 +118,21 @@ func Internal(service *corev1.Service) (bool, error) {
 	}
 }
 
+// Retain reads the retain annotation: "true" keeps the Service's LoadBalancer when the Service
+// is deleted or stops wanting one. A value other than "true" or "false" is a Problem, and the
+// LoadBalancer is kept all the same: a misspelt wish to keep an address must not cost it.
+func Retain(service *corev1.Service) (bool, error) {
+	switch value, ok := service.Annotations[keys.AnnotationRetainLoadBalancer]; {
+	case !ok || value == "false":
+		return false, nil
+	case value == "true":
+		return true, nil
+	default:
+		return true, &Problem{Reason: ReasonInvalidAnnotation, Message: fmt.Sprintf(
+			"annotation %s must be \"true\" or \"false\", not %q; the LoadBalancer is retained as if it were \"true\"", keys.AnnotationRetainLoadBalancer, value)}
+	}
+}
+
 // UsesSelector reports whether the Service's LoadBalancer selects its targets by label. A
 // Local Service's targets are its own, so it always has a routing written by the CCM.
 func UsesSelector(service *corev1.Service, settings Settings) bool {

@@ -74,6 +74,9 @@ const (
 	// verifyPrefix + attempt + "/" + namespace/name: compare the Service's routing with the
 	// one on the API server.
 	verifyPrefix = "verify/"
+	// retainedPrefix + a LoadBalancer's name: a LoadBalancer retained after its Service, whose
+	// routing holds no destination.
+	retainedPrefix = "retained/"
 	// allKey queues every Service's targets and the labels; routedKey every routing the CCM
 	// writes. Both are queued after the coalescing delay.
 	allKey    = "all"
@@ -315,6 +318,8 @@ func (t *Controller) sync(ctx context.Context, key string) error {
 		}
 		// After a restart this process cannot tell whether the Node was a target.
 		t.queueAllTargets()
+	case strings.HasPrefix(key, retainedPrefix):
+		return t.syncRetained(ctx, strings.TrimPrefix(key, retainedPrefix))
 	case strings.HasPrefix(key, verifyPrefix):
 		_, service, _ := strings.Cut(strings.TrimPrefix(key, verifyPrefix), "/")
 		routing := routingPrefix + service

@@ -140,6 +140,28 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	return report.Skipped.Err()
 }
 
+// syncRetained keeps the routing of a LoadBalancer of this cluster that was retained after its
+// Service empty: no Service is served by it, so no Node may get its traffic. Until its selector
+// is gone, IronCore writes its routing.
+func (t *Controller) syncRetained(ctx context.Context, name string) error {
+	lb, err := t.ironcore.LoadBalancer(ctx, name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	if !ironcore.Retained(lb) || !t.owners.Retains(lb) || lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil {
+		return nil
+	}
+	return t.applyRouting(ctx, nil, lb, []networkingv1alpha1.LoadBalancerDestination{}, false)
+}
+
+// QueueRetained has the routing of the named LoadBalancer, just retained, emptied.
+func (t *Controller) QueueRetained(name string) {
+	t.queue.Add(retainedPrefix + name)
+}
+
 // routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from
 // the API server (the cache keeps no destinations), at most once per sync and only if a Node
 // that is not Ready asks.
@@ -182,7 +204,7 @@ func (t *Controller) takeVerify(key string) bool {
 }
 
 // applyRouting writes lb's routing with the destinations, unless it holds them already; verify
-// compares with the routing on the API server.
+// compares with the routing on the API server. service is nil for a retained LoadBalancer.
 func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, destinations []networkingv1alpha1.LoadBalancerDestination, verify bool) error {
 	network, err := t.ironcore.Network(ctx, lb.Spec.NetworkRef.Name)
 	if err != nil {
@@ -228,7 +250,11 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 		t.routing.written[lb.UID] = writtenRouting{digest: ironcore.RoutingDigest(routing), resourceVersion: resourceVersion}
 		t.routing.mu.Unlock()
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
-		klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
+		if service == nil {
+			klog.V(2).InfoS("Emptied the IronCore LoadBalancerRouting of a retained LoadBalancer", "loadBalancer", klog.KObj(lb))
+		} else {
+			klog.V(2).InfoS("Applied IronCore LoadBalancerRouting", "loadBalancer", klog.KObj(lb), "service", klog.KObj(service), "destinations", len(destinations))
+		}
 	}
 	return nil
 }
@@ -338,6 +364,10 @@ func (t *Controller) routingLiveInPlace(ctx context.Context, lb *networkingv1alp
 // caller writes it back.
 func (t *Controller) driftRepaired(service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) {
 	metrics.LoadBalancerTargetDriftRepaired.WithLabelValues("routing").Inc()
+	if service == nil {
+		klog.InfoS("The LoadBalancerRouting of a retained LoadBalancer was changed outside the CCM; emptying it again", "loadBalancer", klog.KObj(lb))
+		return
+	}
 	klog.InfoS("A LoadBalancerRouting was changed outside the CCM; writing it back", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
 	if t.recorder != nil {
 		t.recorder.Eventf(service, corev1.EventTypeNormal, ReasonDriftRepaired,
@@ -354,8 +384,13 @@ func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
 	return false
 }
 
-// queueOwnerOf queues the routing key of the Service that the LoadBalancer was made for.
+// queueOwnerOf queues the routing key of the Service that the LoadBalancer was made for, or of
+// the LoadBalancer itself if it was retained after its Service.
 func (t *Controller) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
+	if ironcore.Retained(lb) {
+		t.queue.Add(retainedPrefix + lb.Name)
+		return
+	}
 	if owner := ironcore.OwnerOf(lb); owner.Namespace != "" && owner.Name != "" {
 		t.QueueRouting(owner.Namespace, owner.Name)
 	}

@@ -204,9 +204,14 @@ func (c *Collector) refusal(lb *networkingv1alpha1.LoadBalancer, clusterID strin
 }
 
 // orphaned reports whether lb belongs to this cluster, by name or identity, and its Service is
-// gone, was replaced by a namesake, or no longer asks this CCM for a load balancer.
+// gone, was replaced by a namesake, or no longer asks this CCM for a load balancer. A
+// LoadBalancer retained after its Service is none.
 // LoadBalancers of other clusters, or not made by a CCM, are never orphans here.
 func (c *Collector) orphaned(lb *networkingv1alpha1.LoadBalancer, clusterID string) (bool, string, error) {
+	if ironcore.Retained(lb) {
+		// Kept after its Service on purpose: only its deletion on IronCore releases it.
+		return false, "", nil
+	}
 	owner := ironcore.OwnerOf(lb)
 	ours := slices.Contains(c.names, owner.Cluster) || lb.Labels[keys.LabelClusterID] == clusterID
 	if !ours || owner.Namespace == "" || owner.Name == "" || owner.UID == "" {

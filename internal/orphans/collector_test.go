@@ -339,3 +339,33 @@ func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
 		t.Fatal("a LoadBalancer was deleted before the cluster's identity was known")
 	}
 }
+
+// TestRetainedLoadBalancersAreNeverOrphans: a LoadBalancer retained after its Service is kept
+// on purpose, so the collector never deletes it, in delete mode past the grace period, even if
+// its labels still name the Service that is gone.
+func TestRetainedLoadBalancersAreNeverOrphans(t *testing.T) {
+	ctx := context.Background()
+	owner := ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000009"}
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "retained", Labels: map[string]string{
+			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace, keys.LabelServiceName: owner.Name,
+			keys.LabelServiceUID: owner.UID, keys.LabelClusterID: clusterID, keys.LabelRetained: "true",
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	if err := stack.IronCore.Client.Create(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	c := collector(t, config.OrphanCleanupDelete, 0, lb.Name)
+	// The first sweep notes orphans, the second acts on them.
+	c.Sweep(ctx)
+	c.Sweep(ctx)
+	if gone(t, lb) {
+		t.Fatal("the retained LoadBalancer was deleted as an orphan")
+	}
+}

@@ -19,6 +19,9 @@ const (
 	ReasonSourceRangesOnNodes   = lbspec.ReasonSourceRangesOnNodes
 	ReasonLoadBalancerIPIgnored = lbspec.ReasonLoadBalancerIPIgnored
 	ReasonLoadBalancerIPKept    = lbspec.ReasonLoadBalancerIPKept
+	ReasonLoadBalancerRetained  = "LoadBalancerRetained"
+	ReasonLoadBalancerAdopted   = "LoadBalancerAdopted"
+	ReasonNotAdopted            = "LoadBalancerNotAdopted"
 	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
 	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
 	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints

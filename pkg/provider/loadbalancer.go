@@ -84,6 +84,8 @@ type Targets interface {
 	// ForgetLoadBalancer and ForgetService forget what was recorded for what is gone.
 	ForgetLoadBalancer(uid types.UID)
 	ForgetService(service *corev1.Service)
+	// QueueRetained has the routing of a LoadBalancer just retained after its Service emptied.
+	QueueRetained(name string)
 }
 
 // GetLoadBalancerName returns the name a new LoadBalancer of the Service gets. It makes no
@@ -133,7 +135,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	}
 	// A miss in the cache is not confirmed here: applying a LoadBalancer under the Service's
 	// own name creates or updates it alike, so a GET per new Service would buy nothing.
-	existing, err := l.find(ctx, clusterName, service, false)
+	existing, err := l.findOrAdopt(ctx, clusterName, service, desired)
 	if err != nil {
 		return nil, l.report(service, err)
 	}

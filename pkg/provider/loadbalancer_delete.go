@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"strings"
+	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +16,9 @@ import (
 )
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
-// returns without waiting for IronCore to finish. Deleting what is gone is not an error.
+// returns without waiting for IronCore to finish. Deleting what is gone is not an error. A
+// Service that asks to retain its LoadBalancer (keys.AnnotationRetainLoadBalancer) keeps it:
+// see retain.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.Forget(service.UID)
@@ -22,7 +26,13 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 		l.targets.ForgetService(service)
 	}
 	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
-	lb, err := l.find(ctx, clusterName, service, true)
+	lb, err := l.ironcore.ServiceLoadBalancer(ctx, l.owners(clusterName), service, true)
+	var retained *ironcore.OwnershipConflict
+	if errors.As(err, &retained) && l.owners(clusterName).Retains(retained.LoadBalancer) {
+		// Under the Service's name: retained by an earlier call for it, or for its namesake.
+		return nil
+	}
+	err = l.conflict(err, service)
 	var conflict *lbspec.Problem
 	switch {
 	case errors.As(err, &conflict):
@@ -38,7 +48,16 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if err != nil {
 		return err
 	}
-	if lb.DeletionTimestamp == nil {
+	retain, err := lbspec.Retain(service)
+	var problem *lbspec.Problem
+	if errors.As(err, &problem) {
+		l.warn(service, problem)
+	}
+	if retain && lb.DeletionTimestamp == nil {
+		if err := l.retain(ctx, service, lb); err != nil {
+			return err
+		}
+	} else if lb.DeletionTimestamp == nil {
 		replaced = append(replaced, lb)
 	}
 	successor, err := l.liveSuccessor(ctx, clusterName, service, lb, replaced)
@@ -75,4 +94,35 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 	}
 	klog.V(2).InfoS("Deleted IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", klog.KRef(ironcore.OwnerOf(lb).Namespace, ironcore.OwnerOf(lb).Name))
 	return nil
+}
+
+// retain keeps lb after its Service: it records the Service no more, so nothing of the Service
+// finds it again, and is marked retained by this cluster with where it came from; it stops
+// selecting targets, and the targets controller empties its routing. Its addresses stay.
+func (l *loadBalancers) retain(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) error {
+	if l.targets != nil {
+		l.targets.ForgetLoadBalancer(lb.UID)
+	}
+	retained, err := l.ironcore.RetainLoadBalancer(ctx, lb, service.Namespace+"/"+service.Name, time.Now())
+	if err != nil {
+		return err
+	}
+	if l.targets != nil {
+		l.targets.QueueRetained(retained.Name)
+	}
+	addresses := ipStrings(retained)
+	klog.InfoS("Retained IronCore LoadBalancer after its Service", "loadBalancer", klog.KObj(retained), "service", klog.KObj(service), "addresses", addresses)
+	l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonLoadBalancerRetained,
+		"IronCore LoadBalancer %s is kept with its addresses %s, routing to no Node; delete it on IronCore to release them",
+		retained.Name, strings.Join(addresses, ","))
+	return nil
+}
+
+// ipStrings are the addresses lb has.
+func ipStrings(lb *networkingv1alpha1.LoadBalancer) []string {
+	var addresses []string
+	for _, ip := range lb.Status.IPs {
+		addresses = append(addresses, ip.String())
+	}
+	return addresses
 }
