@@ -60,6 +60,57 @@ func (owners Owners) Retains(lb *networkingv1alpha1.LoadBalancer) bool {
 	return slices.Contains(owners.Clusters, OwnerOf(lb).Cluster) && OwnerOf(lb).Cluster != ""
 }
 
+// NotAdoptable says why a LoadBalancer cannot be taken over by a Service.
+type NotAdoptable struct {
+	Name, Why string
+}
+
+func (e *NotAdoptable) Error() string {
+	return fmt.Sprintf("IronCore LoadBalancer %s %s", e.Name, e.Why)
+}
+
+// AdoptableLoadBalancer returns the LoadBalancer named for the Service to take over
+// (keys.AnnotationLoadBalancerName), read from the API server: the cache may not show yet that
+// the Service took it over a moment ago. owned tells that the Service has it already;
+// otherwise it is one this cluster retained, not being deleted and of lbType. Anything else
+// is a *NotAdoptable saying why.
+func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, name string, lbType networkingv1alpha1.LoadBalancerType) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
+	lb, err = c.LiveLoadBalancer(ctx, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, false, &NotAdoptable{Name: name, Why: "does not exist"}
+	case err != nil:
+		return nil, false, err
+	case owners.Owns(lb, service):
+		return lb, true, nil
+	}
+	return lb, false, owners.Adoptable(lb, lbType)
+}
+
+// Adoptable tells why lb cannot be taken over by a Service that asks for a LoadBalancer of
+// lbType, or nil if it can: it must be retained by this cluster, not being deleted, and of that
+// type.
+func (owners Owners) Adoptable(lb *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) error {
+	switch owner := OwnerOf(lb); {
+	case !owners.Retains(lb):
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is not retained by this cluster: it records Service %s/%s of cluster %q", owner.Namespace, owner.Name, owner.Cluster)}
+	case lb.DeletionTimestamp != nil:
+		return &NotAdoptable{Name: lb.Name, Why: "is being deleted"}
+	case lb.Spec.Type != lbType:
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is %s and the Service asks for %s", lb.Spec.Type, lbType)}
+	}
+	return nil
+}
+
+// Addresses are lb's addresses.
+func Addresses(lb *networkingv1alpha1.LoadBalancer) []string {
+	addresses := make([]string, 0, len(lb.Status.IPs))
+	for _, ip := range lb.Status.IPs {
+		addresses = append(addresses, ip.String())
+	}
+	return addresses
+}
+
 // OwnershipConflict is a LoadBalancer under a name of the Service's that belongs to another
 // Service or cluster.
 type OwnershipConflict struct {

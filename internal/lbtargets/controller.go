@@ -304,6 +304,8 @@ func (t *Controller) sync(ctx context.Context, key string) error {
 	switch {
 	case key == labelsKey:
 		return t.syncLabels(ctx)
+	case key == nudgeKey:
+		return t.syncNudge(ctx)
 	case key == allKey:
 		t.queueAllTargets()
 	case key == routedKey:

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,6 +166,23 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	t.labels.labelled = want
 	t.labels.repairs += drifted
 	t.labels.mu.Unlock()
+	// The nudge is a key of its own: written one LoadBalancer at a time, it takes seconds at
+	// hundreds of Services, and a target change meanwhile must not wait for it.
+	t.queue.Add(nudgeKey)
+	return nil
+}
+
+// nudgeKey nudges IronCore for the targets the last label sync left (nudgeSelecting).
+const nudgeKey = "target-nudge"
+
+// syncNudge nudges the selecting LoadBalancers for the targets the last label sync left.
+func (t *Controller) syncNudge(ctx context.Context) error {
+	t.labels.mu.Lock()
+	want := maps.Clone(t.labels.labelled)
+	t.labels.mu.Unlock()
+	if want == nil {
+		return nil
+	}
 	return t.nudgeSelecting(ctx, want)
 }
 

@@ -49,10 +49,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 		return err
 	}
 	retain, err := lbspec.Retain(service)
-	var problem *lbspec.Problem
-	if errors.As(err, &problem) {
-		l.warn(service, problem)
-	}
+	_ = l.report(service, err) // a misspelt value is a Warning, and the LoadBalancer is kept
 	if retain && lb.DeletionTimestamp == nil {
 		if err := l.retain(ctx, service, lb); err != nil {
 			return err
@@ -110,19 +107,10 @@ func (l *loadBalancers) retain(ctx context.Context, service *corev1.Service, lb 
 	if l.targets != nil {
 		l.targets.QueueRetained(retained.Name)
 	}
-	addresses := ipStrings(retained)
+	addresses := ironcore.Addresses(retained)
 	klog.InfoS("Retained IronCore LoadBalancer after its Service", "loadBalancer", klog.KObj(retained), "service", klog.KObj(service), "addresses", addresses)
 	l.recorder.Eventf(service, corev1.EventTypeNormal, ReasonLoadBalancerRetained,
 		"IronCore LoadBalancer %s is kept with its addresses %s, routing to no Node; delete it on IronCore to release them",
 		retained.Name, strings.Join(addresses, ","))
 	return nil
-}
-
-// ipStrings are the addresses lb has.
-func ipStrings(lb *networkingv1alpha1.LoadBalancer) []string {
-	var addresses []string
-	for _, ip := range lb.Status.IPs {
-		addresses = append(addresses, ip.String())
-	}
-	return addresses
 }
