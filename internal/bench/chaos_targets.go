@@ -24,6 +24,10 @@ import (
 // before the run calls it a problem; the measured times are in the result.
 const targetBound = 2 * time.Minute
 
+// editBound is how long a hand edit keeps trying to find a routing to edit and to win the race
+// with the CCM's own writes to it.
+const editBound = 30 * time.Second
+
 // targetChaos disturbs the load balancer targets once each per wave, one after another: a Node
 // goes unhealthy and healthy again (NotReady past the grace period, or the cluster
 // autoscaler's deletion taint, in turn), a target label is removed by hand (selector mode; in
@@ -130,54 +134,34 @@ func (c *chaos) removeTargetLabel(ctx context.Context) error {
 // editRouting removes, by hand, a destination from the routing of a Local Service, or of one
 // that is not Local, (a routing the CCM writes) and waits until the CCM has put it back.
 func (c *chaos) editRouting(ctx context.Context, local bool) error {
-	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
-	if err := c.stack.IronCore.Client.List(ctx, routings, client.InNamespace(c.stack.Namespace)); err != nil {
-		return err
-	}
-	c.mu.Lock()
+	// The CCM may write the routing between the read and the edit: read again and retry, as a
+	// person would, for a while.
 	var routing *networkingv1alpha1.LoadBalancerRouting
 	var key string
-	for i := range routings.Items {
-		candidate := &routings.Items[i]
-		state := c.byLoadBalancer[candidate.Name]
-		if state == nil || state.local != local {
-			continue
+	var started time.Time
+	err := testenv.WaitFor(ctx, editBound, "a routing to edit", func(ctx context.Context) error {
+		var err error
+		if routing, key, started, err = c.removeDestination(ctx, local); err != nil {
+			return err
 		}
-		for destination := range destinations(candidate) {
-			if node, ok := c.nodeOf(destination); ok && (!local || slices.Contains(state.endpoints, node)) && c.canServe(node) {
-				routing, key = candidate, destination
-				break
-			}
+		if routing == nil {
+			return errors.New("no routing of such a Service holds a Node that can serve")
 		}
-		if routing != nil {
-			break
-		}
-	}
-	if routing != nil {
-		c.handEdits[routing.Name+" "+key] = true
-	}
-	c.mu.Unlock()
-	if routing == nil {
-		return nil // no such Service has a routing yet
+		return nil
+	})
+	if err != nil {
+		c.log("no destination removed by hand: %v", err)
+		return nil
 	}
 	defer func() {
 		c.mu.Lock()
 		delete(c.handEdits, routing.Name+" "+key)
 		c.mu.Unlock()
 	}()
-	started := time.Now()
-	routing.Destinations = slices.DeleteFunc(routing.Destinations, func(d networkingv1alpha1.LoadBalancerDestination) bool {
-		return destinationKey(d) == key
-	})
-	if err := c.stack.IronCore.Client.Update(ctx, routing); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // changed or gone since the list: no edit made
-	} else if err != nil {
-		return fmt.Errorf("edit LoadBalancerRouting %s: %w", routing.Name, err)
-	}
 	// As the drop detector sees it, after the edit, so that the edit is still excused when the
 	// detector gets to it.
 	edited, _ := strconv.ParseUint(routing.ResourceVersion, 10, 64)
-	err := testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(context.Context) error {
+	err = testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(context.Context) error {
 		c.mu.Lock()
 		seen, ok := c.seen[routing.Name]
 		back := !ok || (seen.version >= edited && seen.destinations[key])
@@ -204,6 +188,58 @@ func (c *chaos) editRouting(ctx context.Context, local bool) error {
 	c.mu.Unlock()
 	c.log("a destination removed by hand from %s routing %s was back after %s", kind, routing.Name, repaired.Round(time.Millisecond))
 	return nil
+}
+
+// removeDestination picks a routing of a Local Service, or of one that is not Local, holding
+// a Node that can serve, and removes that Node's destination from it by hand, reporting when
+// it sent the edit. No routing if there is none to edit; an error for the caller to retry
+// when the edit lost a race.
+func (c *chaos) removeDestination(ctx context.Context, local bool) (*networkingv1alpha1.LoadBalancerRouting, string, time.Time, error) {
+	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
+	if err := c.stack.IronCore.Client.List(ctx, routings, client.InNamespace(c.stack.Namespace)); err != nil {
+		return nil, "", time.Time{}, err
+	}
+	c.mu.Lock()
+	var routing *networkingv1alpha1.LoadBalancerRouting
+	var key string
+	for i := range routings.Items {
+		candidate := &routings.Items[i]
+		state := c.byLoadBalancer[candidate.Name]
+		if state == nil || state.local != local {
+			continue
+		}
+		for destination := range destinations(candidate) {
+			if node, ok := c.nodeOf(destination); ok && (!local || slices.Contains(state.endpoints, node)) && c.canServe(node) {
+				routing, key = candidate, destination
+				break
+			}
+		}
+		if routing != nil {
+			break
+		}
+	}
+	if routing != nil {
+		c.handEdits[routing.Name+" "+key] = true
+	}
+	c.mu.Unlock()
+	if routing == nil {
+		return nil, "", time.Time{}, nil
+	}
+	routing.Destinations = slices.DeleteFunc(routing.Destinations, func(d networkingv1alpha1.LoadBalancerDestination) bool {
+		return destinationKey(d) == key
+	})
+	sent := time.Now()
+	err := c.stack.IronCore.Client.Update(ctx, routing)
+	if err == nil {
+		return routing, key, sent, nil
+	}
+	c.mu.Lock()
+	delete(c.handEdits, routing.Name+" "+key)
+	c.mu.Unlock()
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil, "", time.Time{}, fmt.Errorf("LoadBalancerRouting %s changed or went since it was read", routing.Name)
+	}
+	return nil, "", time.Time{}, fmt.Errorf("edit LoadBalancerRouting %s: %w", routing.Name, err)
 }
 
 // disturbNode picks a Node to disturb (see excuseNode) and names its NetworkInterface and the
