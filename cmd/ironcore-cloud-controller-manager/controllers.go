@@ -13,7 +13,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
@@ -75,9 +74,10 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		ironcoreCloud, ok := cloud.(*provider.Cloud)
-		if !ok || ironcoreCloud.Options().OrphanCleanup == config.OrphanCleanupOff {
+		if !ok {
 			return nil, false, nil
 		}
+		// It runs with the orphan cleanup off too: it counts and releases retained LoadBalancers.
 		options, cloudConfig := ironcoreCloud.Options(), ironcoreCloud.CloudConfig()
 		collector := orphans.New(ironcoreCloud.IronCore(), completed.SharedInformers.Core().V1().Services(), orphans.Settings{
 			Cluster:   cloudConfig.ClusterName,
@@ -86,6 +86,7 @@ func startOrphanCollector(_ app.ControllerInitContext, completed *cloudcontrolle
 			ClusterID: ironcoreCloud.ClusterID(),
 			Mode:      options.OrphanCleanup,
 			Grace:     options.OrphanGracePeriod,
+			Retention: options.RetainedLoadBalancerRetention,
 		})
 		go collector.Run(ctx)
 		return collector, true, nil

@@ -34,6 +34,10 @@ type Options struct {
 	// gone, and OrphanGracePeriod how long they must stay orphaned first.
 	OrphanCleanup     OrphanCleanup
 	OrphanGracePeriod time.Duration
+	// RetainedLoadBalancerRetention is how long a LoadBalancer retained after its Service is
+	// kept before the orphan collector releases (deletes) it; zero keeps it until it is
+	// deleted on IronCore.
+	RetainedLoadBalancerRetention time.Duration
 	// NodeHealth keeps unhealthy Nodes out of load balancer targets; UnreadyGracePeriod is how
 	// long a Node's Ready condition may be False or Unknown before that counts.
 	NodeHealth         bool
@@ -92,6 +96,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"With the cluster name kubernetes, which other clusters likely share, delete acts as report.")
 	fs.DurationVar(&o.OrphanGracePeriod, "orphan-load-balancer-grace-period", o.OrphanGracePeriod,
 		"How long an IronCore LoadBalancer must have been orphaned before it is deleted or reported.")
+	fs.DurationVar(&o.RetainedLoadBalancerRetention, "retained-load-balancer-retention", o.RetainedLoadBalancerRetention,
+		"How long an IronCore LoadBalancer retained after its Service (annotation "+keys.AnnotationRetainLoadBalancer+") keeps its addresses before it is deleted, "+
+			"counted from its annotation "+keys.AnnotationRetainedAt+"; it must carry this cluster's identity and be on the cloud-config's Network. "+
+			"With --orphan-load-balancer-cleanup=report it is only reported. Zero (the default) keeps retained LoadBalancers until they are deleted on IronCore.")
 	fs.BoolVar(&o.NodeHealth, "load-balancer-node-health", o.NodeHealth,
 		"Keep unhealthy Nodes out of load balancer targets, as a load balancer health check would: Nodes whose Machine is shut down or terminating, "+
 			"whose Ready condition has been False or Unknown longer than --load-balancer-unready-grace-period, that are tainted as shut down or for deletion by the cluster autoscaler, or that are being deleted. "+
@@ -122,6 +130,9 @@ func (o *Options) Validate() error {
 	}
 	if o.OrphanGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--orphan-load-balancer-grace-period must not be negative, not %s", o.OrphanGracePeriod))
+	}
+	if o.RetainedLoadBalancerRetention < 0 {
+		errs = append(errs, fmt.Errorf("--retained-load-balancer-retention must not be negative, not %s", o.RetainedLoadBalancerRetention))
 	}
 	if o.TargetResync < 0 {
 		errs = append(errs, fmt.Errorf("--load-balancer-target-resync must not be negative, not %s", o.TargetResync))

@@ -43,16 +43,17 @@ func EventReasons() []EventReason {
 			"Set the annotation to `\"true\"` (Internal) or `\"false\"` (Public), or remove it (Public)."),
 		warning(provider.ReasonInvalidLoadBalancerIP,
 			"A requested address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) is not an IP address, "+
-				"is of an IP family the Service does not have, or is one of two for the same family; or the "+ipsKey+" annotation is set on a Public LoadBalancer. "+
-				"The sync fails.",
-			"Request addresses only for Internal LoadBalancers, at most one per IP family of the Service; or remove the request."),
+				"is of an IP family the Service does not have, or is one of two for the same family. The sync fails.",
+			"Request at most one address per IP family of the Service; or remove the request."),
 		warning(provider.ReasonUnsupportedPort,
 			"A Service port has a protocol other than TCP, UDP or SCTP, or a number outside 1-65535. The sync fails; the message names each port.",
 			"Change or remove the named ports."),
 		warning(provider.ReasonInternalPrefixMissing,
-			"An Internal LoadBalancer needs an address of an IP family for which the Service requests none and the cloud-config names no Prefix "+
-				"(`prefixName` for IPv4, `ipv6PrefixName` for IPv6). The sync fails.",
-			"Request the address with the "+ipsKey+" annotation, or ask the cluster operator to set the Prefix in the cloud-config."),
+			"An Internal LoadBalancer needs an address of an IP family for which the Service requests none and neither the Service ("+
+				"`"+keys.AnnotationLoadBalancerPrefix+"`, `"+keys.AnnotationLoadBalancerIPv6Prefix+"`) nor the cloud-config "+
+				"(`prefixName`, `ipv6PrefixName`) names a Prefix; or the Prefix the Service names does not exist or is of the other IP family. "+
+				"The sync fails and no LoadBalancer is made.",
+			"Request the address with the "+ipsKey+" annotation, name an existing Prefix of the family, or ask the cluster operator to set the Prefix in the cloud-config."),
 		warning(provider.ReasonOwnershipConflict,
 			"The IronCore LoadBalancer under the Service's name, or under the name the reference CCM used, belongs to another cluster or Service. "+
 				"It is never changed or deleted: syncing the Service fails, and deleting it leaves that LoadBalancer alone.",
@@ -75,13 +76,19 @@ func EventReasons() []EventReason {
 				"Recorded once per change of the Service.",
 			"Nothing with kube-proxy. With a kube-proxy replacement, check that it enforces `loadBalancerSourceRanges`."),
 		warning(provider.ReasonLoadBalancerIPIgnored,
-			"A Public Service sets `spec.loadBalancerIP`. IronCore chooses the addresses of Public LoadBalancers, so it is ignored, "+
+			"A Public Service sets `spec.loadBalancerIP` (or the "+ipsKey+" annotation) that its LoadBalancer does not hold, and no LoadBalancer "+
+				"this cluster retained holds it to be taken over. IronCore chooses the addresses of new Public LoadBalancers, so it is ignored, "+
 				"as the reference CCM ignored it; the LoadBalancer is made. Recorded once per change of the Service.",
-			"Remove the field, or make the LoadBalancer Internal ("+internalKey+": `\"true\"`) to request its address."),
+			"Remove the field, ask for the address of a retained LoadBalancer, or make the LoadBalancer Internal ("+internalKey+": `\"true\"`) to request its address."),
 		warning(provider.ReasonLoadBalancerIPKept,
 			"The Service requests an address (`spec.loadBalancerIP` or the "+ipsKey+" annotation) that its existing Internal LoadBalancer "+
-				"does not have. The LoadBalancer keeps its addresses: changing them would cut its clients off. Recorded once per change of the Service.",
+				"does not have, or names a Prefix (`"+keys.AnnotationLoadBalancerPrefix+"`) other than the one its address came from. The LoadBalancer keeps its addresses: changing them would cut its clients off. Recorded once per change of the Service.",
 			"Keep the request equal to the current address, or re-create the Service to get a LoadBalancer with the requested address."),
+		warning(provider.ReasonPrefixIgnored,
+			"The Service names a Prefix for its addresses (`"+keys.AnnotationLoadBalancerPrefix+"`, `"+keys.AnnotationLoadBalancerIPv6Prefix+"`) "+
+				"that does not apply: the Service is Public, whose addresses IronCore chooses, or lacks the annotation's IP family. "+
+				"The LoadBalancer is made as without it. Recorded once per change of the Service.",
+			"Remove the annotation, or make the LoadBalancer Internal ("+internalKey+": `\"true\"`)."),
 		warning(provider.ReasonTargetsIncomplete,
 			"Some Nodes could not be made load balancer targets: their Machine "+
 				"has a NetworkInterface of another cluster on the cluster Network. The other Nodes are applied and the missing ones retried; the message names each Node. "+
@@ -96,8 +103,10 @@ func EventReasons() []EventReason {
 			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
 		warning(provider.ReasonNotAdopted,
 			"The Service's `"+keys.AnnotationLoadBalancerName+"` annotation names an IronCore LoadBalancer it cannot take over: it does not exist, "+
-				"is not retained by this cluster, is being deleted, or is of the other type (Public/Internal). Nothing is changed and no other "+
-				"LoadBalancer is made for the Service; the message says which.",
+				"is not retained by this cluster, is being deleted, or is of the other type (Public/Internal); or a Public Service's "+ipsKey+
+				" annotation asks for addresses no LoadBalancer this cluster retained holds. Nothing is changed and no other "+
+				"LoadBalancer is made for the Service; the message says which. On a Service that has a LoadBalancer already, a "+
+				"`"+keys.AnnotationLoadBalancerName+"` naming another is recorded once per change and changes nothing.",
 			"Name a LoadBalancer this cluster retained (`kubectl get loadbalancers.networking.ironcore.dev -l "+keys.LabelRetained+"=true` on IronCore), "+
 				"match its type, or remove the annotation to get a new LoadBalancer."),
 		{

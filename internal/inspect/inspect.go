@@ -213,6 +213,9 @@ func (in *inspection) run(ctx context.Context) (*Report, error) {
 	if report.Orphans, err = in.findOrphans(ctx); err != nil {
 		return nil, err
 	}
+	if report.Retained, err = in.findRetained(ctx); err != nil {
+		return nil, err
+	}
 	if report.Routes, err = in.inspectRoutes(ctx); err != nil {
 		return nil, err
 	}

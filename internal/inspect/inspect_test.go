@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -122,6 +123,7 @@ func TestInspectShowsWhatDiffers(t *testing.T) {
 	createLoadBalancer(t, provider.LoadBalancerName(taken), inspect.Owner{Cluster: "other", Namespace: "default", Name: "someone-else", UID: "7c1d2e3f-0000-4000-8000-000000000001"})
 	createService(t, "insp-pending")
 	createLoadBalancer(t, "insp-orphan", inspect.Owner{Cluster: lab, Namespace: "default", Name: "insp-deleted", UID: "7c1d2e3f-0000-4000-8000-000000000002"})
+	createRetainedLoadBalancer(t, "insp-retained", lab, "default/insp-kept", "2026-11-01T10:00:00Z")
 	webIP := waitForLoadBalancer(t, webLB, testenv.NetworkInterfaceName("insp-a"))
 	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: webIP}}
 	if _, err := stack.TargetClientset.CoreV1().Services(web.Namespace).UpdateStatus(ctx, web, metav1.UpdateOptions{}); err != nil {
@@ -250,6 +252,15 @@ func checkRoutes(t *testing.T, report *inspect.Report) {
 }
 
 func checkOrphansAndConflicts(t *testing.T, report *inspect.Report, taken *corev1.Service) {
+	// Its addresses are IronCore's to allocate, whenever it does.
+	want := []inspect.Retained{{LoadBalancer: "insp-retained", Type: "Public", From: "default/insp-kept", At: "2026-11-01T10:00:00Z"}}
+	retained := slices.Clone(report.Retained)
+	for i := range retained {
+		retained[i].IPs = nil
+	}
+	if !reflect.DeepEqual(retained, want) {
+		t.Errorf("retained: %+v, want %+v (and it is no orphan)", report.Retained, want)
+	}
 	if len(report.Orphans) != 1 || report.Orphans[0].LoadBalancer != "insp-orphan" || report.Orphans[0].Reason != "the Service does not exist" {
 		t.Errorf("orphans: %+v, want only insp-orphan, whose Service does not exist", report.Orphans)
 	}
@@ -281,6 +292,7 @@ func checkTable(t *testing.T, table string, taken *corev1.Service) {
 		`(?m)^insp-a\s+insp-a-primary\s+fd00:244:0:1::/64\s+missing$`,
 		`(?m)^insp-a\s+insp-a-primary\s+10\.244\.9\.0/24\s+extra$`,
 		`(?m)^ORPHANED LOADBALANCERS\nLOADBALANCER.*\ninsp-orphan\s+default/insp-deleted\s.*the Service does not exist$`,
+		`(?m)^RETAINED LOADBALANCERS\nLOADBALANCER.*\ninsp-retained\s+Public\s+\S+\s+default/insp-kept\s+2026-11-01T10:00:00Z$`,
 		`(?m)^OWNERSHIP CONFLICTS\nLOADBALANCER.*\n` + provider.LoadBalancerName(taken) + `\s+default/insp-taken .*default/someone-else .* of cluster other$`,
 	} {
 		if !regexp.MustCompile(pattern).MatchString(table) {
@@ -427,6 +439,28 @@ func createService(t *testing.T, name string) *corev1.Service {
 
 // createLoadBalancer creates an IronCore LoadBalancer recording owner, as the CCM makes them
 // in its default (selector) mode for owner's cluster.
+// createRetainedLoadBalancer creates a LoadBalancer of the cluster retained after the Service
+// from at the time at, as the CCM leaves it.
+func createRetainedLoadBalancer(t *testing.T, name, cluster, from, at string) {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   stack.Namespace,
+			Name:        name,
+			Labels:      map[string]string{keys.LabelClusterName: cluster, keys.LabelRetained: "true"},
+			Annotations: map[string]string{keys.AnnotationClusterName: cluster, keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at},
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func createLoadBalancer(t *testing.T, name string, owner inspect.Owner) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	tcp := corev1.ProtocolTCP

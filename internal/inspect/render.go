@@ -35,7 +35,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 // what differs: the table says where to look, the details say what and what happens next.
 func (r *Report) writeTables(w io.Writer) error {
 	fmt.Fprintf(w, "Cluster %s, IronCore namespace %s, Network %s\n%s\n", r.Cluster, r.Namespace, r.Network, r.summary())
-	for _, section := range []func(io.Writer) error{r.writeNodes, r.writeServices, r.writeRoutes, r.writeOrphans, r.writeConflicts} {
+	for _, section := range []func(io.Writer) error{r.writeNodes, r.writeServices, r.writeRoutes, r.writeOrphans, r.writeRetained, r.writeConflicts} {
 		fmt.Fprintln(w)
 		if err := section(w); err != nil {
 			return err
@@ -60,10 +60,11 @@ func (r *Report) summary() string {
 	for _, route := range r.Routes {
 		states[route.State]++
 	}
-	return fmt.Sprintf("%s (%d with issues), %s of type LoadBalancer (%d with issues), %s (%d missing, %d extra), %s, %s",
+	return fmt.Sprintf("%s (%d with issues), %s of type LoadBalancer (%d with issues), %s (%d missing, %d extra), %s, %s, %s",
 		count(len(r.Nodes), "Node", "Nodes"), nodesWithIssues, count(len(r.Services), "Service", "Services"), servicesWithIssues,
 		count(len(r.Routes), "route", "routes"), states[RouteMissing], states[RouteExtra],
-		count(len(r.Orphans), "orphaned LoadBalancer", "orphaned LoadBalancers"), count(len(r.Conflicts), "ownership conflict", "ownership conflicts"))
+		count(len(r.Orphans), "orphaned LoadBalancer", "orphaned LoadBalancers"), count(len(r.Retained), "retained LoadBalancer", "retained LoadBalancers"),
+		count(len(r.Conflicts), "ownership conflict", "ownership conflicts"))
 }
 
 func count(n int, singular, plural string) string {

@@ -17,6 +17,7 @@ type Report struct {
 	Services  []Service  `json:"services"`
 	Routes    []Route    `json:"routes"`
 	Orphans   []Orphan   `json:"orphans"`
+	Retained  []Retained `json:"retained"`
 	Conflicts []Conflict `json:"conflicts"`
 }
 

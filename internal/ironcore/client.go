@@ -299,9 +299,19 @@ func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPF
 		}
 	}
 	if actual != "" && actual != family {
-		return fmt.Errorf("IronCore Prefix %s/%s is %s, not %s", c.namespace, name, actual, family)
+		return &WrongFamily{Prefix: c.namespace + "/" + name, Family: actual, Want: family}
 	}
 	return nil
+}
+
+// WrongFamily is a Prefix of another IP family than the one asked for.
+type WrongFamily struct {
+	Prefix       string
+	Family, Want corev1.IPFamily
+}
+
+func (e *WrongFamily) Error() string {
+	return fmt.Sprintf("IronCore Prefix %s is %s, not %s", e.Prefix, e.Family, e.Want)
 }
 
 // Transient reports whether err may not recur: the API server failing (5xx), asking for

@@ -149,18 +149,8 @@ func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.
 	for _, key := range []string{keys.AnnotationServiceName, keys.AnnotationServiceNamespace, keys.AnnotationServiceUID} {
 		annotations[key] = nil
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations},
-		"spec":     map[string]any{"networkInterfaceSelector": nil},
-	})
-	if err != nil {
-		return nil, err
-	}
-	retained := lb.DeepCopy()
-	if err := c.api.Patch(urgent(ctx), retained, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return nil, fmt.Errorf("retain LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
-	}
-	return retained, nil
+	spec := map[string]any{"networkInterfaceSelector": nil}
+	return c.patchLoadBalancerVersion(ctx, "retain", lb, labels, annotations, spec)
 }
 
 // AdoptRetainedLoadBalancer gives lb, retained after an earlier Service, to a new one: the
@@ -176,22 +166,41 @@ func (c *Client) AdoptRetainedLoadBalancer(ctx context.Context, lb *networkingv1
 	for key, value := range ownerAnnotations {
 		annotations[key] = value
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations},
-	})
+	return c.patchLoadBalancerVersion(ctx, "adopt", lb, labels, annotations, nil)
+}
+
+// patchLoadBalancerVersion merge-patches lb's labels, annotations (a nil value removes a key)
+// and spec, on the version of lb read only: the resource version in the patch makes the API
+// server refuse it with a conflict if lb changed since.
+func (c *Client) patchLoadBalancerVersion(ctx context.Context, verb string, lb *networkingv1alpha1.LoadBalancer, labels, annotations, spec map[string]any) (*networkingv1alpha1.LoadBalancer, error) {
+	body := map[string]any{"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations}}
+	if spec != nil {
+		body["spec"] = spec
+	}
+	patch, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	adopted := lb.DeepCopy()
-	if err := c.api.Patch(urgent(ctx), adopted, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return nil, fmt.Errorf("adopt LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	patched := lb.DeepCopy()
+	if err := c.api.Patch(urgent(ctx), patched, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("%s LoadBalancer %s/%s: %w", verb, c.namespace, lb.Name, err)
 	}
-	return adopted, nil
+	return patched, nil
 }
 
 // Retained tells whether lb was retained after its Service (RetainLoadBalancer).
 func Retained(lb *networkingv1alpha1.LoadBalancer) bool {
 	return lb.Labels[keys.LabelRetained] == "true"
+}
+
+// RetainedAt returns when lb was retained after its Service, if it is retained and records a
+// time that can be read.
+func RetainedAt(lb *networkingv1alpha1.LoadBalancer) (time.Time, bool) {
+	if !Retained(lb) {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, lb.Annotations[keys.AnnotationRetainedAt])
+	return at, err == nil
 }
 
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a

@@ -63,9 +63,14 @@ func (owners Owners) Retains(lb *networkingv1alpha1.LoadBalancer) bool {
 // NotAdoptable says why a LoadBalancer cannot be taken over by a Service.
 type NotAdoptable struct {
 	Name, Why string
+	// Until says what would make the Service get a LoadBalancer.
+	Until string
 }
 
 func (e *NotAdoptable) Error() string {
+	if e.Name == "" {
+		return e.Why
+	}
 	return fmt.Sprintf("IronCore LoadBalancer %s %s", e.Name, e.Why)
 }
 

@@ -43,6 +43,11 @@ const (
 	// AnnotationLoadBalancerName names a retained IronCore LoadBalancer for a new Service to
 	// take over, with its addresses.
 	AnnotationLoadBalancerName = Prefix + "load-balancer-name"
+	// AnnotationLoadBalancerPrefix and AnnotationLoadBalancerIPv6Prefix name the IronCore
+	// Prefixes an Internal Service's IPv4 and IPv6 addresses come from, instead of the
+	// cloud-config's prefixName and ipv6PrefixName.
+	AnnotationLoadBalancerPrefix     = Prefix + "load-balancer-prefix"
+	AnnotationLoadBalancerIPv6Prefix = Prefix + "load-balancer-ipv6-prefix"
 )
 
 // Marks of an IronCore LoadBalancer retained after its Service (see All): it belongs to no

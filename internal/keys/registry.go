@@ -72,9 +72,28 @@ func All() []Key {
 		{
 			Name: AnnotationLoadBalancerIPs, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
-			Meaning: "The addresses an Internal LoadBalancer should have, comma-separated, at most one per IP family of the Service, " +
-				"for example `10.1.2.3,fd00::3`; it extends `spec.loadBalancerIP`, which holds only one. Refused " +
-				"(event `InvalidLoadBalancerIP`) on Public LoadBalancers, which IronCore cannot give a chosen address.",
+			Meaning: "The addresses the Service's LoadBalancer should have, comma-separated, at most one per IP family of the Service, " +
+				"for example `10.1.2.3,fd00::3`; it extends `spec.loadBalancerIP`, which holds only one. A LoadBalancer this cluster retained " +
+				"(`" + LabelRetained + "=true`) that holds exactly these addresses is taken over (event `LoadBalancerAdopted`). Otherwise an " +
+				"Internal LoadBalancer is made with them, and a Public Service, which IronCore cannot give a chosen address, is refused " +
+				"(event `LoadBalancerNotAdopted`) with no LoadBalancer made. `spec.loadBalancerIP` alone on a Public Service takes over a " +
+				"retained LoadBalancer the same way, and is otherwise ignored (event `LoadBalancerIPIgnored`), as the reference CCM ignored it.",
+		},
+		{
+			Name: AnnotationLoadBalancerPrefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "The IronCore Prefix (in the cluster's IronCore namespace) an Internal Service's IPv4 address is allocated from, " +
+				"instead of the cloud-config's `prefixName`; `" + AnnotationLoadBalancerIPv6Prefix + "` is the same for IPv6 and `ipv6PrefixName`. " +
+				"A Prefix that does not exist or is of the other family is refused (event `InternalLoadBalancerPrefixMissing`) and no " +
+				"LoadBalancer is made; a name that is not one is refused (event `InvalidLoadBalancerAnnotation`). It applies when the " +
+				"LoadBalancer is made: an existing one keeps its addresses (event `LoadBalancerAddressKept`). On a Public Service, or for a " +
+				"family the Service does not have, it is ignored with event `LoadBalancerPrefixIgnored`.",
+		},
+		{
+			Name: AnnotationLoadBalancerIPv6Prefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
+			Meaning: "The IronCore Prefix an Internal Service's IPv6 address is allocated from, instead of the cloud-config's " +
+				"`ipv6PrefixName`; see `" + AnnotationLoadBalancerPrefix + "`.",
 		},
 		{
 			Name: AnnotationRetainLoadBalancer, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"github.com/ironcore-dev/ironcore/utils/equality"
 	corev1 "k8s.io/api/core/v1"
@@ -14,9 +15,9 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// IgnoredFields lists what the Service asks for that its LoadBalancer does not do, as events
-// for its owner.
-func IgnoredFields(service *corev1.Service) []Problem {
+// IgnoredFields lists what the Service asks for that its LoadBalancer, existing (nil when one
+// is to be made), does not do, as events for its owner.
+func IgnoredFields(service *corev1.Service, existing *networkingv1alpha1.LoadBalancer) []Problem {
 	var notes []Problem
 	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
 		notes = append(notes, Problem{Reason: ReasonSourceRangesOnNodes, Message: fmt.Sprintf("IronCore LoadBalancers do not filter "+
@@ -24,12 +25,35 @@ func IgnoredFields(service *corev1.Service) []Problem {
 			"where kube-proxy admits only spec.loadBalancerSourceRanges (%s). A replacement for kube-proxy must enforce them itself.",
 			strings.Join(service.Spec.LoadBalancerSourceRanges, ", "))})
 	}
-	if ip := strings.TrimSpace(service.Spec.LoadBalancerIP); ip != "" {
-		if internal, err := Internal(service); err == nil && !internal {
-			notes = append(notes, Problem{Reason: ReasonLoadBalancerIPIgnored, Message: fmt.Sprintf(
-				"IronCore chooses the address of a Public LoadBalancer; spec.loadBalancerIP %s is ignored. "+
-					"An Internal LoadBalancer (%s: \"true\") can have a requested address.", ip, keys.AnnotationInternalLoadBalancer)})
+	if name, named := service.Annotations[keys.AnnotationLoadBalancerName]; named && existing != nil && existing.Name != name {
+		notes = append(notes, Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf(
+			"annotation %s names IronCore LoadBalancer %s, but the Service has LoadBalancer %s and keeps it; the annotation applies to a Service without one",
+			keys.AnnotationLoadBalancerName, name, existing.Name)})
+	}
+	internal, err := Internal(service)
+	if err != nil {
+		return notes
+	}
+	notes = append(notes, ignoredPrefixes(service, internal)...)
+	if internal {
+		return notes
+	}
+	requested, err := requestedIPs(service, ipFamilies(service))
+	if err != nil || len(requested) == 0 {
+		return notes
+	}
+	var ignored []string
+	for _, addr := range requested {
+		if existing == nil || !slices.ContainsFunc(existing.Status.IPs, func(ip commonv1alpha1.IP) bool { return ip.Unmap() == addr }) {
+			ignored = append(ignored, addr.String())
 		}
+	}
+	if len(ignored) > 0 {
+		slices.Sort(ignored)
+		notes = append(notes, Problem{Reason: ReasonLoadBalancerIPIgnored, Message: fmt.Sprintf(
+			"IronCore chooses the address of a new Public LoadBalancer, and no LoadBalancer this cluster retained holds %s: the requested address is ignored. "+
+				"It takes over a retained LoadBalancer that holds it; an Internal LoadBalancer (%s: \"true\") can have a requested address.",
+			strings.Join(ignored, ", "), keys.AnnotationInternalLoadBalancer)})
 	}
 	return notes
 }
@@ -43,9 +67,10 @@ func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha
 		return nil
 	}
 	desired.Spec.IPs = slices.Clone(existing.Spec.IPs)
+	kept := keptPrefixes(service, existing)
 	requested, err := requestedIPs(service, desired.Spec.IPFamilies)
 	if err != nil {
-		return nil
+		return kept
 	}
 	have := map[netip.Addr]bool{}
 	for _, ip := range existing.Status.IPs {
@@ -63,12 +88,12 @@ func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return kept
 	}
-	return []Problem{{Reason: ReasonLoadBalancerIPKept, Message: fmt.Sprintf(
+	return append(kept, Problem{Reason: ReasonLoadBalancerIPKept, Message: fmt.Sprintf(
 		"IronCore LoadBalancer %s keeps its addresses; the requested %s would change them under the Service's clients. "+
 			"A requested address applies when a LoadBalancer is created: re-create the Service to move it.",
-		existing.Name, strings.Join(missing, ", "))}}
+		existing.Name, strings.Join(missing, ", "))})
 }
 
 // NeedsApply reports whether the stored LoadBalancer differs from the desired one in anything

@@ -11,6 +11,7 @@ const (
 	ReasonSourceRangesOnNodes   = "LoadBalancerSourceRangesEnforcedOnNodes"
 	ReasonLoadBalancerIPIgnored = "LoadBalancerIPIgnored"
 	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
+	ReasonNotAdopted            = "LoadBalancerNotAdopted"
 )
 
 // Problem is something about a Service that its owner must know or fix. The provider records

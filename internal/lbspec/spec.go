@@ -55,10 +55,7 @@ func Desired(service *corev1.Service, settings Settings) (*networkingv1alpha1.Lo
 	if err != nil {
 		return nil, err
 	}
-	families := service.Spec.IPFamilies
-	if len(families) == 0 {
-		families = []corev1.IPFamily{corev1.IPv4Protocol}
-	}
+	families := ipFamilies(service)
 	ports, err := loadBalancerPorts(service)
 	if err != nil {
 		return nil, err
@@ -81,17 +78,19 @@ func Desired(service *corev1.Service, settings Settings) (*networkingv1alpha1.Lo
 		if err != nil {
 			return nil, err
 		}
-		lb.Spec.Type = networkingv1alpha1.LoadBalancerTypeInternal
-		lb.Spec.IPs, err = internalIPs(families, requested, settings.InternalPrefixes)
+		prefixes, err := addressPrefixes(service, settings)
 		if err != nil {
 			return nil, err
 		}
-	} else if strings.TrimSpace(service.Annotations[keys.AnnotationLoadBalancerIPs]) != "" {
-		// spec.loadBalancerIP on a Public Service is ignored with an event (IgnoredFields), as
-		// the reference CCM ignored it; our own annotation was never accepted there.
-		return nil, &Problem{Reason: ReasonInvalidLoadBalancerIP, Message: fmt.Sprintf(
-			"a Public IronCore LoadBalancer cannot have a requested address (%s); remove it, or make the load balancer Internal with %s: \"true\"",
-			keys.AnnotationLoadBalancerIPs, keys.AnnotationInternalLoadBalancer)}
+		lb.Spec.Type = networkingv1alpha1.LoadBalancerTypeInternal
+		lb.Spec.IPs, err = internalIPs(families, requested, prefixes)
+		if err != nil {
+			return nil, err
+		}
+	} else if _, err := requestedIPs(service, families); err != nil {
+		// A Public LoadBalancer cannot ask IronCore for an address: the requested ones only
+		// take over a LoadBalancer retained with them (WantedAdoption).
+		return nil, err
 	}
 	if UsesSelector(service, settings) {
 		lb.Spec.NetworkInterfaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{
@@ -100,6 +99,47 @@ func Desired(service *corev1.Service, settings Settings) (*networkingv1alpha1.Lo
 		}}
 	}
 	return lb, nil
+}
+
+// Adoption is what a Service asks to take over of the LoadBalancers this cluster retained: the
+// one annotation keys.AnnotationLoadBalancerName names, or else the one holding exactly the
+// Addresses it asks for (spec.loadBalancerIP and annotation keys.AnnotationLoadBalancerIPs).
+// Strict is whether it must: a Public Service asking with the annotation, or naming one, gets
+// no other LoadBalancer (IronCore cannot give a new Public one an address), while
+// spec.loadBalancerIP alone, which the reference CCM ignored on Public Services, and an
+// Internal Service's request fall back to a new LoadBalancer.
+type Adoption struct {
+	Name      string
+	Addresses []netip.Addr
+	Strict    bool
+}
+
+// WantedAdoption returns what the Service asks to take over, if anything; desired is Desired's
+// result.
+func WantedAdoption(service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (Adoption, bool) {
+	if name, named := service.Annotations[keys.AnnotationLoadBalancerName]; named {
+		return Adoption{Name: name, Strict: true}, true
+	}
+	requested, err := requestedIPs(service, desired.Spec.IPFamilies)
+	if err != nil || len(requested) == 0 {
+		return Adoption{}, false
+	}
+	adoption := Adoption{Strict: desired.Spec.Type == networkingv1alpha1.LoadBalancerTypePublic &&
+		strings.TrimSpace(service.Annotations[keys.AnnotationLoadBalancerIPs]) != ""}
+	for _, family := range desired.Spec.IPFamilies {
+		if addr, ok := requested[family]; ok {
+			adoption.Addresses = append(adoption.Addresses, addr)
+		}
+	}
+	return adoption, true
+}
+
+// ipFamilies are the Service's IP families; IPv4 if the API server has not defaulted them.
+func ipFamilies(service *corev1.Service) []corev1.IPFamily {
+	if len(service.Spec.IPFamilies) == 0 {
+		return []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	return service.Spec.IPFamilies
 }
 
 // Internal reads the internal annotation. Only "true" and "false" are accepted: the reference

@@ -2,9 +2,12 @@ package lbspec
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -112,9 +115,77 @@ func TestPublicLoadBalancerIPIsIgnoredWithAnEvent(t *testing.T) {
 	if _, err := Desired(service, testSettings()); err != nil {
 		t.Fatalf("a Public Service with spec.loadBalancerIP is refused: %v", err)
 	}
-	notes := IgnoredFields(service)
+	notes := IgnoredFields(service, nil)
 	if len(notes) != 1 || notes[0].Reason != ReasonLoadBalancerIPIgnored {
 		t.Fatalf("notes %v, want one %s", notes, ReasonLoadBalancerIPIgnored)
+	}
+	// A LoadBalancer that holds the address (one taken over with it) ignores nothing.
+	existing := &networkingv1alpha1.LoadBalancer{Status: networkingv1alpha1.LoadBalancerStatus{IPs: []commonv1alpha1.IP{commonv1alpha1.MustParseIP("203.0.113.10")}}}
+	if notes := IgnoredFields(service, existing); len(notes) != 0 {
+		t.Fatalf("notes %v for a LoadBalancer holding the address, want none", notes)
+	}
+	existing.Status.IPs = []commonv1alpha1.IP{commonv1alpha1.MustParseIP("203.0.113.99")}
+	if notes := IgnoredFields(service, existing); len(notes) != 1 || !strings.Contains(notes[0].Message, "203.0.113.10") {
+		t.Fatalf("notes %v for a LoadBalancer with another address, want one naming 203.0.113.10", notes)
+	}
+}
+
+// TestANamedLoadBalancerIsNotTakenOverByAServiceThatHasOne: the annotation naming a
+// LoadBalancer to take over, on a Service that has another, is noted and changes nothing.
+func TestANamedLoadBalancerIsNotTakenOverByAServiceThatHasOne(t *testing.T) {
+	service := testService(func(s *corev1.Service) { s.Annotations = map[string]string{keys.AnnotationLoadBalancerName: "kept"} })
+	existing := &networkingv1alpha1.LoadBalancer{}
+	existing.Name = Name(service)
+	if notes := IgnoredFields(service, existing); len(notes) != 1 || notes[0].Reason != ReasonNotAdopted || !strings.Contains(notes[0].Message, "kept") {
+		t.Fatalf("notes %v, want one %s naming kept", notes, ReasonNotAdopted)
+	}
+	existing.Name = "kept"
+	if notes := IgnoredFields(service, existing); len(notes) != 0 {
+		t.Fatalf("notes %v for the Service that has the named LoadBalancer, want none", notes)
+	}
+}
+
+// TestWantedAdoption: what a Service asks to take over, addresses in family order, and
+// whether it gets no other LoadBalancer without it (a name, or a Public Service's annotation).
+func TestWantedAdoption(t *testing.T) {
+	dual := func(s *corev1.Service) {
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	}
+	for _, tc := range []struct {
+		name   string
+		modify func(*corev1.Service)
+		wanted bool
+		want   []string
+		strict bool
+	}{
+		{name: "none", modify: func(*corev1.Service) {}},
+		{name: "spec on Public", modify: func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.10" }, wanted: true, want: []string{"203.0.113.10"}},
+		{name: "annotation on Public", modify: func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationLoadBalancerIPs: "2001:db8::1, 203.0.113.10"}
+			dual(s)
+		}, wanted: true, want: []string{"203.0.113.10", "2001:db8::1"}, strict: true},
+		{name: "annotation on Internal", modify: func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.0.0.7"}
+		}, wanted: true, want: []string{"10.0.0.7"}},
+		{name: "named", modify: func(s *corev1.Service) {
+			s.Annotations = map[string]string{keys.AnnotationLoadBalancerName: "kept", keys.AnnotationLoadBalancerIPs: "203.0.113.10"}
+		}, wanted: true, strict: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			service := testService(tc.modify)
+			desired, err := Desired(service, testSettings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			adoption, wanted := WantedAdoption(service, desired)
+			var got []string
+			for _, addr := range adoption.Addresses {
+				got = append(got, addr.String())
+			}
+			if wanted != tc.wanted || !slices.Equal(got, tc.want) || adoption.Strict != tc.strict {
+				t.Errorf("wanted %v, addresses %v, strict %v; want %v, %v, %v", wanted, got, adoption.Strict, tc.wanted, tc.want, tc.strict)
+			}
+		})
 	}
 }
 

@@ -23,6 +23,25 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action"})
 
+	// RetainedLoadBalancers is how many IronCore LoadBalancers of this cluster are retained
+	// after their Service, as the orphan collector's last sweep found them.
+	RetainedLoadBalancers = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "retained_load_balancers",
+		Help:           "IronCore LoadBalancers of this cluster retained after their Service (keeping their addresses), as of the last sweep.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// RetainedLoadBalancersReleased counts retained LoadBalancers past
+	// --retained-load-balancer-retention, by what was done: "deleted", "reported", "failed",
+	// or "refused" (not provably this cluster's).
+	RetainedLoadBalancersReleased = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "retained_load_balancers_released_total",
+		Help:           "Retained IronCore LoadBalancers found past the retention period, by action taken (deleted, reported, failed, refused).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action"})
+
 	// IronCoreRequests counts the CCM's requests to the IronCore API by verb, resource and
 	// result: the HTTP status code, or "error" when no response came.
 	IronCoreRequests = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -147,7 +166,7 @@ var registerOnce sync.Once
 // Register adds the metrics to the registry /metrics serves. It may be called more than once.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(OrphanedLoadBalancers, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
+		legacyregistry.MustRegister(OrphanedLoadBalancers, RetainedLoadBalancers, RetainedLoadBalancersReleased, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
 			LoadBalancerTargets, LoadBalancerRoutingSyncs, LoadBalancerTargetDriftRepaired, NodeHealthExclusions, UnhealthyNodes,
 			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending)
 	})

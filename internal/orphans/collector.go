@@ -10,6 +10,10 @@
 // identity (keys.LabelClusterID, which only this CCM writes) and is on this cluster's Network;
 // one that records this cluster's name without them is refused: logged and counted, never
 // deleted. With the ambiguous name "kubernetes" the collector reports instead of deleting.
+//
+// LoadBalancers retained after their Service are never orphans: the collector counts them, and
+// releases (deletes) those past the optional retention period, with the same proof of
+// ownership.
 package orphans
 
 import (
@@ -51,6 +55,9 @@ type Settings struct {
 	// Mode is what to do with orphans, and Grace how long they must have been orphaned first.
 	Mode  config.OrphanCleanup
 	Grace time.Duration
+	// Retention is how long a retained LoadBalancer is kept before it is released; zero keeps
+	// it until it is deleted on IronCore. Mode report only reports it.
+	Retention time.Duration
 }
 
 // Collector sweeps the IronCore LoadBalancers of one cluster.
@@ -63,8 +70,14 @@ type Collector struct {
 	synced    toolscache.InformerSynced
 	mode      config.OrphanCleanup
 	grace     time.Duration
+	retention time.Duration
+	// reportOnly makes releases of retained LoadBalancers reports.
+	reportOnly bool
 	// orphanedSince records when each LoadBalancer (by UID) was first seen orphaned.
 	orphanedSince map[types.UID]time.Time
+	// releaseTold records the retained LoadBalancers past their retention that were reported
+	// or refused, so that each is told once.
+	releaseTold map[types.UID]bool
 }
 
 // New builds a collector on the CCM's Service informer. In delete mode with the ambiguous
@@ -87,7 +100,10 @@ func New(client *ironcore.Client, services coreinformers.ServiceInformer, settin
 		synced:        services.Informer().HasSynced,
 		mode:          mode,
 		grace:         settings.Grace,
+		retention:     settings.Retention,
+		reportOnly:    settings.Mode == config.OrphanCleanupReport,
 		orphanedSince: map[types.UID]time.Time{},
+		releaseTold:   map[types.UID]bool{},
 	}
 }
 
@@ -113,6 +129,9 @@ func (c *Collector) Run(ctx context.Context) {
 
 // interval sweeps often enough to act within about half a grace period of its end.
 func (c *Collector) interval() time.Duration {
+	if c.mode == config.OrphanCleanupOff {
+		return time.Minute
+	}
 	return min(max(c.grace/2, time.Second), time.Minute)
 }
 
@@ -129,9 +148,22 @@ func (c *Collector) Sweep(ctx context.Context) {
 		return
 	}
 	seen := map[types.UID]bool{}
+	retained := 0
 	for i := range lbs {
 		lb := &lbs[i]
 		seen[lb.UID] = true
+		if ironcore.Retained(lb) {
+			// Kept after its Service on purpose: never an orphan.
+			delete(c.orphanedSince, lb.UID)
+			if lb.Labels[keys.LabelClusterID] == clusterID && lb.DeletionTimestamp == nil {
+				retained++
+				c.sweepRetained(ctx, lb, clusterID)
+			}
+			continue
+		}
+		if c.mode == config.OrphanCleanupOff {
+			continue
+		}
 		orphaned, why, err := c.orphaned(lb, clusterID)
 		if err != nil {
 			klog.ErrorS(err, "Cannot tell whether an IronCore LoadBalancer is orphaned", "loadBalancer", klog.KObj(lb))
@@ -152,11 +184,56 @@ func (c *Collector) Sweep(ctx context.Context) {
 		}
 		c.act(ctx, lb, why, since, clusterID)
 	}
+	metrics.RetainedLoadBalancers.Set(float64(retained))
 	for uid := range c.orphanedSince {
 		if !seen[uid] {
 			delete(c.orphanedSince, uid)
 		}
 	}
+	for uid := range c.releaseTold {
+		if !seen[uid] {
+			delete(c.releaseTold, uid)
+		}
+	}
+}
+
+// sweepRetained releases lb, a LoadBalancer this cluster retained after its Service, once it
+// has been retained longer than the retention period; one without a readable retained-at
+// time is kept.
+func (c *Collector) sweepRetained(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, clusterID string) {
+	if c.retention == 0 || c.releaseTold[lb.UID] {
+		return
+	}
+	at, ok := ironcore.RetainedAt(lb)
+	if !ok {
+		klog.V(2).InfoS("Retained IronCore LoadBalancer records no time it was retained; keeping it", "loadBalancer", klog.KObj(lb), "annotation", keys.AnnotationRetainedAt)
+		return
+	}
+	if time.Since(at) < c.retention {
+		return
+	}
+	from := lb.Annotations[keys.AnnotationRetainedFrom]
+	if refusal := c.refusal(lb, clusterID); refusal != "" {
+		klog.InfoS("Not releasing retained IronCore LoadBalancer past its retention: it may be another cluster's; delete it by hand if it is this cluster's",
+			"loadBalancer", klog.KObj(lb), "retainedFrom", from, "retainedAt", at, "refusedBecause", refusal)
+		metrics.RetainedLoadBalancersReleased.WithLabelValues("refused").Inc()
+		c.releaseTold[lb.UID] = true
+		return
+	}
+	if c.reportOnly {
+		klog.InfoS("Retained IronCore LoadBalancer is past its retention (report only)", "loadBalancer", klog.KObj(lb), "retainedFrom", from, "retainedAt", at, "retention", c.retention)
+		metrics.RetainedLoadBalancersReleased.WithLabelValues("reported").Inc()
+		c.releaseTold[lb.UID] = true
+		return
+	}
+	if err := c.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
+		klog.ErrorS(err, "Cannot release retained IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "retainedFrom", from)
+		metrics.RetainedLoadBalancersReleased.WithLabelValues("failed").Inc()
+		return
+	}
+	klog.InfoS("Released retained IronCore LoadBalancer past its retention; its addresses go back to IronCore", "loadBalancer", klog.KObj(lb),
+		"retainedFrom", from, "retainedAt", at, "retention", c.retention)
+	metrics.RetainedLoadBalancersReleased.WithLabelValues("deleted").Inc()
 }
 
 func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, why string, since time.Time, clusterID string) {
@@ -204,14 +281,9 @@ func (c *Collector) refusal(lb *networkingv1alpha1.LoadBalancer, clusterID strin
 }
 
 // orphaned reports whether lb belongs to this cluster, by name or identity, and its Service is
-// gone, was replaced by a namesake, or no longer asks this CCM for a load balancer. A
-// LoadBalancer retained after its Service is none.
+// gone, was replaced by a namesake, or no longer asks this CCM for a load balancer.
 // LoadBalancers of other clusters, or not made by a CCM, are never orphans here.
 func (c *Collector) orphaned(lb *networkingv1alpha1.LoadBalancer, clusterID string) (bool, string, error) {
-	if ironcore.Retained(lb) {
-		// Kept after its Service on purpose: only its deletion on IronCore releases it.
-		return false, "", nil
-	}
 	owner := ironcore.OwnerOf(lb)
 	ours := slices.Contains(c.names, owner.Cluster) || lb.Labels[keys.LabelClusterID] == clusterID
 	if !ours || owner.Namespace == "" || owner.Name == "" || owner.UID == "" {

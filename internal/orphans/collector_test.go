@@ -340,27 +340,38 @@ func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
 	}
 }
 
-// TestRetainedLoadBalancersAreNeverOrphans: a LoadBalancer retained after its Service is kept
-// on purpose, so the collector never deletes it, in delete mode past the grace period, even if
-// its labels still name the Service that is gone.
-func TestRetainedLoadBalancersAreNeverOrphans(t *testing.T) {
-	ctx := context.Background()
-	owner := ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "deleted-service", UID: "1f0e4b52-0000-4000-8000-000000000009"}
+// retainedLoadBalancer creates a LoadBalancer of this cluster retained after a Service at the
+// given time (none if zero), on the given Network.
+func retainedLoadBalancer(t *testing.T, name string, at time.Time, network string) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	owner := ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "deleted-" + name, UID: "1f0e4b52-0000-4000-8000-000000000009"}
 	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "retained", Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
 			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace, keys.LabelServiceName: owner.Name,
 			keys.LabelServiceUID: owner.UID, keys.LabelClusterID: clusterID, keys.LabelRetained: "true",
-		}},
+		}, Annotations: map[string]string{keys.AnnotationRetainedFrom: owner.Namespace + "/" + owner.Name}},
 		Spec: networkingv1alpha1.LoadBalancerSpec{
 			Type:       networkingv1alpha1.LoadBalancerTypePublic,
 			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+			NetworkRef: corev1.LocalObjectReference{Name: network},
 		},
 	}
-	if err := stack.IronCore.Client.Create(ctx, lb); err != nil {
+	if !at.IsZero() {
+		lb.Annotations[keys.AnnotationRetainedAt] = at.UTC().Format(time.RFC3339)
+	}
+	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	return lb
+}
+
+// TestRetainedLoadBalancersAreNeverOrphans: a LoadBalancer retained after its Service is kept
+// on purpose, so the collector never deletes it, in delete mode past the grace period, even if
+// its labels still name the Service that is gone; without a retention period, however old.
+func TestRetainedLoadBalancersAreNeverOrphans(t *testing.T) {
+	ctx := context.Background()
+	lb := retainedLoadBalancer(t, "retained", time.Now().Add(-365*24*time.Hour), stack.Network)
 	c := collector(t, config.OrphanCleanupDelete, 0, lb.Name)
 	// The first sweep notes orphans, the second acts on them.
 	c.Sweep(ctx)
@@ -368,4 +379,59 @@ func TestRetainedLoadBalancersAreNeverOrphans(t *testing.T) {
 	if gone(t, lb) {
 		t.Fatal("the retained LoadBalancer was deleted as an orphan")
 	}
+	if value, err := testutil.GetGaugeMetricValue(metrics.RetainedLoadBalancers); err != nil || value != 1 {
+		t.Errorf("retained LoadBalancers gauge %v (%v), want 1", value, err)
+	}
+}
+
+// TestRetainedLoadBalancersAreReleasedAfterTheRetention: with a retention period, a retained
+// LoadBalancer past it is deleted, with the orphan cleanup off too; one within it, one that
+// records no time and one on another Network are kept; report mode only reports.
+func TestRetainedLoadBalancersAreReleasedAfterTheRetention(t *testing.T) {
+	ctx := context.Background()
+	expired := retainedLoadBalancer(t, "retention-expired", time.Now().Add(-2*time.Hour), stack.Network)
+	recent := retainedLoadBalancer(t, "retention-recent", time.Now().Add(-30*time.Minute), stack.Network)
+	timeless := retainedLoadBalancer(t, "retention-timeless", time.Time{}, stack.Network)
+	elsewhere := retainedLoadBalancer(t, "retention-elsewhere", time.Now().Add(-2*time.Hour), "another-network")
+	names := []string{expired.Name, recent.Name, timeless.Name, elsewhere.Name}
+	id := clusterid.New()
+	id.Set(clusterID)
+	settings := orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id, Grace: time.Minute, Retention: time.Hour}
+
+	settings.Mode = config.OrphanCleanupReport
+	reported := releaseCounter(t, "reported")
+	collectorWith(t, settings, names...).Sweep(ctx)
+	if gone(t, expired) {
+		t.Fatal("report mode deleted a retained LoadBalancer past its retention")
+	}
+	if got := releaseCounter(t, "reported") - reported; got != 1 {
+		t.Errorf("%v releases reported, want 1", got)
+	}
+
+	settings.Mode = config.OrphanCleanupOff
+	refused := releaseCounter(t, "refused")
+	collectorWith(t, settings, names...).Sweep(ctx)
+	if !gone(t, expired) {
+		t.Error("the retained LoadBalancer past its retention was not released")
+	}
+	for _, kept := range []*networkingv1alpha1.LoadBalancer{recent, timeless, elsewhere} {
+		if gone(t, kept) {
+			t.Errorf("retained LoadBalancer %s was released", kept.Name)
+		}
+	}
+	if got := releaseCounter(t, "refused") - refused; got != 1 {
+		t.Errorf("%v releases refused, want 1 (the one on another Network)", got)
+	}
+	if value, err := testutil.GetGaugeMetricValue(metrics.RetainedLoadBalancers); err != nil || value != 4 {
+		t.Errorf("retained LoadBalancers gauge %v (%v), want 4 as the sweep found them", value, err)
+	}
+}
+
+func releaseCounter(t *testing.T, action string) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value
 }

@@ -19,9 +19,10 @@ const (
 	ReasonSourceRangesOnNodes   = lbspec.ReasonSourceRangesOnNodes
 	ReasonLoadBalancerIPIgnored = lbspec.ReasonLoadBalancerIPIgnored
 	ReasonLoadBalancerIPKept    = lbspec.ReasonLoadBalancerIPKept
+	ReasonPrefixIgnored         = lbspec.ReasonPrefixIgnored
 	ReasonLoadBalancerRetained  = "LoadBalancerRetained"
 	ReasonLoadBalancerAdopted   = "LoadBalancerAdopted"
-	ReasonNotAdopted            = "LoadBalancerNotAdopted"
+	ReasonNotAdopted            = lbspec.ReasonNotAdopted
 	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
 	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
 	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints

@@ -32,12 +32,10 @@ const (
 	maxRetryDelay   = 4 * time.Second
 )
 
-// addressWait is how long EnsureLoadBalancer waits for IronCore to allocate a LoadBalancer's
-// addresses before it asks to be retried. IronCore takes well under a second when it is not
-// overloaded; every retry becomes a Warning event on the Service, which users alert on, so
-// the normal path should not retry. The wait holds one service worker, watching the cache,
-// so each LoadBalancer is waited for once: waiting on every retry would hold the workers
-// other Services need.
+// addressWait is how long EnsureLoadBalancer waits, on the cache and once per LoadBalancer,
+// for IronCore (well under a second unless overloaded) to allocate its addresses before it
+// asks to be retried: every retry is a Warning event users alert on, and waiting on every
+// retry would hold the service workers other Services need.
 const addressWait = time.Second
 
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
@@ -116,12 +114,11 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // or a RetryError while IronCore has not allocated them yet.
 //
 // It waits for nothing but, once per LoadBalancer and at most addressWait, its addresses. Its
-// targets (the shared target labels, or its routing) are recorded and queued for package
-// lbtargets, which writes them. An existing LoadBalancer already carries traffic, so when its
-// NetworkInterface selector is to move (adoption of a reference CCM LoadBalancer, a change of
-// --use-nic-selector), the selector moves only once every eligible target it routes to is
-// selected by the new selector; until then it keeps its selector and the Service is retried.
-// A LoadBalancerRouting never loses an eligible destination on the way.
+// targets (the shared target labels, or its routing) are queued for package lbtargets, which
+// writes them. An existing LoadBalancer carries traffic, so a NetworkInterface selector that
+// is to move (adopting a reference CCM LoadBalancer, a change of --use-nic-selector) moves
+// only once the new one selects every eligible target it routes to; until then the Service is
+// retried. A LoadBalancerRouting never loses an eligible destination on the way.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	if l.targets == nil {
 		return nil, errNoTargets
@@ -158,14 +155,16 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		desired.Name = existing.Name
 		kept = lbspec.KeepAddresses(service, existing, desired)
 	}
-	l.warnOnce(service, append(lbspec.IgnoredFields(service), kept...))
+	l.warnOnce(service, append(lbspec.IgnoredFields(service, existing), kept...))
 
 	// The targets are queued first: a selector that is to move waits for its labels.
 	l.syncTargets(service, nodes)
 	var lb *networkingv1alpha1.LoadBalancer
 	waitingForTargets, settling := false, time.Duration(0)
 	if existing == nil {
-		if lb, err = l.apply(ctx, service, desired); err != nil {
+		if err = l.ironcore.CheckServicePrefixes(ctx, lbspec.ServicePrefixes(service, desired)); err != nil {
+			return nil, l.report(service, err)
+		} else if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}
 	} else {

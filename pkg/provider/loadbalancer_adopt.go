@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,11 +17,10 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
-// findOrAdopt returns the Service's LoadBalancer: its own, or a LoadBalancer of this cluster
-// retained after an earlier Service that it takes over with its addresses: the one its
-// annotation keys.AnnotationLoadBalancerName names, or the one under its own name retained
-// after it (the Service stopped being of type LoadBalancer and is one again). A named
-// LoadBalancer it cannot take over is a Problem, and no LoadBalancer is made in its place.
+// findOrAdopt returns the Service's LoadBalancer: its own, or one this cluster retained that
+// it takes over with its addresses: the one under its own name retained after it, or the one
+// it asks for (lbspec.WantedAdoption). One it must but cannot take over is a Problem, and no
+// LoadBalancer is made in its place.
 func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	owners := l.owners(clusterName)
 	lb, err := l.ironcore.ServiceLoadBalancer(ctx, owners, service, false)
@@ -35,19 +35,19 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 	case lb != nil:
 		return lb, nil
 	default:
-		name, named := service.Annotations[keys.AnnotationLoadBalancerName]
-		if !named {
+		want, wanted := lbspec.WantedAdoption(service, desired)
+		if !wanted {
 			return nil, nil
 		}
 		var owned bool
-		if lb, owned, err = l.ironcore.AdoptableLoadBalancer(ctx, owners, service, name, desired.Spec.Type); owned {
+		if lb, owned, err = l.ironcore.WantedLoadBalancer(ctx, owners, service, want, desired.Spec.Type); owned || (lb == nil && err == nil) {
 			return lb, nil
 		}
 	}
 	var refused *ironcore.NotAdoptable
 	if errors.As(err, &refused) {
-		return nil, &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made "+
-			"until annotation %s names one this cluster retained, of the Service's type, or is removed", refused, keys.AnnotationLoadBalancerName)}
+		return nil, &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made until %s",
+			refused, cmp.Or(refused.Until, "the Service asks for a LoadBalancer of the retained one's type"))}
 	}
 	if err != nil {
 		return nil, err

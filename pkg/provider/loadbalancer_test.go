@@ -175,8 +175,8 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 	}, {
 		name:   "public-with-ip",
 		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: "203.0.113.10"}},
-		reason: provider.ReasonInvalidLoadBalancerIP,
-		text:   "cannot have a requested address",
+		reason: provider.ReasonNotAdopted,
+		text:   "no IronCore LoadBalancer this cluster retained holds exactly the addresses 203.0.113.10",
 	}, {
 		name:   "internal-bad-ip",
 		opts:   testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: "10.1.0.300"}},

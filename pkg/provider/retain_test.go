@@ -257,3 +257,65 @@ func TestTwoServicesRaceForOneRetainedLoadBalancer(t *testing.T) {
 		t.Errorf("%d Services own the LoadBalancer, want exactly one", winners)
 	}
 }
+
+// TestAServiceTakesARetainedLoadBalancerOverByItsAddress: a Public Service asking for the
+// addresses of a retained LoadBalancer (annotation, or spec.loadBalancerIP) gets it with them;
+// of two asking for the same addresses, exactly one does and the other is refused, with no
+// LoadBalancer of its own; spec.loadBalancerIP that no retained LoadBalancer holds is ignored
+// as before, with a new LoadBalancer.
+func TestAServiceTakesARetainedLoadBalancerOverByItsAddress(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	for _, tc := range []struct {
+		name string
+		ask  func(address string) testenv.ServiceOptions
+	}{
+		{"annotation", func(address string) testenv.ServiceOptions {
+			return testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: address}}
+		}},
+		{"spec", func(address string) testenv.ServiceOptions { return testenv.ServiceOptions{LoadBalancerIP: address} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			retained, addresses := retainedLoadBalancer(t, "by-address-"+tc.name)
+			racers := []*corev1.Service{
+				createService(t, "by-address-"+tc.name+"-a", tc.ask(addresses[0])),
+				createService(t, "by-address-"+tc.name+"-b", tc.ask(addresses[0])),
+			}
+			nodes := workerNodes(t, "by-address-"+tc.name+"-2")
+			var wg sync.WaitGroup
+			for _, service := range racers {
+				wg.Go(func() {
+					_ = testenv.WaitFor(context.Background(), waitTimeout, "an answer", func(ctx context.Context) error {
+						_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+						var problem *lbspec.Problem
+						if errors.As(err, &problem) && problem.Reason == provider.ReasonNotAdopted {
+							return nil
+						}
+						return err
+					})
+				})
+			}
+			wg.Wait()
+			lb := ironcoreLoadBalancer(t, retained.Name)
+			if lb.UID != retained.UID || ironcore.Retained(lb) || !slices.Equal(ipStringsOf(lb), addresses) {
+				t.Fatalf("LoadBalancer UID %s (was %s), labels %v, addresses %v: want the same one taken over with %v", lb.UID, retained.UID, lb.Labels, ipStringsOf(lb), addresses)
+			}
+			winner := slices.IndexFunc(racers, func(s *corev1.Service) bool { return string(s.UID) == ironcore.OwnerOf(lb).UID })
+			if winner < 0 {
+				t.Fatalf("the LoadBalancer is owned by %+v, neither Service", ironcore.OwnerOf(lb))
+			}
+			waitForEvent(t, racers[winner], provider.ReasonLoadBalancerAdopted)
+			loser := racers[1-winner]
+			if tc.name == "annotation" {
+				if message := waitForEvent(t, loser, provider.ReasonNotAdopted); !strings.Contains(message, addresses[0]) {
+					t.Errorf("event %q does not name the address %s", message, addresses[0])
+				}
+				requireNoLoadBalancer(t, provider.LoadBalancerName(loser))
+			} else {
+				// spec.loadBalancerIP was ignored on Public Services: the loser gets a new
+				// LoadBalancer of IronCore's choosing, and an event saying so.
+				ensureUntilReady(t, lbs, loser, nodes)
+				waitForEvent(t, loser, provider.ReasonLoadBalancerIPIgnored)
+			}
+		})
+	}
+}

@@ -1,0 +1,61 @@
+package inspect
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// Retained is a LoadBalancer of this cluster kept after its Service, with its addresses, for
+// a later Service to take over (or to be deleted on IronCore to release them).
+type Retained struct {
+	LoadBalancer string   `json:"loadBalancer"`
+	Type         string   `json:"type"`
+	IPs          []string `json:"ips"`
+	// From is the Service it was retained from (namespace/name), and At when (RFC 3339).
+	From string `json:"retainedFrom"`
+	At   string `json:"retainedAt"`
+}
+
+// findRetained lists the LoadBalancers this cluster retained after their Service.
+func (in *inspection) findRetained(ctx context.Context) ([]Retained, error) {
+	lbs, err := in.ironcore.LoadBalancers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	retained := []Retained{}
+	for i := range lbs {
+		lb := &lbs[i]
+		if !ironcore.Retained(lb) || ironcore.OwnerOf(lb).Cluster != in.cluster || lb.DeletionTimestamp != nil {
+			continue
+		}
+		retained = append(retained, Retained{
+			LoadBalancer: lb.Name,
+			Type:         string(lb.Spec.Type),
+			IPs:          ipStrings(lb.Status.IPs),
+			From:         lb.Annotations[keys.AnnotationRetainedFrom],
+			At:           lb.Annotations[keys.AnnotationRetainedAt],
+		})
+	}
+	slices.SortFunc(retained, func(a, b Retained) int { return cmp.Compare(a.LoadBalancer, b.LoadBalancer) })
+	return retained, nil
+}
+
+func (r *Report) writeRetained(w io.Writer) error {
+	fmt.Fprintln(w, "RETAINED LOADBALANCERS")
+	if len(r.Retained) == 0 {
+		fmt.Fprintln(w, none)
+		return nil
+	}
+	table := newTable(w)
+	fmt.Fprintln(table, "LOADBALANCER\tTYPE\tIPS\tRETAINED FROM\tRETAINED AT")
+	for _, lb := range r.Retained {
+		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\n", lb.LoadBalancer, lb.Type, joinOrNone(lb.IPs), cell(lb.From), cell(lb.At))
+	}
+	return table.Flush()
+}

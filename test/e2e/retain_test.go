@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// TestAnAddressOutlivesItsService runs the CCM binary with the orphan collector deleting after
+// 1 s. A Public Service annotated to retain its LoadBalancer is deleted: the LoadBalancer is
+// never deleted (a watch sees no deletion), its routing is emptied and holds no destination
+// while retained, and the collector, which deletes a real orphan meanwhile, leaves it alone.
+// Services of other names in another namespace then ask for its address at once, by the
+// annotation or by spec.loadBalancerIP: one gets the same LoadBalancer and address, and its
+// routing holds its Nodes; with the annotation the other is refused with an event and gets no
+// LoadBalancer.
+func TestAnAddressOutlivesItsService(t *testing.T) {
+	ctx := context.Background()
+	startCCM(t, "ccm-retain", "--orphan-load-balancer-grace-period=1s")
+	worker(t, "retain-1")
+	worker(t, "retain-2")
+	nodes := nicIPs(t, "retain-1", "retain-2")
+	kubeSystem, err := stack.TargetClientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "blue"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, ask := range []struct {
+		how  string
+		opts func(address string) testenv.ServiceOptions
+	}{
+		{"annotation", func(address string) testenv.ServiceOptions {
+			return testenv.ServiceOptions{Namespace: "blue", Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: address}}
+		}},
+		{"spec", func(address string) testenv.ServiceOptions {
+			return testenv.ServiceOptions{Namespace: "blue", LoadBalancerIP: address}
+		}},
+	} {
+		t.Run(ask.how, func(t *testing.T) {
+			first := createService(t, "kept-"+ask.how, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+			addresses := waitForIngress(t, first, anyIngress)
+			name := provider.LoadBalancerName(first)
+			waitForRouting(t, name, nodes)
+			deletions := watchLoadBalancerDeletions(t, name)
+			lb := &networkingv1alpha1.LoadBalancer{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := deleteService(first); err != nil {
+				t.Fatal(err)
+			}
+			waitForServiceGone(t, first)
+			waitForRouting(t, name, []string{})
+			retained := watchDestinationsOf(t, name)
+			// The collector sweeps past the grace period: a real orphan goes, the retained one stays.
+			orphan := orphanLoadBalancer(t, fmt.Sprintf("retain-orphan-%d", i), stack.ClusterName, fmt.Sprintf("5a4c1d1e-0000-4000-8000-00000000010%d", i), string(kubeSystem.UID))
+			waitForNoLeftovers(t, []string{orphan.Name})
+			for _, ip := range nodes {
+				if retained.hadEver(ip) {
+					t.Errorf("the retained LoadBalancer's routing held %s", ip)
+				}
+			}
+
+			racers := []*corev1.Service{
+				createService(t, "again-"+ask.how+"-a", ask.opts(addresses[0])),
+				createService(t, "again-"+ask.how+"-b", ask.opts(addresses[0])),
+			}
+			winner := waitForOwner(t, name, racers)
+			if got := waitForIngress(t, racers[winner], anyIngress); !slices.Equal(got, addresses) {
+				t.Errorf("the new Service's addresses %v, want the retained ones %v", got, addresses)
+			}
+			adopted := time.Now()
+			waitForRouting(t, name, nodes)
+			t.Logf("%s: the new Service's routing held its Nodes %s after its ingress showed the retained address", ask.how, time.Since(adopted).Round(time.Millisecond))
+			loser := racers[1-winner]
+			if ask.how == "annotation" {
+				waitForServiceEvent(t, loser.Namespace, loser.Name, provider.ReasonNotAdopted)
+				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: provider.LoadBalancerName(loser)}, &networkingv1alpha1.LoadBalancer{}); client.IgnoreNotFound(err) != nil || err == nil {
+					t.Errorf("the refused Service has a LoadBalancer of its own (%v)", err)
+				}
+			} else {
+				// spec.loadBalancerIP alone was ignored on Public Services: the other gets a
+				// LoadBalancer of IronCore's choosing.
+				if got := waitForIngress(t, loser, anyIngress); slices.Equal(got, addresses) {
+					t.Errorf("both Services show %v", got)
+				}
+			}
+			if n := deletions.Load(); n > 0 {
+				t.Errorf("the retained LoadBalancer was deleted or marked for deletion (%d events)", n)
+			}
+			current := &networkingv1alpha1.LoadBalancer{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, current); err != nil || current.UID != lb.UID {
+				t.Errorf("LoadBalancer %s: %v, UID %s, want the same one (UID %s)", name, err, current.UID, lb.UID)
+			}
+			for _, racer := range racers {
+				if err := deleteService(racer); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// waitForOwner waits until the LoadBalancer records one of the Services, and returns which.
+func waitForOwner(t *testing.T, name string, services []*corev1.Service) int {
+	t.Helper()
+	winner := -1
+	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" taken over", func(ctx context.Context) error {
+		lb := &networkingv1alpha1.LoadBalancer{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+			return err
+		}
+		winner = slices.IndexFunc(services, func(s *corev1.Service) bool { return string(s.UID) == lb.Labels[keys.LabelServiceUID] })
+		if winner < 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return winner
+}
+
+// watchLoadBalancerDeletions counts, from now on, the watch events that delete the named
+// LoadBalancer or mark it for deletion.
+func watchLoadBalancerDeletions(t *testing.T, name string) *atomic.Int32 {
+	t.Helper()
+	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	watcher, err := clientset.NetworkingV1alpha1().LoadBalancers(stack.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var deletions atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for event := range watcher.ResultChan() {
+			if lb, ok := event.Object.(*networkingv1alpha1.LoadBalancer); ok && (event.Type == watch.Deleted || lb.DeletionTimestamp != nil) {
+				deletions.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		watcher.Stop()
+		cancel()
+		<-done
+	})
+	return &deletions
+}
