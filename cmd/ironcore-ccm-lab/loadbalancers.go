@@ -123,11 +123,98 @@ func routedTo(ctx context.Context, stack *testenv.Stack, lbName string, done fun
 	return strings.Join(targets, ","), err
 }
 
-// loadBalancerOfService names the IronCore LoadBalancer of the demo's Service.
-func loadBalancerOfService(ctx context.Context, stack *testenv.Stack, name string) (string, error) {
-	service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+// loadBalancerOfService names the IronCore LoadBalancer of the demo's Service: the one that
+// records it, which a Service that took over a retained one does not have under its own name.
+func loadBalancerOfService(ctx context.Context, stack *testenv.Stack, namespace, name string) (string, error) {
+	service, err := stack.TargetClientset.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
-	return provider.LoadBalancerName(service), nil
+	lbs := &networkingv1alpha1.LoadBalancerList{}
+	if err := stack.IronCore.Client.List(ctx, lbs, client.InNamespace(stack.Namespace), client.MatchingLabels{keys.LabelServiceUID: string(service.UID)}); err != nil {
+		return "", err
+	}
+	if len(lbs.Items) != 1 {
+		return "", fmt.Errorf("%d IronCore LoadBalancers record Service %s/%s", len(lbs.Items), namespace, name)
+	}
+	return lbs.Items[0].Name, nil
+}
+
+// keepAnAddress annotates web to retain its LoadBalancer, deletes it, and installs it again in
+// another namespace asking for its address: it gets the same LoadBalancer and address.
+func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
+	fmt.Println("\nKeeping an address: web annotated " + keys.AnnotationRetainLoadBalancer + "=true, deleted, and installed again in namespace shop with " +
+		keys.AnnotationLoadBalancerIPs + " set to its old address...")
+	services := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault)
+	web, err := services.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	web.Annotations = map[string]string{keys.AnnotationRetainLoadBalancer: "true"}
+	if web, err = services.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	lbName, addresses := provider.LoadBalancerName(web), ingressOf(web)
+	if err := services.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	err = testenv.WaitFor(ctx, convergeTimeout, "LoadBalancer "+lbName+" retained", func(ctx context.Context) error {
+		lb := &networkingv1alpha1.LoadBalancer{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
+			return err
+		}
+		if lb.Labels[keys.LabelRetained] != "true" {
+			return errors.New("not retained yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := routedTo(ctx, stack, lbName, func(names []string) bool { return len(names) == 0 }); err != nil {
+		return err
+	}
+	fmt.Printf("  web deleted: IronCore LoadBalancer %s kept with %s, routed nowhere\n", lbName, strings.Join(addresses, ","))
+	if _, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	created := time.Now()
+	again, err := stack.CreateLoadBalancerService(ctx, "web", testenv.ServiceOptions{Namespace: "shop", DualStack: true,
+		Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: strings.Join(addresses, ",")}})
+	if err != nil {
+		return err
+	}
+	err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service shop/web", func(ctx context.Context) error {
+		current, err := stack.TargetClientset.CoreV1().Services("shop").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(current.Status.LoadBalancer.Ingress) == 0 {
+			return errors.New("no address yet")
+		}
+		again = current
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	routed, err := routedTo(ctx, stack, lbName, func(names []string) bool { return len(names) == len(demoWorkers()) })
+	if err != nil {
+		return err
+	}
+	same := "the same address"
+	if !slices.Equal(ingressOf(again), addresses) {
+		same = "ANOTHER address"
+	}
+	fmt.Printf("  shop/web: %s (%s), IronCore LoadBalancer %s, routed to %s, %s after it was created\n",
+		strings.Join(ingressOf(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
+	return nil
+}
+
+func ingressOf(service *corev1.Service) []string {
+	var ips []string
+	for _, ingress := range service.Status.LoadBalancer.Ingress {
+		ips = append(ips, ingress.IP)
+	}
+	return ips
 }

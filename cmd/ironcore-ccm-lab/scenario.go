@@ -96,6 +96,9 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, c
 	if err := loadBalancers(ctx, stack); err != nil {
 		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
+	if err := keepAnAddress(ctx, stack); err != nil {
+		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
 	if err := shutdownAndDeletion(ctx, stack); err != nil {
 		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
@@ -251,7 +254,7 @@ func shutdownAndDeletion(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	fmt.Printf("  Node worker-b tainted node.cloudprovider.kubernetes.io/shutdown after %s\n", time.Since(shutdownStarted).Round(time.Millisecond))
-	webLB, err := loadBalancerOfService(ctx, stack, "web")
+	webLB, err := loadBalancerOfService(ctx, stack, "shop", "web") // installed again there, keeping its address
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodesync"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -63,6 +64,26 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 			return nil, false, nil
 		}
 		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
+		if err != nil {
+			return nil, false, err
+		}
+		go c.Run(ctx, 2)
+		return c, true, nil
+	}
+}
+
+func startNodeLabels(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		ironcoreCloud, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		cloudConfig := ironcoreCloud.CloudConfig()
+		c, err := nodelabels.New(ironcoreCloud.IronCore(), client, cloudConfig.NodeLabelAllowList(), completed.SharedInformers.Core().V1().Nodes())
 		if err != nil {
 			return nil, false, err
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -112,7 +113,7 @@ func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.Complete
 
 // controllerInitializers are the framework's controllers plus ours.
 func controllerInitializers(targets func() *lbtargets.Controller) map[string]app.ControllerInitFuncConstructor {
-	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+4)
+	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+7)
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
 	}
@@ -134,6 +135,10 @@ func controllerInitializers(targets func() *lbtargets.Controller) map[string]app
 	initializers[nodeipam.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: nodeipam.Name},
 		Constructor: startNodeIPAM,
+	}
+	initializers[nodelabels.Name] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: nodelabels.Name},
+		Constructor: startNodeLabels,
 	}
 	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: orphans.Name},

@@ -22,6 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 )
 
 // CloudConfig is the content of the file given with --cloud-config. Fields documents its keys.
@@ -54,6 +56,9 @@ type CloudConfig struct {
 	IPv6PodCIDRParentPrefix       string            `json:"ipv6PodCIDRParentPrefix,omitempty"`
 	IPv6PodCIDRParentPrefixLabels map[string]string `json:"ipv6PodCIDRParentPrefixLabels,omitempty"`
 	IPv6PodCIDRMaskSize           int               `json:"ipv6PodCIDRMaskSize,omitempty"`
+	// NodeLabelsFromMachine are the Machine label keys, exact or prefixes ending in "*", that
+	// are copied to the Machine's Node (see package nodelabels).
+	NodeLabelsFromMachine []string `json:"nodeLabelsFromMachine,omitempty"`
 }
 
 // Default pod CIDR sizes, those of kube-controller-manager's --node-cidr-mask-size-ipv4/-ipv6.
@@ -245,7 +250,16 @@ func (c *CloudConfig) Validate() error {
 		}
 	}
 	errs = append(errs, c.validatePodCIDRs()...)
+	if _, err := nodelabels.ParseAllowList(c.NodeLabelsFromMachine); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// NodeLabelAllowList is nodeLabelsFromMachine read; Validate reports what is wrong with it.
+func (c *CloudConfig) NodeLabelAllowList() nodelabels.AllowList {
+	allow, _ := nodelabels.ParseAllowList(c.NodeLabelsFromMachine)
+	return allow
 }
 
 // ResolveClusterName settles the one cluster name the CCM uses, from the file's clusterName and

@@ -32,7 +32,7 @@ func TestParseCloudConfigNamesEveryUnknownKey(t *testing.T) {
 	for _, want := range []string{
 		`unknown key "networkname" (did you mean "networkName"?): correct it, or remove it`,
 		`unknown key "clustrName" (did you mean "clusterName"?)`,
-		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName, clusterNameAliases, podCIDRParentPrefix, podCIDRParentPrefixLabels, podCIDRMaskSize, ipv6PodCIDRParentPrefix, ipv6PodCIDRParentPrefixLabels, ipv6PodCIDRMaskSize): ` +
+		`unknown key "zone" (known keys: networkName, prefixName, ipv6PrefixName, clusterName, clusterNameAliases, podCIDRParentPrefix, podCIDRParentPrefixLabels, podCIDRMaskSize, ipv6PodCIDRParentPrefix, ipv6PodCIDRParentPrefixLabels, ipv6PodCIDRMaskSize, nodeLabelsFromMachine): ` +
 			`it may be misspelt, or be meant for a newer version of this CCM or another CCM; remove it`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -93,6 +93,14 @@ func Fields() []Field {
 			Key: "ipv6PodCIDRMaskSize", Required: "no", Default: "64", Example: "64",
 			Description: "The prefix length of each Node's IPv6 pod CIDR.",
 		},
+		{
+			Key: "nodeLabelsFromMachine", Required: "no", Default: "none: no Machine label is copied", Example: "[team, example.com/*]",
+			Description: "Machine label keys copied to the Machine's Node, each an exact key or a prefix ending in `*`. The labels are set " +
+				"when the Node is initialized and kept equal to the Machine's, with the MachinePool's topology labels other than zone and " +
+				"region (`topology.ironcore.dev/rack`, `/site`, ...), which are always copied. These keys are the CCM's on Nodes: one " +
+				"the Machine loses is removed from the Node, a label with another key is never touched. Keys under `kubernetes.io` or " +
+				"`k8s.io` (`node-role.kubernetes.io/`, `node.kubernetes.io/`, ...) are refused at start.",
+		},
 	}
 	for i := range fields {
 		fields[i].Type = yamlType(fields[i].Key)

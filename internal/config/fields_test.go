@@ -32,6 +32,7 @@ func TestFieldsTypesComeFromTheStruct(t *testing.T) {
 	for _, field := range Fields() {
 		want := map[string]string{
 			"clusterNameAliases":            "list of strings",
+			"nodeLabelsFromMachine":         "list of strings",
 			"podCIDRParentPrefixLabels":     "mapping of strings to strings",
 			"ipv6PodCIDRParentPrefixLabels": "mapping of strings to strings",
 			"podCIDRMaskSize":               "int",

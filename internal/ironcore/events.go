@@ -16,6 +16,12 @@ func (c *Client) OnMachineChange(handler func(*computev1alpha1.Machine)) error {
 	return onChange(c, &computev1alpha1.Machine{}, handler)
 }
 
+// OnMachinePoolChange calls handler with each MachinePool the cache sees added, changed or
+// deleted.
+func (c *Client) OnMachinePoolChange(handler func(*computev1alpha1.MachinePool)) error {
+	return onChange(c, &computev1alpha1.MachinePool{}, handler)
+}
+
 // OnNetworkInterfaceChange calls handler with each NetworkInterface the cache sees added,
 // changed or deleted.
 func (c *Client) OnNetworkInterfaceChange(handler func(*networkingv1alpha1.NetworkInterface)) error {

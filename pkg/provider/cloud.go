@@ -175,7 +175,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		options:       *options,
 		ironcore:      client,
 		clusterID:     clusterID,
-		instances:     &instances{ironcore: client, network: cloudConfig.NetworkName, recorder: settings.Recorder},
+		instances:     &instances{ironcore: client, network: cloudConfig.NetworkName, recorder: settings.Recorder, nodeLabels: cloudConfig.NodeLabelAllowList()},
 		loadBalancers: loadBalancers,
 		routes:        routes,
 		podCIDRs:      allocator,

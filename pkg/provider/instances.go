@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
@@ -36,6 +35,8 @@ type instances struct {
 	network string
 	// recorder records events on Nodes; nil records none.
 	recorder record.EventRecorder
+	// nodeLabels are the Machine label keys copied to its Node.
+	nodeLabels nodelabels.AllowList
 }
 
 // InstanceExists reports false only when the Machine is confirmed gone by the API server;
@@ -97,7 +98,7 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		return nil, err
 	}
 	zone, region := Topology(pool)
-	labels, err := MachinePoolLabels(pool.Name)
+	labels, err := nodelabels.PoolLabels(pool.Name)
 	if err != nil {
 		// A label is a convenience; the Node must not stay uninitialized for want of it.
 		klog.V(2).InfoS("Not labelling Node with its MachinePool", "node", klog.KObj(node), "machinePool", klog.KObj(pool), "reason", err)
@@ -112,17 +113,8 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		NodeAddresses:    NodeAddresses(machine, nics, i.network),
 		Zone:             zone,
 		Region:           region,
-		AdditionalLabels: labels,
+		AdditionalLabels: nodelabels.FromIronCore(labels, machine, pool, i.nodeLabels),
 	}, nil
-}
-
-// MachinePoolLabels are the labels a Node gets from its MachinePool. A pool name that is not a
-// valid label value (IronCore allows longer names) gives no label and an error saying why.
-func MachinePoolLabels(pool string) (map[string]string, error) {
-	if problems := validation.IsValidLabelValue(pool); len(problems) > 0 {
-		return nil, fmt.Errorf("MachinePool name %q is not a valid label value: %s", pool, strings.Join(problems, "; "))
-	}
-	return map[string]string{keys.LabelMachinePool: pool}, nil
 }
 
 // Topology returns the zone and region of a MachinePool from its topology labels; the zone

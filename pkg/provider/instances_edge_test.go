@@ -125,27 +125,6 @@ func TestInstanceMetadataWaitsOnlyForTheClusterNetwork(t *testing.T) {
 	})
 }
 
-func TestMachinePoolLabels(t *testing.T) {
-	for _, tc := range []struct {
-		pool    string
-		wantErr bool
-	}{
-		{pool: "pool-a"},
-		{pool: "pools.zone-a.example.org"},
-		{pool: strings.Repeat("p", 63)},
-		{pool: strings.Repeat("p", 64), wantErr: true},
-		{pool: "machinepool-" + strings.Repeat("0123456789", 10), wantErr: true},
-	} {
-		labels, err := provider.MachinePoolLabels(tc.pool)
-		switch {
-		case tc.wantErr && (err == nil || labels != nil):
-			t.Errorf("MachinePoolLabels(%q) = %v, %v; want no labels and an error", tc.pool, labels, err)
-		case !tc.wantErr && (err != nil || len(labels) != 1 || labels[keys.LabelMachinePool] != tc.pool):
-			t.Errorf("MachinePoolLabels(%q) = %v, %v; want the pool label", tc.pool, labels, err)
-		}
-	}
-}
-
 // TestALongMachinePoolNameDoesNotHoldTheNodeBack runs a Machine on a MachinePool whose name is
 // too long for a label value: the Node is described without the pool label, and gets a
 // Warning event saying why.

@@ -11,6 +11,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -49,6 +50,10 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 			name := provider.LoadBalancerName(service)
 			waitForRouting(t, name, nicIPs(t, machine))
 			before := ironcoreLoadBalancer(t, name)
+			held := &networkingv1alpha1.LoadBalancerRouting{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, held); err != nil {
+				t.Fatal(err)
+			}
 
 			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 				t.Fatal(err)
@@ -74,6 +79,21 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 			if message := waitForEvent(t, service, provider.ReasonLoadBalancerRetained); !strings.Contains(message, ingressIPs(status)[0]) {
 				t.Errorf("event %q does not name the address %s", message, ingressIPs(status)[0])
 			}
+
+			// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
+			err := testenv.WaitFor(ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
+				routing := &networkingv1alpha1.LoadBalancerRouting{}
+				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
+					return err
+				}
+				routing.Destinations = held.Destinations
+				return stack.IronCore.Client.Update(ctx, routing)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitForRouting(t, name, nil)
+			lb = ironcoreLoadBalancer(t, name)
 
 			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 				t.Fatalf("EnsureLoadBalancerDeleted again: %v", err)
