@@ -19,12 +19,12 @@ import (
 // lbspec.Adoption): by name or by its addresses. owned tells that the Service took it over
 // already. One it cannot take over is a *NotAdoptable saying why and what would change that,
 // unless the request is not strict: then there is none, and a new LoadBalancer is made.
-func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, want lbspec.Adoption, lbType networkingv1alpha1.LoadBalancerType) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
+func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, want lbspec.Adoption, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	until := "annotation " + keys.AnnotationLoadBalancerName + " names one this cluster retained, of the Service's type, or is removed"
 	if want.Name != "" {
-		lb, owned, err = c.AdoptableLoadBalancer(ctx, owners, service, want.Name, lbType)
+		lb, owned, err = c.AdoptableLoadBalancer(ctx, owners, service, want.Name, desired)
 	} else {
-		lb, owned, err = c.RetainedLoadBalancerAt(ctx, owners, service, want.Addresses, lbType)
+		lb, owned, err = c.RetainedLoadBalancerAt(ctx, owners, service, want.Addresses, desired)
 		until = "a LoadBalancer this cluster retained, of the Service's type, holds them, or annotation " + keys.AnnotationLoadBalancerIPs + " is removed"
 	}
 	var refused *NotAdoptable
@@ -38,14 +38,15 @@ func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service 
 }
 
 // RetainedLoadBalancerAt returns the LoadBalancer this cluster retained that holds exactly the
-// addresses, for the Service to take over, read from the API server (as AdoptableLoadBalancer).
-// owned tells that the Service took it over already. One that holds them but cannot be taken
-// over (being deleted, of the other type), or none holding them, is a *NotAdoptable.
-func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, service *corev1.Service, addresses []netip.Addr, lbType networkingv1alpha1.LoadBalancerType) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
+// addresses and can become desired (Adoptable), for the Service to take over, read from the API
+// server (as AdoptableLoadBalancer). owned tells that the Service took it over already. None
+// holding them is a *NotAdoptable, and so is one that does but cannot be taken over, saying why.
+func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, service *corev1.Service, addresses []netip.Addr, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	lbs, err := c.LoadBalancers(ctx)
 	if err != nil {
 		return nil, false, err
 	}
+	refused := error(&NotAdoptable{Why: fmt.Sprintf("no IronCore LoadBalancer this cluster retained holds exactly the addresses %s", joinAddrs(addresses))})
 	for i := range lbs {
 		if !holdsExactly(&lbs[i], addresses) || (!owners.Retains(&lbs[i]) && !owners.Owns(&lbs[i], service)) {
 			continue
@@ -59,11 +60,16 @@ func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, serv
 			return nil, false, err
 		case owners.Owns(lb, service):
 			return lb, true, nil
-		case owners.Retains(lb) && holdsExactly(lb, addresses):
-			return lb, false, owners.Adoptable(lb, lbType)
+		case !owners.Retains(lb) || !holdsExactly(lb, addresses):
+			continue
 		}
+		if err := owners.Adoptable(lb, desired); err != nil {
+			refused = err // another may still do
+			continue
+		}
+		return lb, false, nil
 	}
-	return nil, false, &NotAdoptable{Why: fmt.Sprintf("no IronCore LoadBalancer this cluster retained holds exactly the addresses %s", joinAddrs(addresses))}
+	return nil, false, refused
 }
 
 // holdsExactly tells whether lb's addresses are the given ones, in any order.

@@ -203,6 +203,17 @@ func RetainedAt(lb *networkingv1alpha1.LoadBalancer) (time.Time, bool) {
 	return at, err == nil
 }
 
+// ReleaseRetainedLoadBalancer deletes lb, retained after its Service, on the version read only:
+// a Service that took it over since changed it, and the API server refuses the deletion with a
+// conflict (returned) instead of deleting the addresses under it.
+func (c *Client) ReleaseRetainedLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
+	uid, version := lb.UID, lb.ResourceVersion
+	if err := c.api.Delete(urgent(ctx), lb.DeepCopy(), client.Preconditions{UID: &uid, ResourceVersion: &version}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("release LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+	}
+	return nil
+}
+
 // DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
 // namesake created since lb was read. A LoadBalancer that is already gone is not an error.
 func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {

@@ -77,9 +77,9 @@ func (e *NotAdoptable) Error() string {
 // AdoptableLoadBalancer returns the LoadBalancer named for the Service to take over
 // (keys.AnnotationLoadBalancerName), read from the API server: the cache may not show yet that
 // the Service took it over a moment ago. owned tells that the Service has it already;
-// otherwise it is one this cluster retained, not being deleted and of lbType. Anything else
+// otherwise it is one this cluster retained that can become desired (Adoptable). Anything else
 // is a *NotAdoptable saying why.
-func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, name string, lbType networkingv1alpha1.LoadBalancerType) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
+func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, name string, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	lb, err = c.LiveLoadBalancer(ctx, name)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -89,20 +89,27 @@ func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, servi
 	case owners.Owns(lb, service):
 		return lb, true, nil
 	}
-	return lb, false, owners.Adoptable(lb, lbType)
+	return lb, false, owners.Adoptable(lb, desired)
 }
 
-// Adoptable tells why lb cannot be taken over by a Service that asks for a LoadBalancer of
-// lbType, or nil if it can: it must be retained by this cluster, not being deleted, and of that
-// type.
-func (owners Owners) Adoptable(lb *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) error {
+// Adoptable tells why lb cannot be taken over by a Service whose LoadBalancer is to be desired,
+// or nil if it can: it must be retained by this cluster, not being deleted, and of the same
+// type, Network and IP families (a LoadBalancer cannot move, nor change its addresses' families
+// in place).
+func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer) error {
 	switch owner := OwnerOf(lb); {
+	case Retained(lb) && !owners.Retains(lb):
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is not retained by this cluster: cluster %q retained it", owner.Cluster)}
 	case !owners.Retains(lb):
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is not retained by this cluster: it records Service %s/%s of cluster %q", owner.Namespace, owner.Name, owner.Cluster)}
 	case lb.DeletionTimestamp != nil:
 		return &NotAdoptable{Name: lb.Name, Why: "is being deleted"}
-	case lb.Spec.Type != lbType:
-		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is %s and the Service asks for %s", lb.Spec.Type, lbType)}
+	case lb.Spec.Type != desired.Spec.Type:
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is %s and the Service asks for %s", lb.Spec.Type, desired.Spec.Type)}
+	case lb.Spec.NetworkRef.Name != desired.Spec.NetworkRef.Name:
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is on Network %s, not on the cluster's Network %s", lb.Spec.NetworkRef.Name, desired.Spec.NetworkRef.Name)}
+	case !slices.Equal(lb.Spec.IPFamilies, desired.Spec.IPFamilies):
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("has the IP families %v and the Service asks for %v", lb.Spec.IPFamilies, desired.Spec.IPFamilies)}
 	}
 	return nil
 }

@@ -51,8 +51,8 @@ func IgnoredFields(service *corev1.Service, existing *networkingv1alpha1.LoadBal
 	if len(ignored) > 0 {
 		slices.Sort(ignored)
 		notes = append(notes, Problem{Reason: ReasonLoadBalancerIPIgnored, Message: fmt.Sprintf(
-			"IronCore chooses the address of a new Public LoadBalancer, and no LoadBalancer this cluster retained holds %s: the requested address is ignored. "+
-				"It takes over a retained LoadBalancer that holds it; an Internal LoadBalancer (%s: \"true\") can have a requested address.",
+			"the requested address %s is ignored: IronCore chooses the addresses of Public LoadBalancers, and a Public Service gets a requested "+
+				"address only by taking over, when it has no LoadBalancer, one this cluster retained that holds it. An Internal LoadBalancer (%s: \"true\") can have a requested address.",
 			strings.Join(ignored, ", "), keys.AnnotationInternalLoadBalancer)})
 	}
 	return notes

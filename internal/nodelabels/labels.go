@@ -48,6 +48,9 @@ func ParseAllowList(entries []string) (AllowList, error) {
 		if domain, reserved := reservedDomain(prefix); reserved {
 			return AllowList{}, fmt.Errorf("nodeLabelsFromMachine[%d] %q: keys under %s are reserved for Kubernetes and are not copied to Nodes", i, entry, domain)
 		}
+		if strings.HasPrefix(prefix, keys.Prefix) {
+			return AllowList{}, fmt.Errorf("nodeLabelsFromMachine[%d] %q: keys under %s are this CCM's own and are not copied from Machines", i, entry, strings.TrimSuffix(keys.Prefix, "/"))
+		}
 		if isPrefix {
 			allow.prefixes = append(allow.prefixes, prefix)
 		} else {
@@ -73,7 +76,7 @@ func reservedDomain(key string) (string, bool) {
 
 // Allows tells whether the Machine label key is copied.
 func (a AllowList) Allows(key string) bool {
-	if _, reserved := reservedDomain(key); reserved {
+	if _, reserved := reservedDomain(key); reserved || strings.HasPrefix(key, keys.Prefix) {
 		return false
 	}
 	return slices.Contains(a.exact, key) || slices.ContainsFunc(a.prefixes, func(prefix string) bool { return strings.HasPrefix(key, prefix) })
@@ -90,13 +93,10 @@ func PoolLabels(pool string) (map[string]string, error) {
 
 // FromIronCore returns the labels the Node of the Machine gets from it and its pool (nil if
 // it is not scheduled yet), besides base: the pool's topology labels other than zone and
-// region, and the Machine's labels the allow-list allows. A Machine label does not override a
-// pool's topology label.
+// region, and the Machine's labels the allow-list allows. A Machine label overrides neither a
+// pool's topology label nor base.
 func FromIronCore(base map[string]string, machine *computev1alpha1.Machine, pool *computev1alpha1.MachinePool, allow AllowList) map[string]string {
-	labels := maps.Clone(base)
-	if labels == nil {
-		labels = map[string]string{}
-	}
+	labels := map[string]string{}
 	for key, value := range machine.Labels {
 		if allow.Allows(key) && len(validation.IsValidLabelValue(value)) == 0 {
 			labels[key] = value
@@ -109,6 +109,7 @@ func FromIronCore(base map[string]string, machine *computev1alpha1.Machine, pool
 			}
 		}
 	}
+	maps.Copy(labels, base)
 	return labels
 }
 

@@ -23,6 +23,8 @@ func TestParseAllowListRefusesReservedAndInvalidKeys(t *testing.T) {
 		{"*", "is not a label key"},
 		{"has space", "is not a label key"},
 		{"a/b/c", "is not a label key"},
+		{"cloud-provider.ironcore.dev/machine-pool", "this CCM's own"},
+		{"cloud-provider.ironcore.dev/*", "this CCM's own"},
 	} {
 		_, err := ParseAllowList([]string{"team", tc.entry})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nodeLabelsFromMachine[1]") || !strings.Contains(err.Error(), tc.entry) {
@@ -35,11 +37,12 @@ func TestParseAllowListRefusesReservedAndInvalidKeys(t *testing.T) {
 }
 
 func TestAllows(t *testing.T) {
-	allow, err := ParseAllowList([]string{"team", "example.com/*", "cost-*"})
+	allow, err := ParseAllowList([]string{"team", "example.com/*", "cost-*", "cloud-*"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]bool{
+		"cloud-team": true, keys.LabelMachinePool: false,
 		"team": true, "teams": false, "example.com/owner": true, "example.com": false,
 		"cost-center": true, "cost": false, "other": false,
 		// A prefix never lets a reserved key through.

@@ -13,7 +13,9 @@
 //
 // LoadBalancers retained after their Service are never orphans: the collector counts them, and
 // releases (deletes) those past the optional retention period, with the same proof of
-// ownership.
+// ownership (the identity label, which makes the ambiguous name harmless there: only
+// --orphan-load-balancer-cleanup=report makes it report them), and only on the version it read,
+// so that a Service taking one over meanwhile keeps it.
 package orphans
 
 import (
@@ -226,7 +228,12 @@ func (c *Collector) sweepRetained(ctx context.Context, lb *networkingv1alpha1.Lo
 		c.releaseTold[lb.UID] = true
 		return
 	}
-	if err := c.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
+	err := c.ironcore.ReleaseRetainedLoadBalancer(ctx, lb)
+	if apierrors.IsConflict(err) {
+		klog.V(2).InfoS("Retained IronCore LoadBalancer changed since the sweep read it (a Service may have taken it over); looking again next sweep", "loadBalancer", klog.KObj(lb))
+		return
+	}
+	if err != nil {
 		klog.ErrorS(err, "Cannot release retained IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "retainedFrom", from)
 		metrics.RetainedLoadBalancersReleased.WithLabelValues("failed").Inc()
 		return

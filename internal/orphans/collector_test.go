@@ -435,3 +435,28 @@ func releaseCounter(t *testing.T, action string) float64 {
 	}
 	return value
 }
+
+// TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased: the sweep finds a retained
+// LoadBalancer past its retention in a cache that lags behind a Service taking it over (its
+// retained mark gone, as an adoption leaves it); the release, made on the version read, is
+// refused, and the LoadBalancer stays with its addresses.
+func TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased(t *testing.T) {
+	ctx := context.Background()
+	lb := retainedLoadBalancer(t, "retention-raced", time.Now().Add(-2*time.Hour), stack.Network)
+	id := clusterid.New()
+	id.Set(clusterID)
+	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id,
+		Mode: config.OrphanCleanupDelete, Grace: time.Minute, Retention: time.Hour}, lb.Name)
+	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
+	defer release()
+	adopted := lb.DeepCopy()
+	patch := client.MergeFrom(lb.DeepCopy())
+	delete(adopted.Labels, keys.LabelRetained)
+	if err := stack.IronCore.Client.Patch(ctx, adopted, patch); err != nil {
+		t.Fatal(err)
+	}
+	c.Sweep(ctx)
+	if gone(t, lb) {
+		t.Fatal("a LoadBalancer taken over since the sweep read it was released")
+	}
+}

@@ -29,7 +29,7 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 	case errors.As(err, &conflict) && owners.Retains(conflict.LoadBalancer) &&
 		conflict.LoadBalancer.Annotations[keys.AnnotationRetainedFrom] == service.Namespace+"/"+service.Name:
 		lb = conflict.LoadBalancer
-		err = owners.Adoptable(lb, desired.Spec.Type)
+		err = owners.Adoptable(lb, desired)
 	case err != nil:
 		return nil, l.conflict(err, service)
 	case lb != nil:
@@ -40,14 +40,14 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 			return nil, nil
 		}
 		var owned bool
-		if lb, owned, err = l.ironcore.WantedLoadBalancer(ctx, owners, service, want, desired.Spec.Type); owned || (lb == nil && err == nil) {
+		if lb, owned, err = l.ironcore.WantedLoadBalancer(ctx, owners, service, want, desired); owned || (lb == nil && err == nil) {
 			return lb, nil
 		}
 	}
 	var refused *ironcore.NotAdoptable
 	if errors.As(err, &refused) {
 		return nil, &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made until %s",
-			refused, cmp.Or(refused.Until, "the Service asks for a LoadBalancer of the retained one's type"))}
+			refused, cmp.Or(refused.Until, "the LoadBalancer can be taken over, or is gone"))}
 	}
 	if err != nil {
 		return nil, err

@@ -195,10 +195,12 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 	retained, _ := retainedLoadBalancer(t, "refused-retained")
 	live := createService(t, "refused-live", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, live, workerNodes(t, "refused-live-1"))
+	foreign := foreignRetainedLoadBalancer(t, "refused-foreign")
 	for _, tc := range []struct {
 		name, target, internal, want string
 	}{
 		{name: "refused-missing", target: "no-such-load-balancer", want: "does not exist"},
+		{name: "refused-foreign", target: foreign.Name, want: `is not retained by this cluster: cluster "another-cluster" retained it`},
 		{name: "refused-serving", target: provider.LoadBalancerName(live), want: "is not retained by this cluster"},
 		{name: "refused-type", target: retained.Name, internal: "true", want: "the Service asks for Internal"},
 	} {
@@ -227,9 +229,46 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 	if owner := ironcore.OwnerOf(ironcoreLoadBalancer(t, provider.LoadBalancerName(live))).UID; owner != string(live.UID) {
 		t.Errorf("the live Service's LoadBalancer is owned by %q, want %s", owner, live.UID)
 	}
-	if lb := ironcoreLoadBalancer(t, retained.Name); lb.ResourceVersion != retained.ResourceVersion {
-		t.Errorf("the retained LoadBalancer changed (resource version %s, was %s)", lb.ResourceVersion, retained.ResourceVersion)
+	for _, kept := range []*networkingv1alpha1.LoadBalancer{retained, foreign} {
+		if lb := ironcoreLoadBalancer(t, kept.Name); lb.ResourceVersion != kept.ResourceVersion {
+			t.Errorf("retained LoadBalancer %s changed (resource version %s, was %s)", kept.Name, lb.ResourceVersion, kept.ResourceVersion)
+		}
 	}
+}
+
+// foreignRetainedLoadBalancer creates a LoadBalancer another cluster retained, as its CCM
+// marks one, on this cluster's Network.
+func foreignRetainedLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name,
+			Labels:      map[string]string{keys.LabelClusterName: "another-cluster", keys.LabelRetained: "true"},
+			Annotations: map[string]string{keys.AnnotationClusterName: "another-cluster", keys.AnnotationRetainedFrom: "default/theirs"},
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+		},
+	}
+	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), lb) })
+	// IronCore writes its address: the version to compare with is the one after that.
+	err := testenv.WaitFor(context.Background(), waitTimeout, "an address for LoadBalancer "+name, func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+			return err
+		}
+		if len(lb.Status.IPs) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lb
 }
 
 // TestTwoServicesRaceForOneRetainedLoadBalancer: of two Services naming one retained
