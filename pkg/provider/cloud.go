@@ -32,8 +32,9 @@ import (
 // ProviderName is the value of --cloud-provider this CCM answers to.
 const ProviderName = providerid.Scheme
 
-// startupCheckTimeout bounds the checks New makes against the IronCore API.
-const startupCheckTimeout = 15 * time.Second
+// startupCheckTimeout bounds the checks New makes against the IronCore API, and
+// startupAttemptTimeout each attempt: one hung request must leave time to try again.
+const startupCheckTimeout, startupAttemptTimeout = 15 * time.Second, 5 * time.Second
 
 // clusterIDWait bounds how long Initialize waits for the cluster's identity, so that the first
 // LoadBalancer syncs after a start already mark LoadBalancers with it; after that it is read
@@ -100,7 +101,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	checkCtx, cancel := context.WithTimeout(ctx, startupCheckTimeout)
 	defer cancel()
 	var client *ironcore.Client
-	if err := retryTransient(checkCtx, "Connecting to IronCore", func() (err error) {
+	if err := retryTransient(checkCtx, "Connecting to IronCore", func(context.Context) (err error) {
 		client, err = ironcore.New(restConfig, namespace)
 		return err
 	}); err != nil {
@@ -111,7 +112,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		// after it; until this replica first writes its lease, the fence refuses all.
 		client.FenceWrites(settings.LeaseFence)
 	}
-	if err := retryTransient(checkCtx, "Checking the Network", func() error { return client.CheckNetwork(checkCtx, cloudConfig.NetworkName) }); err != nil {
+	if err := retryTransient(checkCtx, "Checking the Network", func(ctx context.Context) error { return client.CheckNetwork(ctx, cloudConfig.NetworkName) }); err != nil {
 		return nil, fmt.Errorf("networkName: %w", err)
 	}
 	internalPrefixes := map[corev1.IPFamily]string{}
@@ -122,7 +123,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		if prefix.name == "" {
 			continue
 		}
-		if err := retryTransient(checkCtx, "Checking a Prefix", func() error { return client.CheckPrefix(checkCtx, prefix.name, prefix.family) }); err != nil {
+		if err := retryTransient(checkCtx, "Checking a Prefix", func(ctx context.Context) error { return client.CheckPrefix(ctx, prefix.name, prefix.family) }); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix.key, err)
 		}
 		internalPrefixes[prefix.family] = prefix.name
@@ -139,7 +140,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 			NotReady:       func(err error) bool { return errors.Is(err, errNotReady) },
 			NodesByMachine: routes.claimsByMachine,
 		})
-		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func() error { return allocator.Check(checkCtx) }); err != nil {
+		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func(ctx context.Context) error { return allocator.Check(ctx) }); err != nil {
 			return nil, err
 		}
 		client.CachePodCIDRPrefixes()
@@ -149,7 +150,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		// LoadBalancer is deleted.
 		client.ReadRoutingsLive(cloudConfig.ClusterName)
 	}
-	if err := retryTransient(checkCtx, "Registering the IronCore informers", func() error { return client.RegisterInformers(checkCtx) }); err != nil {
+	if err := retryTransient(checkCtx, "Registering the IronCore informers", func(ctx context.Context) error { return client.RegisterInformers(ctx) }); err != nil {
 		return nil, err
 	}
 	clusterID := clusterid.New()
@@ -231,10 +232,12 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 // later attempt may not (IronCore or the way to it failing, rather than an answer about the
 // object), until ctx ends: a Deployment whose CCM exits on the first 500 at start backs off for
 // minutes. A misconfiguration still ends the process at once.
-func retryTransient(ctx context.Context, step string, fn func() error) error {
+func retryTransient(ctx context.Context, step string, fn func(context.Context) error) error {
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := fn()
+		attemptCtx, cancel := context.WithTimeout(ctx, startupAttemptTimeout)
+		err := fn(attemptCtx)
+		cancel()
 		if err == nil || !ironcore.Transient(err) {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,6 +182,41 @@ func TestStartupRidesOutAnIronCoreHiccup(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	waitHealthy(t, port)
+}
+
+// TestAHungStartupRequestIsTriedAgain: the CCM's first read of the Network hangs (the proxy
+// holds it a minute, as a lost packet or a stuck API server would); the start-up check gives
+// that attempt up in time to try again, and the CCM starts, instead of spending its whole
+// start-up budget on one request and exiting (make chaos: "replica ended by itself").
+func TestAHungStartupRequestIsTriedAgain(t *testing.T) {
+	var held atomic.Bool
+	stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
+		return r.Verb == "get" && strings.HasPrefix(r.Resource, "networks.") && held.CompareAndSwap(false, true)
+	}, time.Minute)
+	t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
+	ccm, port, err := stack.StartCCM(ccmBinary, "ccm-startup-hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ccm.Stop() })
+	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to start", func(context.Context) error {
+		select {
+		case <-ccm.Exited():
+			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
+		default:
+		}
+		if !strings.Contains(readLog(ccm), "Configured IronCore cloud provider") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held.Load() {
+		t.Fatal("no Network read was held: the test proves nothing")
 	}
 	waitHealthy(t, port)
 }
