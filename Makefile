@@ -74,7 +74,7 @@ check-go:
 
 .PHONY: build
 build: check-go ## Build the CCM binary into bin/.
-	$(SHARED_BUILD) -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
+	$(SHARED_BUILD) -buildvcs=auto -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run the linters.

@@ -71,6 +71,7 @@ func run() int {
 	initializers := controllerInitializers(func() *lbtargets.Controller { return targets })
 	command = app.NewCloudControllerManagerCommand(ccmOptions, initCloud, initializers, names.CCMControllerAliases(), flagSets, wait.NeverStop)
 	command.Use = commandName
+	withVersion(command)
 	command.Long = `The IronCore cloud-controller-manager connects a Kubernetes cluster to the IronCore IaaS:
 it initializes Nodes from their IronCore Machines (provider ID, instance type, zone, region,
 addresses), marks Nodes whose Machine is shut down, deletes Nodes whose Machine is gone,

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/version"
 )
 
 const namespace = "ironcore_ccm"
@@ -14,6 +16,15 @@ const namespace = "ironcore_ccm"
 // The metrics live in component-base's process-wide registry, which is what the upstream
 // controllers and the secure port's /metrics use.
 var (
+	// BuildInfo is 1, labelled with which build of the CCM runs (package version): a dashboard
+	// or an alert tells the version of each replica, and when it changed.
+	BuildInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "build_info",
+		Help:           "Always 1; its labels say which build of the CCM runs: version, commit, Go version, and the IronCore API and k8s.io/cloud-provider versions it was built with.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"version", "commit", "go_version", "ironcore_api", "cloud_provider"})
+
 	// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace
 	// period, by what was done: "deleted", "reported", "failed", or "refused" (not provably this cluster's).
 	OrphanedLoadBalancers = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -166,8 +177,10 @@ var registerOnce sync.Once
 // Register adds the metrics to the registry /metrics serves. It may be called more than once.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(OrphanedLoadBalancers, RetainedLoadBalancers, RetainedLoadBalancersReleased, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
+		legacyregistry.MustRegister(BuildInfo, OrphanedLoadBalancers, RetainedLoadBalancers, RetainedLoadBalancersReleased, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
 			LoadBalancerTargets, LoadBalancerRoutingSyncs, LoadBalancerTargetDriftRepaired, NodeHealthExclusions, UnhealthyNodes,
 			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending)
+		build := version.Get()
+		BuildInfo.WithLabelValues(build.Version, build.Commit, build.GoVersion, build.IronCoreAPI, build.CloudProvider).Set(1)
 	})
 }

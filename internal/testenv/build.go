@@ -17,7 +17,8 @@ const sharedBuildEnv = "CGO_ENABLED=0"
 // table or DWARF, which makes linking faster.
 func sharedBuildFlags() []string { return []string{"-trimpath", "-ldflags=-s -w"} }
 
-// sharedBuild is the go build of packages into out, run in dir, with the shared flags.
+// sharedBuild is the go build of packages (flags of its own may lead them) into out, run in
+// dir, with the shared flags.
 func sharedBuild(ctx context.Context, dir, out string, packages ...string) *exec.Cmd {
 	args := append(append([]string{"build"}, sharedBuildFlags()...), "-o", out)
 	cmd := exec.CommandContext(ctx, "go", append(args, packages...)...)

@@ -17,6 +17,10 @@ import (
 // CCMBinaryName is the name of the CCM's binary.
 const CCMBinaryName = "ironcore-cloud-controller-manager"
 
+// vcsStamp has the go command record the commit in the CCM binary when it is built from a git
+// checkout, and build without one elsewhere.
+const vcsStamp = "-buildvcs=auto"
+
 // BuildCCM builds the CCM binary from the repository into dir and returns its path. It is built
 // with the flags the servers are built with, so that it compiles only what they do not share;
 // with race, it is built as go test -race builds, so that it shares the tests' compile, and has
@@ -28,11 +32,12 @@ func BuildCCM(ctx context.Context, dir string, race bool) (string, error) {
 	}
 	path := filepath.Join(dir, CCMBinaryName)
 	var cmd *exec.Cmd
+	// The binary records its commit (internal/version) even where GOFLAGS turns that off.
 	if race {
-		cmd = exec.CommandContext(ctx, "go", "build", "-race", "-o", path, "./cmd/"+CCMBinaryName)
+		cmd = exec.CommandContext(ctx, "go", "build", "-race", vcsStamp, "-o", path, "./cmd/"+CCMBinaryName)
 		cmd.Dir = root
 	} else {
-		cmd = sharedBuild(ctx, root, path, "./cmd/"+CCMBinaryName)
+		cmd = sharedBuild(ctx, root, path, vcsStamp, "./cmd/"+CCMBinaryName)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", CCMBinaryName, err, out)

@@ -100,6 +100,7 @@ func TestMetricsAreServedToAuthorizedScrapers(t *testing.T) {
 		{"ironcore_ccm_ironcore_api_request_duration_seconds_count", []string{`verb="patch"`}},
 		{"ironcore_ccm_load_balancer_provisioning_duration_seconds_count", []string{`type="public"`}},
 		{"ironcore_ccm_route_operations_total", []string{`operation="create"`, `result="changed"`}},
+		{"ironcore_ccm_build_info", []string{`commit="` + headCommit(t) + `"`, `ironcore_api="v`}},
 	} {
 		if total := sum(samples, want.name, want.labels...); total < 1 {
 			t.Errorf("%s%v: %v, want at least 1", want.name, want.labels, total)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -219,4 +220,65 @@ func TestAHungStartupRequestIsTriedAgain(t *testing.T) {
 		t.Fatal("no Network read was held: the test proves nothing")
 	}
 	waitHealthy(t, port)
+}
+
+// TestVersionNamesTheBuild runs --version and --version=raw: both name the commit the binary
+// was built from (the test's own checkout) and the versions of the IronCore API and
+// k8s.io/cloud-provider, from the build information Go embeds.
+func TestVersionNamesTheBuild(t *testing.T) {
+	commit := headCommit(t)
+	output, err := exec.Command(ccmBinary, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, output)
+	}
+	first, _, _ := strings.Cut(string(output), "\n")
+	if !strings.HasPrefix(first, "ironcore-cloud-controller-manager v") || strings.Contains(first, "master") {
+		t.Errorf("--version's first line is %q, want this CCM's version", first)
+	}
+	for _, want := range []string{commit, "ironcore API:   v", "cloud-provider: v0.", "go:             go1."} {
+		if !strings.Contains(string(output), want) {
+			t.Errorf("--version does not say %q:\n%s", want, output)
+		}
+	}
+	raw, err := exec.Command(ccmBinary, "--version=raw").Output()
+	if err != nil {
+		t.Fatalf("--version=raw: %v", err)
+	}
+	var info struct {
+		Version, Commit string
+		Modified        bool
+	}
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatalf("--version=raw is not JSON: %v\n%s", err, raw)
+	}
+	// Between tags the version names the commit; the test's checkout is between tags unless
+	// HEAD is tagged.
+	if info.Commit != commit || !strings.HasPrefix(info.Version, "v") || !strings.Contains(info.Version, commit[:12]) && gitOutput(t, "tag", "--points-at", "HEAD") == "" {
+		t.Errorf("--version=raw: %+v, want the version and commit of %s", info, commit)
+	}
+	if info.Modified != strings.HasSuffix(info.Version, "-dirty") {
+		t.Errorf("--version=raw: %+v: a modified tree's version ends in -dirty, and only its", info)
+	}
+}
+
+// headCommit is the commit of the checkout the tests and the CCM were built from.
+func headCommit(t *testing.T) string {
+	t.Helper()
+	return gitOutput(t, "rev-parse", "HEAD")
+}
+
+// gitOutput runs git in the repository and returns its output, trimmed.
+func gitOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out))
 }
