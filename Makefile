@@ -8,8 +8,8 @@ GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 STARTED := $(shell date +%s)
 LAB := bin/ironcore-ccm-lab
 
-# The one set of build flags for the CCM, the lab and the servers (internal/testenv/build.go,
-# the Dockerfile): Go's build cache keys compiled packages by their flags, so with the same
+# The one set of build flags for the CCM, the lab, the servers and the release
+# (internal/testenv/build.go): Go's build cache keys compiled packages by their flags, so with the same
 # flags and the same module versions the packages the CCM and the servers share compile once.
 SHARED_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"
 # The same for go commands that compile without linking: the linter's package loading (go list
@@ -75,6 +75,12 @@ check-go:
 .PHONY: build
 build: check-go ## Build the CCM binary into bin/.
 	$(SHARED_BUILD) -buildvcs=auto -o bin/ironcore-cloud-controller-manager ./cmd/ironcore-cloud-controller-manager
+
+.PHONY: release
+release: check-go ## Build a release into bin/release/: the static binaries, the image (OCI layout, and image.tar for docker load) tagged with their version, and the chart with that appVersion.
+	@mkdir -p bin/release
+	GOOS=linux $(SHARED_BUILD) -buildvcs=auto -o bin/release/ ./cmd/ironcore-cloud-controller-manager ./cmd/ironcore-ccm-inspect
+	$(SHARED_ENV) go run ./cmd/ironcore-ccm-release -binaries bin/release -out bin/release -arch $$(go env GOARCH)
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run the linters.

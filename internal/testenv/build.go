@@ -7,7 +7,7 @@ import (
 )
 
 // Every program this repository builds to run (the CCM, the lab and the servers of the stack)
-// is built with one set of flags, the released image's too (Dockerfile), and the Makefile's
+// is built with one set of flags, the release's too (make release), and the Makefile's
 // SHARED_BUILD says the same. Go's build cache keys each compiled package by its flags, and cgo
 // and -trimpath change every package's key: with one set, a first run compiles the Kubernetes
 // and IronCore packages the CCM and the servers share once instead of twice.

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestEveryBuildUsesTheSharedFlags: the Makefile's lab and CCM builds, its linting and tools, and
-// the released image use the flags the servers are built with; one that differs compiles every
+// TestEveryBuildUsesTheSharedFlags: the Makefile's lab, CCM and release builds, its linting and
+// tools use the flags the servers are built with; one that differs compiles every
 // shared package again (the linter's go list, with its own flags, took 173 s instead of 43 s).
 func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
 	root, err := RepoRoot()
@@ -40,10 +40,8 @@ func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
 	if !strings.Contains(makefile, "$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager\n") {
 		t.Error("the Makefile does not build the lab and the CCM with $(SHARED_BUILD)")
 	}
-
-	dockerfile := readFile(t, filepath.Join(root, "Dockerfile"))
-	if !strings.Contains(dockerfile, sharedBuildEnv) || !strings.Contains(dockerfile, "go build "+flags) {
-		t.Errorf("the Dockerfile does not build with %s and %s", sharedBuildEnv, flags)
+	if !strings.Contains(makefile, "$(SHARED_BUILD) -buildvcs=auto -o bin/release/ ./cmd/ironcore-cloud-controller-manager ./cmd/ironcore-ccm-inspect\n") {
+		t.Error("the Makefile does not build the release's binaries with $(SHARED_BUILD) and their commit")
 	}
 }
 

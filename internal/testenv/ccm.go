@@ -45,6 +45,20 @@ func BuildCCM(ctx context.Context, dir string, race bool) (string, error) {
 	return path, nil
 }
 
+// BuildRelease builds the release's binaries (the CCM and the inspect tool) into dir as make
+// release does.
+func BuildRelease(ctx context.Context, dir string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := sharedBuild(ctx, root, dir+string(filepath.Separator), vcsStamp, "./cmd/"+CCMBinaryName, "./cmd/ironcore-ccm-inspect")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the release binaries: %w\n%s", err, out)
+	}
+	return nil
+}
+
 // CCMArgs are the flags to run the CCM against the stack: its kubeconfigs and cloud-config,
 // secure serving on a free loopback port, and short periods so tests need not wait long.
 // extra flags are appended and win over these.
