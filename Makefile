@@ -40,6 +40,10 @@ chaos: lab-program ## Prove the CCM under churn and faults, in the default mode 
 test: modules ## Run what CI runs: module checks, server builds, linters, unit, integration and end-to-end tests.
 	@hack/test.sh
 
+.PHONY: test-compat
+test-compat: modules ## Run the end-to-end smoke tests against a target cluster of Kubernetes 1.35, 1.36 and 1.37 (COMPAT_VERSIONS); not part of make test.
+	@hack/test-compat.sh
+
 .PHONY: prepare
 prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiserver, IronCore) into bin/, once per version.
 	@$(LAB) prepare

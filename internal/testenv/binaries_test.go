@@ -30,6 +30,38 @@ func TestBinaryVersionsMatchTheirPins(t *testing.T) {
 	}
 }
 
+// TestCompatAPIServersMatchTheirPins: each compat API server's module requires its version of
+// k8s.io/kubernetes, with every staging module at the matching v0 version, and the target
+// cluster's choice names each.
+func TestCompatAPIServersMatchTheirPins(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range CompatAPIServers() {
+		mod := readFile(t, filepath.Join(root, "hack", "tools", b.compatModule(), "go.mod"))
+		if !strings.Contains(mod, "require "+b.Module+" "+b.Version+"\n") && !strings.Contains(mod, "\n\t"+b.Module+" "+b.Version+"\n") {
+			t.Errorf("hack/tools/%s/go.mod does not require %s %s", b.compatModule(), b.Module, b.Version)
+		}
+		staging := "v0" + strings.TrimPrefix(b.Version, "v1")
+		if !strings.Contains(mod, "k8s.io/api => k8s.io/api "+staging+"\n") || !strings.Contains(mod, "k8s.io/apiserver => k8s.io/apiserver "+staging+"\n") {
+			t.Errorf("hack/tools/%s/go.mod does not replace the staging modules with %s", b.compatModule(), staging)
+		}
+		t.Setenv(TargetKubernetesEnv, minor(b.Version))
+		if chosen, compat, err := targetAPIServer(); err != nil || !compat || chosen.Version != b.Version {
+			t.Errorf("%s=%s chose %+v (compat %v, %v), want %s", TargetKubernetesEnv, minor(b.Version), chosen, compat, err, b.Version)
+		}
+	}
+	t.Setenv(TargetKubernetesEnv, DefaultTargetKubernetes())
+	if _, compat, err := targetAPIServer(); err != nil || compat {
+		t.Errorf("%s=%s: compat %v, %v; want the servers module's", TargetKubernetesEnv, DefaultTargetKubernetes(), compat, err)
+	}
+	t.Setenv(TargetKubernetesEnv, "1.20")
+	if _, _, err := targetAPIServer(); err == nil || !strings.Contains(err.Error(), "1.35, 1.36, 1.37") {
+		t.Errorf("an unsupported version: %v, want an error naming the supported ones", err)
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)

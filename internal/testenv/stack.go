@@ -154,6 +154,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ensureTargetAPIServer(ctx, root, binaries, opts.Progress); err != nil {
+		return nil, err
+	}
 	if err := checkFreeSpace(os.TempDir(), stackSpace, "the stack's servers (etcd data, logs) in the temporary directory"); err != nil {
 		return nil, err
 	}
@@ -232,7 +235,7 @@ func adminRateLimits(cfg *rest.Config) {
 // newEnvironment prepares a control plane whose etcd data and certificates are in the stack's
 // directory, so that its servers' command lines name it: a later run finds them by it if this
 // one is killed before it could record them.
-func (s *Stack) newEnvironment(scheme *runtime.Scheme, name string) (*envtest.Environment, error) {
+func (s *Stack) newEnvironment(scheme *runtime.Scheme, name, apiServer string) (*envtest.Environment, error) {
 	dataDir, certDir := filepath.Join(s.Dir, name+"-etcd"), filepath.Join(s.Dir, name+"-certs")
 	for _, dir := range []string{dataDir, certDir} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -241,7 +244,7 @@ func (s *Stack) newEnvironment(scheme *runtime.Scheme, name string) (*envtest.En
 	}
 	env := &envtest.Environment{Scheme: scheme}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: s.Binaries["etcd"], DataDir: dataDir}
-	env.ControlPlane.APIServer = &envtest.APIServer{Path: s.Binaries["kube-apiserver"], CertDir: certDir}
+	env.ControlPlane.APIServer = &envtest.APIServer{Path: apiServer, CertDir: certDir}
 	return env, nil
 }
 
@@ -250,7 +253,8 @@ func (s *Stack) startTarget() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	env, err := s.newEnvironment(scheme, "target")
+	// The target cluster's API server may be of another minor version (TargetKubernetesEnv).
+	env, err := s.newEnvironment(scheme, "target", s.Binaries[targetAPIServerKey])
 	if err != nil {
 		return err
 	}
@@ -294,7 +298,7 @@ func (s *Stack) startIronCore(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	env, err := s.newEnvironment(scheme, "ironcore")
+	env, err := s.newEnvironment(scheme, "ironcore", s.Binaries["kube-apiserver"])
 	if err != nil {
 		return err
 	}
