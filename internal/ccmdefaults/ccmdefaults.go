@@ -120,6 +120,21 @@ func flagDefaults(apply bool) (map[string]string, error) {
 	return defaults, nil
 }
 
+// FlagNames lists the upstream command's flags, but the global ones (--help, --version and the
+// logging flags). Like Defaults, it is for docs and their tests.
+func FlagNames() ([]string, error) {
+	defaults, err := flagDefaults(true)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(defaults))
+	for name := range defaults {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // RoutesWithoutClusterCIDR explains DisableRoutesWithoutClusterCIDR for the reference docs.
 const RoutesWithoutClusterCIDR = "With `--configure-cloud-routes` (default `true`) but no `--cluster-cidr`, the CCM turns routes off " +
 	"and logs so, instead of letting the upstream route controller stop the process over the missing CIDR: clusters with an overlay " +
