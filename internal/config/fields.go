@@ -66,7 +66,7 @@ func Fields() []Field {
 		{
 			Key: "podCIDRParentPrefix", Required: "no", Default: "none: IPv4 pod CIDRs are not allocated by this CCM", Example: "my-pod-prefix",
 			Description: "Turns on pod CIDR allocation from IronCore's IPAM for IPv4, the alternative to kube-controller-manager's " +
-				"`--allocate-node-cidrs` (see the README's \"Pod CIDRs from IronCore\"): the IronCore Prefix each Node's IPv4 pod CIDR " +
+				"`--allocate-node-cidrs` (see docs/guides/pod-cidrs-from-ironcore.md): the IronCore Prefix each Node's IPv4 pod CIDR " +
 				"is allocated from, as an ephemeral prefix of the Node's NetworkInterface on the cluster Network, which routes the " +
 				"range to the Node. The CCM checks at start that it exists, is IPv4 and is larger than `podCIDRMaskSize`.",
 		},

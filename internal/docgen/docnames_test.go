@@ -17,9 +17,13 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 )
 
-// The docs a user reads: the README, the guides and references, and the benchmark and
-// reliability pages. The run-by-run result files beside those are records of their day.
-var userDocs = []string{"README.md", "docs/*.md", "docs/reference/*.md", "docs/benchmarks/README.md", "docs/reliability/README.md", "charts/*/values.yaml"}
+// The docs a user reads: the README, the guides, operations and design pages, the references,
+// and the benchmark and reliability pages. The run-by-run result files beside those are records
+// of their day.
+var userDocs = []string{
+	"README.md", "docs/*.md", "docs/guides/*.md", "docs/operations/*.md", "docs/design/*.md", "docs/reference/*.md",
+	"docs/benchmarks/README.md", "docs/reliability/README.md", "charts/*/values.yaml",
+}
 
 // Names in code spans: flags, this CCM's metrics, IronCore label and annotation keys, and
 // event reasons (a CamelCase word in a span on a line that speaks of events).

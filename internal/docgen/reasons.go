@@ -176,7 +176,7 @@ func EventReasons() []EventReason {
 			Reason: nodeipam.ReasonFromElsewhere, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,
 			When: "A Node created while pod CIDR allocation from IronCore is on got `spec.podCIDRs` from another allocator. It keeps them, " +
 				"and entries already added to its NetworkInterface for it are released.",
-			Action: "Run one allocator: set kube-controller-manager's `--allocate-node-cidrs=false` (see the README's \"Pod CIDRs from IronCore\").",
+			Action: "Run one allocator: set kube-controller-manager's `--allocate-node-cidrs=false` (see docs/guides/pod-cidrs-from-ironcore.md).",
 		},
 		{
 			Reason: nodeipam.ReasonMachineShared, Type: corev1.EventTypeWarning, Object: "Node", Controller: nodeipam.Name,

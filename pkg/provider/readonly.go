@@ -98,7 +98,7 @@ func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
 }
 
 // PodCIDRsAllocatedOn are the pod CIDRs IronCore allocated for the cluster's entries of the
-// NetworkInterface (see "Pod CIDRs from IronCore" in the README): they route without a literal
+// NetworkInterface (see docs/guides/pod-cidrs-from-ironcore.md): they route without a literal
 // prefix.
 func PodCIDRsAllocatedOn(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
 	return podcidrs.Allocated(ctx, client, cluster, nic)

@@ -132,7 +132,7 @@ func TestStartupProblemsEndWithOneClearMessage(t *testing.T) {
 	}
 }
 
-// TestHelpListsTheIronCoreFlags keeps --help true to the README.
+// TestHelpListsTheIronCoreFlags keeps --help true to the configuration guide.
 func TestHelpListsTheIronCoreFlags(t *testing.T) {
 	output, err := exec.Command(ccmBinary, "--help").CombinedOutput()
 	if err != nil {
