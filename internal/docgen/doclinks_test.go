@@ -37,27 +37,15 @@ func TestDocLinksResolve(t *testing.T) {
 		anchors[path] = a
 		return a, nil
 	}
-	files, links := 0, 0
-	for _, pattern := range userDocs {
-		paths, err := filepath.Glob(filepath.Join(root, pattern))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, path := range paths {
-			files++
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, link := range markdownLinks(string(data)) {
-				links++
-				if problem := checkLink(root, path, link.target, anchorsOf); problem != "" {
-					t.Errorf("%s:%d links to %s: %s", rel, link.line, link.target, problem)
-				}
+	links := 0
+	files := forEachUserDoc(t, root, func(rel, path, text string) {
+		for _, link := range markdownLinks(text) {
+			links++
+			if problem := checkLink(root, path, link.target, anchorsOf); problem != "" {
+				t.Errorf("%s:%d links to %s: %s", rel, link.line, link.target, problem)
 			}
 		}
-	}
+	})
 	t.Logf("%d docs, %d relative and external links", files, links)
 	if files < 10 || links < 20 {
 		t.Fatalf("found only %d docs with %d links; the patterns are broken", files, links)

@@ -51,29 +51,42 @@ var (
 // flag, metric, key or event that was renamed or never made.
 func TestDocsNameOnlyWhatTheCodeHas(t *testing.T) {
 	known := knownNames(t)
+	files := forEachUserDoc(t, repositoryRoot, func(rel, _, text string) {
+		for number, line := range strings.Split(text, "\n") {
+			for _, unknown := range unknownNames(line, known) {
+				t.Errorf("%s:%d names %s, which the code does not have", rel, number+1, unknown)
+			}
+		}
+	})
+	if files < 10 {
+		t.Fatalf("found only %d docs; the patterns are broken", files)
+	}
+}
+
+// forEachUserDoc calls visit with each user doc's path relative to root, its path and its
+// text, and returns how many there were.
+func forEachUserDoc(t *testing.T, root string, visit func(rel, path, text string)) int {
+	t.Helper()
 	files := 0
 	for _, pattern := range userDocs {
-		paths, err := filepath.Glob(filepath.Join(repositoryRoot, pattern))
+		paths, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, path := range paths {
-			files++
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rel, _ := filepath.Rel(repositoryRoot, path)
-			for number, line := range strings.Split(string(data), "\n") {
-				for _, unknown := range unknownNames(line, known) {
-					t.Errorf("%s:%d names %s, which the code does not have", rel, number+1, unknown)
-				}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				t.Fatal(err)
 			}
+			files++
+			visit(rel, path, string(data))
 		}
 	}
-	if files < 10 {
-		t.Fatalf("found only %d docs; the patterns are broken", files)
-	}
+	return files
 }
 
 // unknownNames lists what the line names that known lacks.
