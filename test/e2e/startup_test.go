@@ -155,35 +155,9 @@ func TestStartupRidesOutAnIronCoreHiccup(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ccm.Stop() })
-	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to retry its start-up check", func(context.Context) error {
-		select {
-		case <-ccm.Exited():
-			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
-		default:
-		}
-		if !strings.Contains(readLog(ccm), "IronCore failed a start-up step; trying again") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitForLogLine(t, ccm, "the CCM to retry its start-up check", "IronCore failed a start-up step; trying again")
 	setOutageMode(t, apiproxy.Forward)
-	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to start", func(context.Context) error {
-		select {
-		case <-ccm.Exited():
-			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
-		default:
-		}
-		if !strings.Contains(readLog(ccm), "Configured IronCore cloud provider") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitForLogLine(t, ccm, "the CCM to start", "Configured IronCore cloud provider")
 	waitHealthy(t, port)
 }
 
@@ -202,20 +176,7 @@ func TestAHungStartupRequestIsTriedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ccm.Stop() })
-	err = testenv.WaitFor(context.Background(), 30*time.Second, "the CCM to start", func(context.Context) error {
-		select {
-		case <-ccm.Exited():
-			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
-		default:
-		}
-		if !strings.Contains(readLog(ccm), "Configured IronCore cloud provider") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitForLogLine(t, ccm, "the CCM to start", "Configured IronCore cloud provider")
 	if !held.Load() {
 		t.Fatal("no Network read was held: the test proves nothing")
 	}
@@ -282,4 +243,24 @@ func gitOutput(t *testing.T, args ...string) string {
 		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// waitForLogLine waits up to 30 s for the CCM's log to hold the line, failing the test if the
+// CCM exits first.
+func waitForLogLine(t *testing.T, ccm *testenv.Process, what, line string) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), 30*time.Second, what, func(context.Context) error {
+		select {
+		case <-ccm.Exited():
+			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
+		default:
+		}
+		if !strings.Contains(readLog(ccm), line) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
