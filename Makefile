@@ -59,7 +59,7 @@ prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiser
 .PHONY: lab-program
 lab-program: modules
 	@echo "compiling ironcore-ccm-lab and the CCM (about 2 minutes the first time)..."
-	@$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
+	@$(SHARED_BUILD) -buildvcs=auto -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
 # terminal; they are in the log, which is shown only if the download fails. The tool modules

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/bench"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/version"
 )
 
 const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepare]
@@ -61,6 +62,8 @@ func run() int {
 		strconv.Itoa(bench.RecoveryServices)+" new Services to their address and first traffic (0: no outage)")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
+	flags.DurationVar(&benchOptions.Deadline, "deadline", 30*time.Minute, "bench: how long the burst may take to converge; past it the run records what was done and what was not")
+	flags.StringVar(&benchOptions.Binary, "binary", "", "bench: the CCM binary {{.Binary}} stands for (default: this checkout's CCM, built for the run)")
 	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")
 	rounds := flags.Int("rounds", 5, "churn: rounds in which every Service's endpoint moves to another Node")
 	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
@@ -90,7 +93,14 @@ func run() int {
 		benchOptions.Command += " " + *ccmArgs
 	}
 	set := map[string]bool{}
-	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	flags.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		// Where the results and profiles go is not part of what was measured.
+		if f.Name != "out" && f.Name != "profile" {
+			benchOptions.Flags = append(benchOptions.Flags, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	benchOptions.Version = version.Get().Version
 	if *out == "" {
 		*out = "docs/benchmarks"
 		if mode == "chaos" {

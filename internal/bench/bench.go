@@ -62,6 +62,16 @@ type Options struct {
 	// Outage, if set, makes IronCore unreachable for the CCM this long after the idle count;
 	// then RecoveryServices new Services are timed to their address and first traffic.
 	Outage time.Duration
+	// Deadline is how long the burst may take to converge. A run past it records what was
+	// done by then, and how much was not, instead of failing: a CCM that never finishes is
+	// measured too. Zero means 30 minutes.
+	Deadline time.Duration
+	// Binary, if set, is the CCM binary {{.Binary}} stands for, instead of this checkout's.
+	Binary string
+	// Flags are the lab's own flags, recorded so that the result names how to reproduce it.
+	Flags []string
+	// Version is the version of the build that runs the benchmark.
+	Version string
 }
 
 // RecoveryServices is how many Services are created when an outage ends.
@@ -147,7 +157,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := createBurst(ctx, stack, tracker, opts.Nodes, opts.Services); err != nil {
 		return nil, err
 	}
-	if err := tracker.wait(ctx, 30*time.Minute, opts.Progress); err != nil {
+	deadline := opts.Deadline
+	if deadline == 0 {
+		deadline = 30 * time.Minute
+	}
+	switch err := tracker.wait(ctx, deadline, opts.Progress); {
+	case errors.Is(err, errNotDone):
+		result.Unfinished = tracker.unfinished()
+		log("%v; recording what was done (CCM log: %s)", err, ccm.LogPath)
+	case err != nil:
 		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
 	converged := time.Now()
@@ -211,7 +229,8 @@ func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv
 	if values.SecurePort, err = testenv.FreePort(); err != nil {
 		return nil, 0, err
 	}
-	if strings.Contains(opts.Command, "{{.Binary}}") {
+	values.Binary = opts.Binary
+	if values.Binary == "" && strings.Contains(opts.Command, "{{.Binary}}") {
 		fmt.Fprintln(opts.Progress, "building the CCM binary...")
 		if values.Binary, err = testenv.BuildCCM(ctx, stack.Dir, false); err != nil {
 			return nil, 0, err

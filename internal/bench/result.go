@@ -34,6 +34,11 @@ type Result struct {
 	NodeSyncPeriod Seconds `json:"nodeSyncPeriodSeconds"`
 	// Prescheduled Machines were created on the MachinePools, bypassing IronCore's scheduler.
 	Prescheduled bool `json:"prescheduledMachines"`
+	// Flags are the benchmark's flags, and Version the version of the build that ran it.
+	Flags   []string `json:"flags,omitempty"`
+	Version string   `json:"version,omitempty"`
+	// Unfinished counts what was not done when the run's deadline came; nil if it converged.
+	Unfinished *Unfinished `json:"unfinished,omitempty"`
 
 	StackStartup        Seconds `json:"stackStartupSeconds"`
 	MachineProvisioning Seconds `json:"machineProvisioningSeconds"`
@@ -77,6 +82,15 @@ type Result struct {
 	// Recovery times the Services created when an IronCore outage ends; nil without one.
 	Recovery *Recovery `json:"recovery,omitempty"`
 	CCM      Usage     `json:"ccm"`
+}
+
+// Unfinished counts the burst's objects that were not done at the run's deadline.
+type Unfinished struct {
+	Nodes              int `json:"nodesNotInitialized"`
+	Addresses          int `json:"servicesWithoutAddress"`
+	Routes             int `json:"nodesWithoutRoute"`
+	WithoutDestination int `json:"routingsWithoutDestination"`
+	Incomplete         int `json:"routingsIncomplete"`
 }
 
 // Recovery is how Services created right after an IronCore outage fared.
@@ -335,5 +349,6 @@ func newResult(opts Options) *Result {
 		Label: opts.Label, Date: time.Now().UTC().Truncate(time.Second), Machine: describeMachine(),
 		Command: opts.Command, Nodes: opts.Nodes, Services: opts.Services,
 		Latency: newSeconds(opts.Latency), NodeSyncPeriod: newSeconds(opts.NodeSyncPeriod), Prescheduled: opts.Prescheduled,
+		Flags: opts.Flags, Version: opts.Version,
 	}
 }

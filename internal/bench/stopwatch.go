@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -73,6 +74,9 @@ func (s *stopwatch) doneAt(key string, at time.Time) {
 }
 
 // wait blocks until every wanted key is done, writing progress() every ten seconds.
+// errNotDone is returned by wait when its time is up before everything is done.
+var errNotDone = errors.New("not done")
+
 func (s *stopwatch) wait(ctx context.Context, timeout time.Duration, out io.Writer, progress func() string) error {
 	deadline := time.After(timeout)
 	ticker := time.NewTicker(10 * time.Second)
@@ -87,7 +91,7 @@ func (s *stopwatch) wait(ctx context.Context, timeout time.Duration, out io.Writ
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("not done after %s: %s", timeout, progress())
+			return fmt.Errorf("%w after %s: %s", errNotDone, timeout, progress())
 		case <-ticker.C:
 			fmt.Fprintf(out, "  %s\n", progress())
 		}

@@ -327,6 +327,14 @@ func (t *tracker) progress() string {
 		t.count("node/"), t.nodes, t.count("service/"), t.services, t.count("route/"), t.nodes, t.count("lbfirst/"), t.services, t.count("lbrouting/"), t.services)
 }
 
+// unfinished counts what is not done yet.
+func (t *tracker) unfinished() *Unfinished {
+	return &Unfinished{
+		Nodes: t.nodes - t.count("node/"), Addresses: t.services - t.count("service/"), Routes: t.nodes - t.count("route/"),
+		WithoutDestination: t.services - t.count("lbfirst/"), Incomplete: t.services - t.count("lbrouting/"),
+	}
+}
+
 // fill writes the timings into the result.
 func (t *tracker) fill(result *Result) {
 	result.NodeInitialization = newTimings(t.durations("node/"))
