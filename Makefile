@@ -34,8 +34,12 @@ lab: lab-program ## Like demo, then keep everything running for kubectl until Ct
 	@$(LAB) -started=$(STARTED) lab
 
 .PHONY: bench
-bench: lab-program ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); results in docs/benchmarks/.
+bench: lab-program ## Measure the CCM at scale (BENCH_FLAGS, default 100 Nodes, 30 Services); the run goes to docs/benchmarks/results/.
 	@$(LAB) $(BENCH_FLAGS) bench
+
+.PHONY: bench-page
+bench-page: lab-program ## Regenerate the benchmark page's table and plots from the runs in docs/benchmarks/results/.
+	@$(LAB) page
 
 .PHONY: chaos
 chaos: lab-program ## Prove the CCM under churn and faults, in the default mode then selector mode (CHAOS_FLAGS, default 1000 Services, 20 Nodes, 5 waves); results in docs/reliability/.

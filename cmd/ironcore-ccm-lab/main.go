@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +21,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/version"
 )
 
-const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepare]
+const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|chaos|page|prepare]
 
   demo     start the local stack and the CCM, run a short scenario, print what the CCM did,
            and exit (the default)
@@ -38,6 +39,8 @@ const usage = `Usage: ironcore-ccm-lab [flags] [demo|lab|bench|churn|ipam|prepar
            fall silent, then Machines are deleted, NetworkInterfaces fail and Nodes join
            NotReady; once per -target-modes (default, then selector); fails if an invariant
            broke (results in docs/reliability)
+  page     regenerate the benchmark page (-out, default docs/benchmarks) from the runs in its
+           results/: the table and one plot per size
   prepare  only build the servers the stack runs into bin/
 
 Flags:
@@ -64,7 +67,7 @@ func run() int {
 	flags.BoolVar(&benchOptions.Prescheduled, "prescheduled", false, "bench: create the Machines on the stack's MachinePools, as if already scheduled, so that provisioning does not wait for IronCore's scheduler")
 	flags.DurationVar(&benchOptions.Deadline, "deadline", 30*time.Minute, "bench: how long the burst may take to converge; past it the run records what was done and what was not")
 	flags.StringVar(&benchOptions.Binary, "binary", "", "bench: the CCM binary {{.Binary}} stands for (default: this checkout's CCM, built for the run)")
-	out := flags.String("out", "", "bench, churn, ipam, chaos: where to write the results (default docs/benchmarks; chaos: docs/reliability)")
+	out := flags.String("out", "", "bench, churn, ipam, chaos, page: where to write the results (bench: docs/benchmarks/results; chaos: docs/reliability; churn, ipam, page: docs/benchmarks)")
 	rounds := flags.Int("rounds", 5, "churn: rounds in which every Service's endpoint moves to another Node")
 	quiet := flags.Duration("quiet", 5*time.Second, "churn: how long writes are counted after endpoint changes that move no Node")
 	waves := flags.Int("waves", 5, "chaos: waves the Services are created, edited and deleted in")
@@ -102,9 +105,13 @@ func run() int {
 	})
 	benchOptions.Version = version.Get().Version
 	if *out == "" {
-		*out = "docs/benchmarks"
-		if mode == "chaos" {
+		switch mode {
+		case "chaos":
 			*out = "docs/reliability"
+		case "bench":
+			*out = filepath.Join("docs/benchmarks", bench.ResultsDir)
+		default:
+			*out = "docs/benchmarks"
 		}
 	}
 
@@ -138,6 +145,8 @@ func run() int {
 		ipam := bench.IPAMOptions{Nodes: benchOptions.Nodes, Latency: *latency, Command: benchOptions.Command, Label: benchOptions.Label,
 			Progress: os.Stdout, Alone: true}
 		err = runAndWrite(ctx, func(ctx context.Context) (*bench.IPAMResult, error) { return bench.RunIPAM(ctx, ipam) }, *out)
+	case "page":
+		err = writePage(*out)
 	case "chaos":
 		chaos := bench.ChaosOptions{Nodes: 20, Services: 1000, Waves: *waves, Disruptions: *disruptions, FaultRate: *faultRate,
 			Seed: *seed, Latency: 100 * time.Millisecond, Progress: os.Stdout, Alone: true}
@@ -210,6 +219,41 @@ func prepare(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("all %d servers are built in %s/bin\n", len(paths), root)
+	return nil
+}
+
+// writePage regenerates the benchmark page in dir from the runs in its results: the table
+// between its markers and one plot per size.
+func writePage(dir string) error {
+	results, err := bench.LoadResults(filepath.Join(dir, bench.ResultsDir))
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no benchmark results in %s", filepath.Join(dir, bench.ResultsDir))
+	}
+	plots, err := bench.PlotSizes(results, filepath.Join(dir, bench.ResultsDir))
+	if err != nil {
+		return err
+	}
+	// Each run's page is a function of its result: rewritten, it shows what this build shows.
+	for _, r := range results {
+		if err := os.WriteFile(filepath.Join(dir, bench.ResultsDir, r.Name()+".md"), []byte(r.Markdown()), 0o644); err != nil {
+			return err
+		}
+	}
+	pagePath := filepath.Join(dir, "README.md")
+	page, err := os.ReadFile(pagePath)
+	if err != nil {
+		return err
+	}
+	if page, err = bench.ReplaceTable(page, bench.Table(results)); err != nil {
+		return fmt.Errorf("%s: %w", pagePath, err)
+	}
+	if err := os.WriteFile(pagePath, page, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote the table of %d runs into %s and %v\n", len(results), pagePath, plots)
 	return nil
 }
 

@@ -63,6 +63,13 @@ func (r *Result) Markdown() string {
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go,
 		r.Latency, r.NodeSyncPeriod, r.Nodes, placement, r.MachineProvisioning)
 	fmt.Fprintf(&b, "CCM command: `%s`\n\n", r.Command)
+	if len(r.Flags) > 0 {
+		fmt.Fprintf(&b, "Reproduce with `make bench BENCH_FLAGS='%s'` (this run: %s).\n\n", strings.Join(r.Flags, " "), r.Version)
+	}
+	fmt.Fprintf(&b, "![The share of Nodes, Services, routings and routes done by each second](%s.png)\n\n", r.Name())
+	if r.Unfinished != nil {
+		fmt.Fprintf(&b, "**Not converged**: the run stopped waiting %gs after the burst began, %s.\n\n", r.Convergence, r.Unfinished)
+	}
 	fmt.Fprintf(&b, "| From creation to | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
 	for _, row := range []struct {
 		name string
