@@ -100,9 +100,14 @@ func run() int {
 		set[f.Name] = true
 		// Where the results and profiles go is not part of what was measured.
 		if f.Name != "out" && f.Name != "profile" {
-			benchOptions.Flags = append(benchOptions.Flags, "-"+f.Name+"="+f.Value.String())
+			benchOptions.Flags = append(benchOptions.Flags, shellFlag(f.Name, f.Value.String()))
 		}
 	})
+	if mode == "bench" && !set["latency"] {
+		// The bench's latency differs from the flag's default: recorded, a change of either
+		// keeps the command true.
+		benchOptions.Flags = append(benchOptions.Flags, shellFlag("latency", "500ms"))
+	}
 	benchOptions.Version = version.Get().Version
 	if *out == "" {
 		switch mode {
@@ -222,6 +227,15 @@ func prepare(ctx context.Context) error {
 	return nil
 }
 
+// shellFlag writes a flag for a shell command line, with a value that has spaces or quotes in
+// double quotes.
+func shellFlag(name, value string) string {
+	if strings.ContainsAny(value, " \t'\"") {
+		return "-" + name + "=" + strconv.Quote(value)
+	}
+	return "-" + name + "=" + value
+}
+
 // writePage regenerates the benchmark page in dir from the runs in its results: the table
 // between its markers and one plot per size.
 func writePage(dir string) error {
@@ -236,9 +250,9 @@ func writePage(dir string) error {
 	if err != nil {
 		return err
 	}
-	// Each run's page is a function of its result: rewritten, it shows what this build shows.
+	// Each run's files are a function of its result: rewritten, they show what this build shows.
 	for _, r := range results {
-		if err := os.WriteFile(filepath.Join(dir, bench.ResultsDir, r.Name()+".md"), []byte(r.Markdown()), 0o644); err != nil {
+		if _, err := r.Write(filepath.Join(dir, bench.ResultsDir)); err != nil {
 			return err
 		}
 	}

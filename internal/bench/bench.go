@@ -161,14 +161,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if deadline == 0 {
 		deadline = 30 * time.Minute
 	}
-	switch err := tracker.wait(ctx, deadline, opts.Progress); {
-	case errors.Is(err, errNotDone):
-		result.Unfinished = tracker.unfinished()
-		log("%v; recording what was done (CCM log: %s)", err, ccm.LogPath)
-	case err != nil:
+	done, err := tracker.waitAtMost(ctx, deadline, opts.Progress)
+	if err != nil {
 		return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 	}
+	// Past the deadline, "converged" is the deadline: what was done by then is measured.
 	converged := time.Now()
+	if !done {
+		log("not done after %s: %s; recording what was done (CCM log: %s)", deadline, tracker.progress(), ccm.LogPath)
+		// Tracking stops here, so that the counts of what was not done and the timings agree.
+		stopTracking()
+	}
 	if prof != nil {
 		stopProfiling()
 		if err := errors.Join(<-profiled, prof.heap(ctx, "heap.pb.gz")); err != nil {
@@ -182,9 +185,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	result.Requests.Target = counts(stack.TargetProxy.Counts())
 	result.Requests.attribute(opts.Nodes, opts.Services)
 	tracker.fill(result)
+	if !done {
+		result.Unfinished = tracker.unfinished()
+	}
 	result.AddressOverFloor = newRatio(result.LoadBalancerReadiness, result.Floor)
 	result.FirstTrafficOverFloor = newRatio(result.FirstTraffic, result.BurstFloor.FirstTraffic)
-	log("converged %s after the burst began", time.Since(burst).Round(100*time.Millisecond))
+	if done {
+		log("converged %s after the burst began", converged.Sub(burst).Round(100*time.Millisecond))
+	}
 	if result.Warnings, err = countWarnings(ctx, stack, opts.Nodes, opts.Services); err != nil {
 		return nil, err
 	}
@@ -202,7 +210,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		writes = append(writes, stack.IronCoreProxy.Writes()...)
 	}
 	result.Requests.lastWrites(writes, converged)
-	if opts.Outage > 0 {
+	// Recovery waits for its Services with the burst's: after a burst that did not converge,
+	// it would wait for what never came.
+	if opts.Outage > 0 && done {
 		if result.Recovery, err = measureRecovery(ctx, stack, tracker, opts.Outage, opts.Progress); err != nil {
 			return nil, fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
 		}

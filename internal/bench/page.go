@@ -65,12 +65,14 @@ func labelRank(label string) int {
 // IronCore from a NetworkInterface selector (--use-nic-selector=true, the reference CCM's
 // default).
 func modeOf(r *Result) string {
-	switch {
-	case strings.Contains(r.Command, "--use-nic-selector=true"):
-		return "selector"
-	case strings.Contains(r.Command, "--use-nic-selector=false"):
-		return "default"
-	case strings.HasPrefix(r.Label, "reference"):
+	selector := strings.HasPrefix(r.Label, "reference")
+	for _, arg := range strings.Fields(r.Command) {
+		name, value, hasValue := strings.Cut(arg, "=")
+		if name == "--use-nic-selector" {
+			selector = !hasValue || strings.EqualFold(value, "true")
+		}
+	}
+	if selector {
 		return "selector"
 	}
 	return "default"
@@ -90,7 +92,7 @@ func Table(results []*Result) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %.2f | %.1f s | %.1f MiB | [%s](%s/%s.md) |\n",
 			size, r.Label, modeOf(r), spanOf(r.LoadBalancerReadiness, r.Services), spanOf(r.FirstTraffic, r.Services),
 			overFloor(r.FirstTraffic, r.BurstFloor.FirstTraffic, r.Services), spanOf(r.RoutingComplete, r.Services), spanOf(r.NodeInitialization, r.Nodes),
-			r.AddressWithoutDestination.Longer, r.Unfinished.cell(r.Convergence), r.Requests.WritesPerNode,
+			r.AddressWithoutDestination.Longer, r.Unfinished.String(), r.Requests.WritesPerNode,
 			r.CCM.CPUSeconds, r.CCM.PeakAnonMiB, r.Name(), ResultsDir, r.Name())
 	}
 	b.WriteString("\n")
@@ -142,16 +144,11 @@ func overFloor(t, floor Timings, total int) string {
 	return fmt.Sprintf("%.2f× / %.2f×", r.P50, r.Max)
 }
 
-// cell says what was not done when the run stopped waiting, or "" if it converged.
-func (u *Unfinished) cell(after Seconds) string {
+// String lists what was not done when the run stopped waiting, or "" if it converged.
+func (u *Unfinished) String() string {
 	if u == nil {
 		return ""
 	}
-	return fmt.Sprintf("after %.0f s: %s", after, u.String())
-}
-
-// String lists what was not done.
-func (u *Unfinished) String() string {
 	var parts []string
 	for _, part := range []struct {
 		n    int

@@ -34,7 +34,7 @@ func TestTheTableHasTheFloorOncePerSizeAndEveryRunInOrder(t *testing.T) {
 		reference,
 		run("ironcore-ccm-selector", 1000, 300, DefaultCommand+" --use-nic-selector=true"),
 		run("ironcore-ccm-default", 300, 100, DefaultCommand),
-		run("ironcore-ccm-selector", 300, 100, DefaultCommand+" --use-nic-selector=true"),
+		run("ironcore-ccm-selector", 300, 100, DefaultCommand+" --use-nic-selector"),
 	} {
 		data, err := json.Marshal(r)
 		if err != nil {
@@ -74,7 +74,7 @@ func TestTheTableHasTheFloorOncePerSizeAndEveryRunInOrder(t *testing.T) {
 	table := Table(results)
 	for _, fragment := range []string{
 		"| ironcore-ccm-default | default | 50.0 / 100.0 | 50.0 / 100.0 | 2.00× / 2.00× | 50.0 / 100.0 | 150.0 / 300.0 | 0 |  |",
-		"| reference | selector | 50.0 / not done (95 of 100 done) | not done / not done (40 of 100 done) | – | none of 100 done | 150.0 / 300.0 | 0 | after 300 s: 5 without an address, 100 routings incomplete |",
+		"| reference | selector | 50.0 / not done (95 of 100 done) | not done / not done (40 of 100 done) | – | none of 100 done | 150.0 / 300.0 | 0 | 5 without an address, 100 routings incomplete |",
 		"[reference-n300-s100](results/reference-n300-s100.md)",
 		"![1,000 Nodes, 300 Services](results/n1000-s300.png)\n",
 		"- `reference-n300-s100`: `make bench BENCH_FLAGS='-nodes=300 -label=reference'` (v0.0.0-test, 0001-01-01)",
@@ -122,10 +122,25 @@ func TestTheBenchmarkPageShowsItsResults(t *testing.T) {
 		t.Error("docs/benchmarks/README.md's table is not what its results give; run make bench-page")
 	}
 	for _, r := range results {
-		for _, name := range []string{r.Name() + ".md", PlotName(r.Nodes, r.Services)} {
+		for _, name := range []string{r.Name() + ".md", r.Name() + ".png", PlotName(r.Nodes, r.Services)} {
 			if _, err := os.Stat(filepath.Join(dir, ResultsDir, name)); err != nil {
 				t.Errorf("the page links %s: %v", name, err)
 			}
 		}
+	}
+}
+
+func TestARunPastItsDeadlineSaysSoOnItsPage(t *testing.T) {
+	r := &Result{Label: "slow", Nodes: 3, Services: 2, Convergence: 300, Unfinished: &Unfinished{Addresses: 1, Incomplete: 2}}
+	page := r.Markdown()
+	if !strings.Contains(page, "**Not converged**: the run stopped waiting at its deadline, 300s after the burst began: 1 without an address, 2 routings incomplete.") {
+		t.Errorf("the page does not say what was not done:\n%s", page)
+	}
+	if strings.Contains(page, "Everything converged") {
+		t.Errorf("the page of a run past its deadline says everything converged:\n%s", page)
+	}
+	r.Unfinished = nil
+	if page := r.Markdown(); strings.Contains(page, "Not converged") || !strings.Contains(page, "Everything converged 300.000s") {
+		t.Errorf("the page of a converged run:\n%s", page)
 	}
 }

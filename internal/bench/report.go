@@ -68,7 +68,8 @@ func (r *Result) Markdown() string {
 	}
 	fmt.Fprintf(&b, "![The share of Nodes, Services, routings and routes done by each second](%s.png)\n\n", r.Name())
 	if r.Unfinished != nil {
-		fmt.Fprintf(&b, "**Not converged**: the run stopped waiting %gs after the burst began, %s.\n\n", r.Convergence, r.Unfinished)
+		fmt.Fprintf(&b, "**Not converged**: the run stopped waiting at its deadline, %gs after the burst began: %s. "+
+			"The times below are of the objects that were done; \"convergence\" below means the deadline.\n\n", r.Convergence, r.Unfinished)
 	}
 	fmt.Fprintf(&b, "| From creation to | count | p50 | p95 | max |\n|---|---:|---:|---:|---:|\n")
 	for _, row := range []struct {
@@ -86,7 +87,11 @@ func (r *Result) Markdown() string {
 	} {
 		fmt.Fprintf(&b, "| %s | %d | %.3fs | %.3fs | %.3fs |\n", row.name, row.t.Count, row.t.P50, row.t.P95, row.t.Max)
 	}
-	fmt.Fprintf(&b, "\nEverything converged %.3fs after the burst began.\n\n", r.Convergence)
+	if r.Unfinished == nil {
+		fmt.Fprintf(&b, "\nEverything converged %.3fs after the burst began.\n\n", r.Convergence)
+	} else {
+		fmt.Fprintf(&b, "\nNot everything converged; the run stopped waiting %.3fs after the burst began.\n\n", r.Convergence)
+	}
 	fmt.Fprintf(&b, "A Node eligible (initialized and Ready), or the Service created if later, until the Service's routing held it, "+
 		"the longest of its Nodes per Service: p50 %.3fs, p95 %.3fs, max %.3fs; destinations held before their Node was eligible: %d.\n\n",
 		r.EligibleToRouted.P50, r.EligibleToRouted.P95, r.EligibleToRouted.Max, r.RoutedBeforeEligible)

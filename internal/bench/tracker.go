@@ -322,6 +322,11 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration, out io.Writer
 	return t.stopwatch.wait(ctx, timeout, out, t.progress)
 }
 
+// waitAtMost waits until everything is done or timeout comes, and says which.
+func (t *tracker) waitAtMost(ctx context.Context, timeout time.Duration, out io.Writer) (bool, error) {
+	return t.stopwatch.waitAtMost(ctx, timeout, out, t.progress)
+}
+
 func (t *tracker) progress() string {
 	return fmt.Sprintf("Nodes initialized %d/%d, Services with addresses %d/%d, routes %d/%d, load balancer routings reaching a Node %d/%d, every Node %d/%d",
 		t.count("node/"), t.nodes, t.count("service/"), t.services, t.count("route/"), t.nodes, t.count("lbfirst/"), t.services, t.count("lbrouting/"), t.services)

@@ -45,7 +45,7 @@ func reasons() map[string]string {
 		"concurrent-node-syncs": "Initializing a Node reads the IronCore cache and patches the Node: " +
 			"with one worker, the 100th of 100 new Nodes waited 13 s.",
 		"kube-api-qps": "Initializing a Node, routing it and serving Services cost a few requests each to the target cluster: " +
-			"at 20 per second, 300 new Nodes took 31 s to initialize; at 100, 5 s (docs/benchmarks). " +
+			"at 20 per second, 300 new Nodes took 31 s to initialize; at 100, 5 s (measured on the test stack). " +
 			"The API server's priority and fairness still protects it from a burst.",
 		"kube-api-burst": "Twice --kube-api-qps, so that a burst of new Nodes starts at once.",
 		"route-reconciliation-period": "ListRoutes reads the IronCore cache and CreateRoute writes only missing routes, " +

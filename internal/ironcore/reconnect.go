@@ -16,7 +16,7 @@ import (
 // the next attempt, twice as long each time, up to 30 s: sized for thousands of clients of one
 // kube-apiserver. For the CCM that is the wait after an IronCore outage before its caches see
 // anything again: after 20 s unreachable, a new Service waited 17.7 s for the address IronCore
-// had already given its LoadBalancer (docs/benchmarks). The CCM's few watches of IronCore can
+// had already given its LoadBalancer (benchmark history in git). The CCM's few watches of IronCore can
 // reconnect every second at no cost to anyone, so its informers list and watch through
 // reconnecting, which retries such a failure within the call, at most a second apart, and so
 // never lets the reflector back off for it.

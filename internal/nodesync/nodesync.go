@@ -6,7 +6,7 @@
 // key runs a full node sync: every Service's Node list is rebuilt from the Node lister and
 // compared with its last one. A burst of N new Nodes thus costs N full syncs of S Services over
 // N Nodes, O(S·N²): at 300 Nodes and 100 Services that was 80% of the CCM's allocations and
-// 43% of its CPU during the burst (docs/benchmarks). The sync reads only the lister and ignores
+// 43% of its CPU during the burst (benchmark history in git). The sync reads only the lister and ignores
 // the key, so one key loses nothing: a change during a sync marks the key dirty and brings one
 // more sync, which sees every Node as the lister has it then.
 package nodesync
