@@ -20,8 +20,8 @@ type Options struct {
 	// UseNICSelector makes load balancers select their targets by NetworkInterface labels and
 	// leaves the LoadBalancerRouting to IronCore; when false (the default) the CCM writes the
 	// routing itself. IronCore v0.5.0's controller routes one LoadBalancer at a time and again on
-	// every NetworkInterface change: at 1,000 Nodes and 300 Services, every Node was a target
-	// after 64 s (p50) with selectors, 18 s with routings the CCM writes (docs/benchmarks).
+	// every NetworkInterface change: at 1,000 Nodes and 300 Services, a Service had traffic after
+	// 73 s (p50) with selectors, 39 s with routings the CCM writes (docs/benchmarks/README.md).
 	UseNICSelector bool
 	// DefaultLoadBalancer makes class-less Services of type LoadBalancer this CCM's, besides
 	// those of its class (ironcore.dev/load-balancer). False leaves them to another
