@@ -182,6 +182,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	result.Convergence = newSeconds(converged.Sub(burst))
 	result.Requests.Convergence = counts(stack.IronCoreProxy.Counts())
 	writes := stack.IronCoreProxy.Writes()
+	result.Requests.routingVolume(writes, opts.Nodes)
 	result.Requests.Target = counts(stack.TargetProxy.Counts())
 	result.Requests.attribute(opts.Nodes, opts.Services)
 	tracker.fill(result)

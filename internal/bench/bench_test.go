@@ -31,6 +31,14 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("IronCore requests during convergence: %d writes, %v per Node, %v per Service",
 			total(result.Requests.Convergence, true), result.Requests.WritesPerNode, result.Requests.RequestsPerService)
 	}
+	// A routing write carries at least its name, namespace and a destination.
+	if r := result.Requests; r.RoutingWrites < 2 || r.RoutingBytes < int64(100*r.RoutingWrites) || r.RoutingBytesPerNode <= 0 {
+		t.Errorf("routing writes %d, %d bytes, %v bytes per Node; want at least one write of 100 bytes per Service",
+			r.RoutingWrites, r.RoutingBytes, r.RoutingBytesPerNode)
+	}
+	if result.Unfinished != nil {
+		t.Errorf("a converged run has unfinished objects %+v", result.Unfinished)
+	}
 	if result.Floor.Max <= 0 || result.AddressOverFloor.Max <= 0 {
 		t.Errorf("floor %+v, address over floor %+v", result.Floor, result.AddressOverFloor)
 	}
@@ -50,6 +58,30 @@ func TestSmoke(t *testing.T) {
 	if md := result.Markdown(); !strings.Contains(md, "| Node initialized | 3 |") || !strings.Contains(md, "| IronCore LoadBalancer alone (floor) | 2 |") ||
 		!strings.Contains(md, "| Service's routing reaches every Node | 2 |") {
 		t.Errorf("markdown:\n%s", md)
+	}
+}
+
+// A run past its deadline is a result, not a failure: it says what was not done.
+func TestSmokePastItsDeadline(t *testing.T) {
+	result, err := Run(context.Background(), Options{
+		Nodes: 3, Services: 2, Latency: 50 * time.Millisecond, Idle: 0, NodeSyncPeriod: time.Minute,
+		Command: DefaultCommand, Label: "deadline", Progress: os.Stderr, Deadline: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := result.Unfinished
+	if u == nil {
+		t.Fatal("a run given a millisecond converged")
+	}
+	if done := result.NodeInitialization.Count + u.Nodes; done != 3 {
+		t.Errorf("Nodes initialized %d and not %d, want 3 in all", result.NodeInitialization.Count, u.Nodes)
+	}
+	if done := result.LoadBalancerReadiness.Count + u.Addresses; done != 2 {
+		t.Errorf("Services with an address %d and without %d, want 2 in all", result.LoadBalancerReadiness.Count, u.Addresses)
+	}
+	if !strings.Contains(result.Markdown(), "**Not converged**") {
+		t.Errorf("the run's page does not say it did not converge:\n%s", result.Markdown())
 	}
 }
 

@@ -195,6 +195,25 @@ type Requests struct {
 	WritesAfterConvergence int     `json:"writesAfterConvergence"`
 	// Target are the CCM's requests to the target cluster during convergence.
 	Target []RequestCount `json:"targetConvergence"`
+	// RoutingWrites and RoutingBytes are the CCM's writes of LoadBalancerRoutings during
+	// convergence and the bytes of their bodies; RoutingBytesPerNode divides the bytes among
+	// the burst's Nodes: what each joining Node cost in routing writes.
+	RoutingWrites       int     `json:"routingWrites"`
+	RoutingBytes        int64   `json:"routingBytes"`
+	RoutingBytesPerNode float64 `json:"routingBytesPerNode"`
+}
+
+// routingVolume sums up the writes of LoadBalancerRoutings and their bytes.
+func (r *Requests) routingVolume(writes []apiproxy.Write, nodes int) {
+	for _, write := range writes {
+		if strings.HasPrefix(write.Resource, "loadbalancerroutings.") {
+			r.RoutingWrites++
+			r.RoutingBytes += write.Bytes
+		}
+	}
+	if nodes > 0 {
+		r.RoutingBytesPerNode = math.Round(float64(r.RoutingBytes)/float64(nodes)*10) / 10
+	}
 }
 
 // attribute divides the convergence requests among the burst's objects: the writes on

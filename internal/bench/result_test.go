@@ -9,6 +9,8 @@ import (
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
 
 func TestNewTimingsTakesNearestRankQuantiles(t *testing.T) {
@@ -237,5 +239,18 @@ func TestFollowsEligibility(t *testing.T) {
 	}
 	if early != 2 {
 		t.Errorf("%d destinations held early, want 2", early)
+	}
+}
+
+func TestRoutingVolumeSumsTheRoutingWritesOnly(t *testing.T) {
+	var requests Requests
+	requests.routingVolume([]apiproxy.Write{
+		{Verb: "patch", Resource: "loadbalancerroutings.networking.ironcore.dev", Bytes: 1000},
+		{Verb: "create", Resource: "loadbalancerroutings.networking.ironcore.dev", Bytes: 500},
+		{Verb: "patch", Resource: "loadbalancers.networking.ironcore.dev", Bytes: 4000},
+		{Verb: "patch", Resource: "networkinterfaces.networking.ironcore.dev", Bytes: 300},
+	}, 4)
+	if requests.RoutingWrites != 2 || requests.RoutingBytes != 1500 || requests.RoutingBytesPerNode != 375 {
+		t.Errorf("got %d writes, %d bytes, %v per Node; want 2, 1500, 375", requests.RoutingWrites, requests.RoutingBytes, requests.RoutingBytesPerNode)
 	}
 }

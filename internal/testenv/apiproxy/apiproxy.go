@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -58,6 +59,8 @@ type Write struct {
 	Resource string
 	Name     string
 	Status   int
+	// Bytes is the size of the request's body, known once the API server has answered.
+	Bytes int64
 }
 
 // mutating are the verbs of requests that change objects.
@@ -332,6 +335,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// A write is logged when it is forwarded, so that a check finds it even while the API
 	// server has not answered yet.
 	index, generation := -1, 0
+	var body *countingBody
+	if write != nil && r.Body != nil {
+		body = &countingBody{ReadCloser: r.Body}
+		r.Body = body
+	}
 	if write != nil {
 		p.mu.Lock()
 		index, generation = len(p.writes), p.generation
@@ -354,7 +362,23 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if index >= 0 && generation == p.generation {
 		p.writes[index].Status = recorder.status
+		if body != nil {
+			p.writes[index].Bytes = body.n.Load()
+		}
 	}
+}
+
+// countingBody counts the bytes read from a request's body. The transport may still read it
+// while the answer is being handled, hence the atomic count.
+type countingBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (b *countingBody) Read(data []byte) (int, error) {
+	n, err := b.ReadCloser.Read(data)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 // HoldWatches holds back the events of every watch of the resource (as the proxy counts it, for
