@@ -164,9 +164,12 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "\n\n")
 	fmt.Fprintf(&b, "During convergence: %.2f writes per Node (on Machines and NetworkInterfaces), "+
 		"%.2f requests per Service (on LoadBalancers and LoadBalancerRoutings). %d IronCore writes came after convergence; "+
-		"the last one %.3fs after it. LoadBalancerRouting writes: %d, %.1f MiB in all, %.1f KiB per Node.\n\n",
-		r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite,
-		r.Requests.RoutingWrites, float64(r.Requests.RoutingBytes)/(1<<20), r.Requests.RoutingBytesPerNode/1024)
+		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)
+	// Runs recorded before the bytes were counted have none: nothing is said rather than zero.
+	if r.Requests.RoutingBytes > 0 {
+		fmt.Fprintf(&b, "LoadBalancerRouting writes during convergence: %d, %.1f MiB in all, %.1f KiB per Node.\n\n",
+			r.Requests.RoutingWrites, float64(r.Requests.RoutingBytes)/(1<<20), r.Requests.RoutingBytesPerNode/1024)
+	}
 	if rec := r.Recovery; rec != nil {
 		fmt.Fprintf(&b, "After an IronCore outage of %.0fs (unreachable for the CCM), %d Services created when it ended: "+
 			"address p50 %.3fs / max %.3fs, first traffic p50 %.3fs / max %.3fs.\n\n",
