@@ -37,8 +37,8 @@ func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
 			t.Errorf("a Makefile command that compiles does not use $(SHARED_ENV): %q", strings.TrimSpace(line))
 		}
 	}
-	if !strings.Contains(makefile, "$(SHARED_BUILD) -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager\n") {
-		t.Error("the Makefile does not build the lab and the CCM with $(SHARED_BUILD)")
+	if !strings.Contains(makefile, "$(SHARED_BUILD) -buildvcs=auto -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager\n") {
+		t.Error("the Makefile does not build the lab and the CCM with $(SHARED_BUILD) and their commit")
 	}
 	if !strings.Contains(makefile, "$(SHARED_BUILD) -buildvcs=auto -o bin/release/ ./cmd/ironcore-cloud-controller-manager ./cmd/ironcore-ccm-inspect\n") {
 		t.Error("the Makefile does not build the release's binaries with $(SHARED_BUILD) and their commit")
