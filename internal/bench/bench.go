@@ -57,7 +57,8 @@ type Options struct {
 	// ClusterCIDR is the CCM's --cluster-cidr; empty means the burst's pod network.
 	ClusterCIDR string
 	// ProfileDir, if set, receives the CCM's CPU profiles while the burst converges and its
-	// heap profile at convergence, taken from its secure port.
+	// heap profile at convergence, taken from its secure port, and the run's diagnostics
+	// (diagnostics.go).
 	ProfileDir string
 	// Outage, if set, makes IronCore unreachable for the CCM this long after the idle count;
 	// then RecoveryServices new Services are timed to their address and first traffic.
@@ -148,11 +149,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	defer stopProfiling()
 	var prof *profiler
 	var profiled <-chan error
+	var diag *diagnostics
 	if opts.ProfileDir != "" {
 		if prof, err = newProfiler(ctx, port, opts.ProfileDir); err != nil {
 			return nil, err
 		}
 		profiled = prof.cpuUntil(profiling)
+		if diag, err = startDiagnostics(opts.ProfileDir, burst); err != nil {
+			return nil, err
+		}
 	}
 	if err := createBurst(ctx, stack, tracker, opts.Nodes, opts.Services); err != nil {
 		return nil, err
@@ -173,6 +178,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		stopTracking()
 	}
 	if prof != nil {
+		if err := diag.cpuUntilNow(); err != nil {
+			return nil, err
+		}
 		stopProfiling()
 		if err := errors.Join(<-profiled, prof.heap(ctx, "heap.pb.gz")); err != nil {
 			return nil, err
@@ -184,6 +192,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	writes := stack.IronCoreProxy.Writes()
 	result.Requests.routingVolume(writes, opts.Nodes)
 	result.Requests.Target = counts(stack.TargetProxy.Counts())
+	if diag != nil {
+		if err := diag.finish(tracker, writes, stack.TargetProxy.Writes(), stack.Dir); err != nil {
+			return nil, fmt.Errorf("write the diagnostics: %w", err)
+		}
+	}
 	result.Requests.attribute(opts.Nodes, opts.Services)
 	tracker.fill(result)
 	if !done {

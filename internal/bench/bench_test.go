@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +11,24 @@ import (
 
 // TestSmoke runs the benchmark at a tiny size, so that it keeps working between real runs.
 func TestSmoke(t *testing.T) {
+	profiles := t.TempDir()
 	result, err := Run(context.Background(), Options{
 		Nodes: 3, Services: 2, Latency: 50 * time.Millisecond, Idle: 0, NodeSyncPeriod: time.Minute,
-		Command: DefaultCommand, Label: "smoke", Progress: os.Stderr,
+		Command: DefaultCommand, Label: "smoke", Progress: os.Stderr, ProfileDir: profiles,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The diagnostics say what the figures are made of.
+	for file, want := range map[string]string{
+		"timeline.tsv": "lbaddress/", "writes-ironcore.tsv": "\tpatch\tloadbalancers.networking.ironcore.dev\t",
+		"writes-target.tsv": "\tnodes/status\t", "cpu.tsv": "\tetcd", "ccm.log": "ironcore", "simulator.log": "",
+		"heap.pb.gz": "",
+	} {
+		text, err := os.ReadFile(filepath.Join(profiles, file))
+		if err != nil || !strings.Contains(string(text), want) {
+			t.Errorf("%s holds no %q (%v)", file, want, err)
+		}
 	}
 	if result.NodeInitialization.Count != 3 || result.LoadBalancerReadiness.Count != 2 || result.RouteConvergence.Count != 3 ||
 		result.RoutingComplete.Count != 2 || result.Floor.Count != 2 {
