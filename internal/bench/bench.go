@@ -193,7 +193,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	result.Requests.routingVolume(writes, opts.Nodes)
 	result.Requests.Target = counts(stack.TargetProxy.Counts())
 	if diag != nil {
-		if err := diag.finish(tracker, writes, stack.TargetProxy.Writes(), stack.Dir); err != nil {
+		if err := diag.finish(ctx, stack, tracker, writes); err != nil {
 			return nil, fmt.Errorf("write the diagnostics: %w", err)
 		}
 	}

@@ -22,7 +22,7 @@ func TestSmoke(t *testing.T) {
 	// The diagnostics say what the figures are made of.
 	for file, want := range map[string]string{
 		"timeline.tsv": "lbaddress/", "writes-ironcore.tsv": "\tpatch\tloadbalancers.networking.ironcore.dev\t",
-		"writes-target.tsv": "\tnodes/status\t", "cpu.tsv": "\tetcd", "ccm.log": "ironcore", "simulator.log": "",
+		"writes-target.tsv": "\tnodes/status\t", "cpu.tsv": "\tetcd", "events.tsv": "\tService\tEnsuredLoadBalancer\tservice-controller\n", "ccm.log": "ironcore", "simulator.log": "",
 		"heap.pb.gz": "",
 	} {
 		text, err := os.ReadFile(filepath.Join(profiles, file))

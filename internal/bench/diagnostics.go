@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,13 +14,18 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
 
 // Diagnostics: with -profile, a run also writes what its figures are made of, to find what
 // sets a pace rather than guess it: when each object was created and done (timeline.tsv),
 // every write to both control planes (writes-ironcore.tsv, writes-target.tsv), the CPU time of
-// each process of the machine over the burst (cpu.tsv), and the stack's logs.
+// each process of the machine over the burst (cpu.tsv), the target cluster's events by reason
+// (events.tsv), and the stack's logs.
 
 // writeTimeline writes one line per stopwatch key: the key, and when it was created and done,
 // in seconds after t0 (done is empty for a key not done).
@@ -175,8 +183,16 @@ func (d *diagnostics) cpuUntilNow() error {
 	return d.write("cpu.tsv", func(w io.Writer) error { return writeCPU(w, d.cpuBefore, after) })
 }
 
-// finish writes the timeline, both proxies' writes and a copy of the stack's logs.
-func (d *diagnostics) finish(tracker *tracker, ironcore, target []apiproxy.Write, stackDir string) error {
+// finish writes the timeline, both proxies' writes, the events and a copy of the stack's logs.
+func (d *diagnostics) finish(ctx context.Context, stack *testenv.Stack, tracker *tracker, ironcore []apiproxy.Write) error {
+	events, err := stack.TargetClientset.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the target cluster's events: %w", err)
+	}
+	if err := d.write("events.tsv", func(w io.Writer) error { return writeEventReasons(w, events.Items) }); err != nil {
+		return err
+	}
+	target := stack.TargetProxy.Writes()
 	if err := d.write("timeline.tsv", func(w io.Writer) error { return tracker.writeTimeline(w, d.burst) }); err != nil {
 		return err
 	}
@@ -186,7 +202,7 @@ func (d *diagnostics) finish(tracker *tracker, ironcore, target []apiproxy.Write
 	if err := d.write("writes-target.tsv", func(w io.Writer) error { return writeWrites(w, target, d.burst) }); err != nil {
 		return err
 	}
-	logs, err := filepath.Glob(filepath.Join(stackDir, "*.log"))
+	logs, err := filepath.Glob(filepath.Join(stack.Dir, "*.log"))
 	if err != nil {
 		return err
 	}
@@ -208,4 +224,29 @@ func (d *diagnostics) write(name string, fill func(io.Writer) error) error {
 		return err
 	}
 	return errors.Join(fill(f), f.Close())
+}
+
+// writeEventReasons writes the events' occurrences by type, involved kind, reason and source,
+// most first: event writes share the CCM's budget of requests to the target cluster.
+func writeEventReasons(w io.Writer, events []corev1.Event) error {
+	type group struct{ kind, reason, source string }
+	counts := map[group][2]int{}
+	for _, event := range events {
+		g := group{kind: event.Type + "\t" + event.InvolvedObject.Kind, reason: event.Reason, source: cmp.Or(event.Source.Component, event.ReportingController)}
+		c := counts[g]
+		counts[g] = [2]int{c[0] + 1, c[1] + occurrences(event)}
+	}
+	groups := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(cmp.Compare(counts[b][1], counts[a][1]), cmp.Compare(a.kind, b.kind), cmp.Compare(a.reason, b.reason), cmp.Compare(a.source, b.source))
+	})
+	if _, err := fmt.Fprintln(w, "occurrences\tevents\ttype\tkind\treason\tsource"); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if _, err := fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", counts[g][1], counts[g][0], g.kind, g.reason, g.source); err != nil {
+			return err
+		}
+	}
+	return nil
 }

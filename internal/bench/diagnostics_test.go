@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
 
@@ -55,5 +57,29 @@ func TestTheTimelineGivesEveryKeyAndLeavesUndoneOnesOpen(t *testing.T) {
 	}
 	if want := "at\tverb\tresource\tname\tstatus\tbytes\n1.500\tpatch\tloadbalancers.networking.ironcore.dev\tx\t200\t312\n"; out.String() != want {
 		t.Fatalf("writeWrites wrote\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestEventReasonsSumOccurrencesMostFirst(t *testing.T) {
+	event := func(kind, reason, source string, count int32) corev1.Event {
+		return corev1.Event{Type: corev1.EventTypeNormal, Reason: reason, Count: count,
+			InvolvedObject: corev1.ObjectReference{Kind: kind}, Source: corev1.EventSource{Component: source}}
+	}
+	events := []corev1.Event{
+		event("Service", "EnsuredLoadBalancer", "service-controller", 1),
+		event("Node", "Synced", "cloud-node-controller", 1),
+		event("Service", "UpdatedLoadBalancer", "service-controller", 4),
+		event("Service", "EnsuredLoadBalancer", "service-controller", 2),
+	}
+	var out strings.Builder
+	if err := writeEventReasons(&out, events); err != nil {
+		t.Fatal(err)
+	}
+	want := "occurrences\tevents\ttype\tkind\treason\tsource\n" +
+		"4\t1\tNormal\tService\tUpdatedLoadBalancer\tservice-controller\n" +
+		"3\t2\tNormal\tService\tEnsuredLoadBalancer\tservice-controller\n" +
+		"1\t1\tNormal\tNode\tSynced\tcloud-node-controller\n"
+	if out.String() != want {
+		t.Fatalf("writeEventReasons wrote\n%s\nwant\n%s", out.String(), want)
 	}
 }
