@@ -60,7 +60,7 @@ func run() int {
 	flags.DurationVar(&benchOptions.NodeSyncPeriod, "node-sync-period", time.Minute, "bench: the CCM's --node-status-update-frequency in the default command")
 	flags.StringVar(&benchOptions.Command, "command", bench.DefaultCommand, "bench: the CCM command line, with placeholders {{.Binary}} {{.TargetKubeconfig}} {{.IronCoreKubeconfig}} {{.CloudConfig}} {{.SecurePort}} {{.ClusterCIDR}} {{.NodeSyncPeriod}}")
 	ccmArgs := flags.String("ccm-args", "", "bench, churn, ipam: flags appended to the CCM command line, e.g. --use-nic-selector=true")
-	flags.StringVar(&benchOptions.ProfileDir, "profile", "", "bench: where to write the CCM's CPU profiles while the burst converges, a heap profile after each, and one at convergence; with them, when each object was created and done, every write to both control planes, each process's CPU time over the burst and the stack's logs")
+	flags.StringVar(&benchOptions.ProfileDir, "profile", "", "bench: where to write the CCM's CPU profiles while the burst converges, a heap profile after each, and one at convergence; with them, the CCM's metrics at convergence, when each object was created and done, every write to both control planes, the events by reason, each process's CPU time over the burst and the stack's logs")
 	flags.DurationVar(&benchOptions.Outage, "outage", 0, "bench: after the idle count, make IronCore unreachable for the CCM this long, then time "+
 		strconv.Itoa(bench.RecoveryServices)+" new Services to their address and first traffic (0: no outage)")
 	flags.StringVar(&benchOptions.Label, "label", "ironcore-ccm", "bench: the name of the CCM under test in the results")

@@ -182,7 +182,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		stopProfiling()
-		if err := errors.Join(<-profiled, prof.heap(ctx, "heap.pb.gz")); err != nil {
+		if err := errors.Join(<-profiled, prof.heap(ctx, "heap.pb.gz"), prof.metrics(ctx)); err != nil {
 			return nil, err
 		}
 		log("CCM profiles in %s", opts.ProfileDir)

@@ -23,7 +23,7 @@ func TestSmoke(t *testing.T) {
 	for file, want := range map[string]string{
 		"timeline.tsv": "lbaddress/", "writes-ironcore.tsv": "\tpatch\tloadbalancers.networking.ironcore.dev\t",
 		"writes-target.tsv": "\tnodes/status\t", "cpu.tsv": "\tetcd", "events.tsv": "\tService\tEnsuredLoadBalancer\tservice-controller\n", "ccm.log": "ironcore", "simulator.log": "",
-		"heap.pb.gz": "",
+		"heap.pb.gz": "", "metrics.txt": "rest_client_rate_limiter_duration_seconds",
 	} {
 		text, err := os.ReadFile(filepath.Join(profiles, file))
 		if err != nil || !strings.Contains(string(text), want) {
