@@ -52,13 +52,14 @@ func (s *stopwatch) writeTimeline(w io.Writer, t0 time.Time) error {
 	return nil
 }
 
-// writeWrites writes one line per write a proxy forwarded, in seconds after t0.
+// writeWrites writes one line per write a proxy forwarded: when it came, in seconds after t0,
+// and how long the API server took to answer it.
 func writeWrites(w io.Writer, writes []apiproxy.Write, t0 time.Time) error {
-	if _, err := fmt.Fprintln(w, "at\tverb\tresource\tname\tstatus\tbytes"); err != nil {
+	if _, err := fmt.Fprintln(w, "at\tverb\tresource\tname\tstatus\tbytes\ttook"); err != nil {
 		return err
 	}
 	for _, write := range writes {
-		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\n", seconds(write.At.Sub(t0)), write.Verb, write.Resource, write.Name, write.Status, write.Bytes); err != nil {
+		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", seconds(write.At.Sub(t0)), write.Verb, write.Resource, write.Name, write.Status, write.Bytes, seconds(write.Took)); err != nil {
 			return err
 		}
 	}

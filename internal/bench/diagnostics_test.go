@@ -51,11 +51,11 @@ func TestTheTimelineGivesEveryKeyAndLeavesUndoneOnesOpen(t *testing.T) {
 		t.Fatalf("writeTimeline wrote\n%s\nwant\n%s", out.String(), want)
 	}
 	out.Reset()
-	writes := []apiproxy.Write{{At: t0.Add(1500 * time.Millisecond), Verb: "patch", Resource: "loadbalancers.networking.ironcore.dev", Name: "x", Status: 200, Bytes: 312}}
+	writes := []apiproxy.Write{{At: t0.Add(1500 * time.Millisecond), Verb: "patch", Resource: "loadbalancers.networking.ironcore.dev", Name: "x", Status: 200, Bytes: 312, Took: 250 * time.Millisecond}}
 	if err := writeWrites(&out, writes, t0); err != nil {
 		t.Fatal(err)
 	}
-	if want := "at\tverb\tresource\tname\tstatus\tbytes\n1.500\tpatch\tloadbalancers.networking.ironcore.dev\tx\t200\t312\n"; out.String() != want {
+	if want := "at\tverb\tresource\tname\tstatus\tbytes\ttook\n1.500\tpatch\tloadbalancers.networking.ironcore.dev\tx\t200\t312\t0.250\n"; out.String() != want {
 		t.Fatalf("writeWrites wrote\n%s\nwant\n%s", out.String(), want)
 	}
 }

@@ -61,6 +61,8 @@ type Write struct {
 	Status   int
 	// Bytes is the size of the request's body, known once the API server has answered.
 	Bytes int64
+	// Took is how long the API server took to answer (0 while it has not).
+	Took time.Duration
 }
 
 // mutating are the verbs of requests that change objects.
@@ -362,6 +364,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if index >= 0 && generation == p.generation {
 		p.writes[index].Status = recorder.status
+		p.writes[index].Took = time.Since(arrived)
 		if body != nil {
 			p.writes[index].Bytes = body.n.Load()
 		}
