@@ -122,7 +122,7 @@ func New(config Config) *Controller {
 	if config.Coalesce <= 0 {
 		config.Coalesce = DefaultCoalesce
 	}
-	return &Controller{
+	t := &Controller{
 		ironcore:     config.IronCore,
 		cluster:      config.Cluster,
 		network:      config.Network,
@@ -135,9 +135,31 @@ func New(config Config) *Controller {
 		resync:       config.Resync,
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 	}
+	order := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: Name, Queue: newFirstQueue(t.waitsForFirstTraffic)})
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+			workqueue.TypedDelayingQueueConfig[string]{Name: Name, Queue: order})})
+	return t
+}
+
+// waitsForFirstTraffic tells whether the key is the routing of a Service that shows no address
+// yet: its routing goes first (firstQueue). The address is shown only once the routing holds a
+// Node, so until then the Service has no traffic at all, while a routing being rewritten for
+// a joining Node carries traffic already. Called under the workqueue's lock: it reads the
+// Service lister only.
+func (t *Controller) waitsForFirstTraffic(key string) bool {
+	name, ok := strings.CutPrefix(key, routingPrefix)
+	lister := t.lister().services
+	if !ok || lister == nil {
+		return false
+	}
+	namespace, name, err := toolscache.SplitMetaNamespaceKey(name)
+	if err != nil {
+		return false
+	}
+	service, err := lister.Services(namespace).Get(name)
+	return err == nil && len(service.Status.LoadBalancer.Ingress) == 0
 }
 
 // nodeState is what a Node's sync found: the verdict's kind and whether the service controller
