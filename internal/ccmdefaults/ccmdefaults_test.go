@@ -16,7 +16,7 @@ func TestApply(t *testing.T) {
 	Apply(o)
 	if o.KubeCloudShared.CloudProvider.Name != "ironcore" ||
 		o.ServiceController.ConcurrentServiceSyncs != 100 ||
-		o.NodeController.ConcurrentNodeSyncs != 10 ||
+		o.NodeController.ConcurrentNodeSyncs != 50 ||
 		o.KubeCloudShared.RouteReconciliationPeriod.Duration != 2*time.Second {
 		t.Fatalf("Apply left %+v %+v %+v %+v", o.KubeCloudShared.CloudProvider, o.ServiceController, o.NodeController, o.KubeCloudShared.RouteReconciliationPeriod)
 	}
@@ -31,10 +31,10 @@ func TestDefaultsFindsEveryChangeWithItsReason(t *testing.T) {
 	}
 	want := []Default{
 		{Flag: "cloud-provider", Upstream: "", Ours: "ironcore"},
-		{Flag: "concurrent-node-syncs", Upstream: "1", Ours: "10"},
+		{Flag: "concurrent-node-syncs", Upstream: "1", Ours: "50"},
 		{Flag: "concurrent-service-syncs", Upstream: "1", Ours: "100"},
-		{Flag: "kube-api-burst", Upstream: "30", Ours: "200"},
-		{Flag: "kube-api-qps", Upstream: "20", Ours: "100"},
+		{Flag: "kube-api-burst", Upstream: "30", Ours: "400"},
+		{Flag: "kube-api-qps", Upstream: "20", Ours: "200"},
 		{Flag: "route-reconciliation-period", Upstream: "10s", Ours: "2s"},
 	}
 	if len(defaults) != len(want) {

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // start runs the controller as cmd does, in explicit mode (it writes every routing), on real
 // informers and the IronCore cache, without the provider: no LoadBalancer is made for a
 // Service here, the tests make it themselves.
-func start(t *testing.T) {
+func start(t *testing.T) *lbtargets.Controller {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -54,6 +54,7 @@ func start(t *testing.T) {
 	}
 	factory.Start(ctx.Done())
 	go c.Run(ctx)
+	return c
 }
 
 // nodeOnMachine creates a Machine, waits until IronCore runs it with an address on its
@@ -143,15 +144,19 @@ func waitForDestinations(t *testing.T, lb *networkingv1alpha1.LoadBalancer, want
 // The controller alone, from its own watches: a Service's LoadBalancer appearing gets a
 // routing to the Nodes that can serve, and a deleted Machine leaves it.
 func TestARoutingFollowsTheNodesThatCanServe(t *testing.T) {
-	start(t)
+	controller := start(t)
 	a, b := nodeOnMachine(t, "targets-a", true), nodeOnMachine(t, "targets-b", true)
 	ctx := context.Background()
 	service, err := stack.CreateLoadBalancerService(ctx, "targets-follow", testenv.ServiceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without an address or a routing, the Service's routing goes ahead in the queue; once
+	// the routing holds its Nodes, it no longer does.
+	waitForFirst(t, controller, service, true)
 	lb := loadBalancerFor(t, service)
 	waitForDestinations(t, lb, a, b)
+	waitForFirst(t, controller, service, false)
 	// A barrier: once a later Node has joined, the syncs the first ones caused are done, and
 	// only the Machine's deletion can take targets-b out.
 	c := nodeOnMachine(t, "targets-f", true)
@@ -167,7 +172,7 @@ func TestARoutingFollowsTheNodesThatCanServe(t *testing.T) {
 // A Node that registers and has never been Ready is no destination, whatever else changes;
 // once Ready, it is one.
 func TestANodeJoinsOnlyOnceReady(t *testing.T) {
-	start(t)
+	_ = start(t)
 	c, d := nodeOnMachine(t, "targets-c", true), nodeOnMachine(t, "targets-d", false)
 	ctx := context.Background()
 	service, err := stack.CreateLoadBalancerService(ctx, "targets-ready", testenv.ServiceOptions{})
@@ -184,4 +189,18 @@ func TestANodeJoinsOnlyOnceReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForDestinations(t, lb, c, d, e)
+}
+
+// waitForFirst waits until the Service's routing goes first in the controller's queue, or no
+// longer does.
+func waitForFirst(t *testing.T, controller *lbtargets.Controller, service *corev1.Service, first bool) {
+	t.Helper()
+	if err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("the routing of %s to go first: %v", service.Name, first), func(context.Context) error {
+		if got := controller.WaitsForFirstTraffic(service.Namespace, service.Name); got != first {
+			return fmt.Errorf("it goes first: %v", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

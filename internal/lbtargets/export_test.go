@@ -10,3 +10,8 @@ func (t *Controller) NudgeSelecting(ctx context.Context, targets map[string]bool
 
 // ErrCacheBehind is errCacheBehind, for the tests.
 var ErrCacheBehind = errCacheBehind
+
+// WaitsForFirstTraffic tells whether the Service's routing goes first in the queue.
+func (t *Controller) WaitsForFirstTraffic(namespace, name string) bool {
+	return t.waitsForFirstTraffic(routingPrefix + namespace + "/" + name)
+}

@@ -79,7 +79,7 @@ func TestAKeyQueuedWhileSyncedIsJudgedWhenItsSyncEnds(t *testing.T) {
 	}
 }
 
-func TestAServiceWithoutAnAddressWaitsForItsFirstTraffic(t *testing.T) {
+func TestAServiceWithoutAnAddressOrADestinationWaitsForItsFirstTraffic(t *testing.T) {
 	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 	service := func(name string, ingress ...corev1.LoadBalancerIngress) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
@@ -90,13 +90,23 @@ func TestAServiceWithoutAnAddressWaitsForItsFirstTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, s := range []*corev1.Service{service("routed"), service("unrouted")} {
+		if err := indexer.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := New(Config{})
 	if c.waitsForFirstTraffic(routingPrefix + "ns/new") {
 		t.Error("without a Service lister, a routing went first")
 	}
 	c.listers.Store(&listers{services: corelisters.NewServiceLister(indexer)})
+	// A routing that holds a destination already waits only for its address, which IronCore gives.
+	c.routing.reaching.Store(routingPrefix+"ns/routed", true)
+	c.routing.reaching.Store(routingPrefix+"ns/unrouted", true)
+	c.forgetRoutingKey(routingPrefix + "ns/unrouted")
 	for key, want := range map[string]bool{
 		routingPrefix + "ns/new": true, routingPrefix + "ns/served": false, routingPrefix + "ns/gone": false,
+		routingPrefix + "ns/routed": false, routingPrefix + "ns/unrouted": true,
 		nodePrefix + "new": false, allKey: false, routingPrefix + "a/b/c": false,
 	} {
 		if got := c.waitsForFirstTraffic(key); got != want {

@@ -43,6 +43,10 @@ type routingState struct {
 	reports map[string]Report
 	// verify holds the keys whose next sync compares with the routing on the API server.
 	verify map[string]bool
+	// reaching holds the keys whose latest sync left their routing holding a destination; the
+	// others go first in the queue while their Service shows no address (firstQueue). A
+	// sync.Map: the queue reads it under its own lock.
+	reaching sync.Map
 }
 
 type routingRequest struct {
@@ -136,6 +140,11 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	}
 	t.routing.reports[key] = report
 	t.routing.mu.Unlock()
+	if len(destinations) > 0 {
+		t.routing.reaching.Store(key, true)
+	} else {
+		t.routing.reaching.Delete(key)
+	}
 	t.report(service, report)
 	return report.Skipped.Err()
 }
@@ -298,6 +307,7 @@ func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node,
 }
 
 func (t *Controller) forgetRoutingKey(key string) {
+	t.routing.reaching.Delete(key)
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
 	delete(t.routing.requests, key)
