@@ -21,7 +21,7 @@ type Options struct {
 	// leaves the LoadBalancerRouting to IronCore; when false (the default) the CCM writes the
 	// routing itself. IronCore v0.5.0's controller routes one LoadBalancer at a time and again on
 	// every NetworkInterface change: at 1,000 Nodes and 300 Services, a Service had traffic after
-	// 73 s (p50) with selectors, 39 s with routings the CCM writes (docs/benchmarks/README.md).
+	// 73 s (p50) with selectors, 34 s with routings the CCM writes (docs/benchmarks/README.md).
 	UseNICSelector bool
 	// DefaultLoadBalancer makes class-less Services of type LoadBalancer this CCM's, besides
 	// those of its class (ironcore.dev/load-balancer). False leaves them to another
