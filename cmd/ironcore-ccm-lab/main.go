@@ -100,13 +100,13 @@ func run() int {
 		set[f.Name] = true
 		// Where the results and profiles go is not part of what was measured.
 		if f.Name != "out" && f.Name != "profile" {
-			benchOptions.Flags = append(benchOptions.Flags, shellFlag(f.Name, f.Value.String()))
+			benchOptions.Flags = append(benchOptions.Flags, bench.ShellFlag(f.Name, f.Value.String()))
 		}
 	})
 	if mode == "bench" && !set["latency"] {
 		// The bench's latency differs from the flag's default: recorded, a change of either
 		// keeps the command true.
-		benchOptions.Flags = append(benchOptions.Flags, shellFlag("latency", "500ms"))
+		benchOptions.Flags = append(benchOptions.Flags, bench.ShellFlag("latency", "500ms"))
 	}
 	benchOptions.Version = version.Get().Version
 	if *out == "" {
@@ -225,15 +225,6 @@ func prepare(ctx context.Context) error {
 	}
 	fmt.Printf("all %d servers are built in %s/bin\n", len(paths), root)
 	return nil
-}
-
-// shellFlag writes a flag for a shell command line, with a value that has spaces or quotes in
-// double quotes.
-func shellFlag(name, value string) string {
-	if strings.ContainsAny(value, " \t'\"") {
-		return "-" + name + "=" + strconv.Quote(value)
-	}
-	return "-" + name + "=" + value
 }
 
 // writePage regenerates the benchmark page in dir from the runs in its results: the table

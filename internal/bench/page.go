@@ -104,7 +104,7 @@ func Table(results []*Result) string {
 	b.WriteString("\nTimes are p50 / max in seconds from each object's creation; where not all objects were done, those not done count as slower than any. ")
 	b.WriteString("Each run is reproduced by (with the version of this repository that ran it, and the date):\n\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "- `%s`: `make bench BENCH_FLAGS='%s'` (%s, %s)\n", r.Name(), strings.Join(r.Flags, " "), r.Version, r.Date.Format("2006-01-02"))
+		fmt.Fprintf(&b, "- `%s`: `%s` (%s, %s)\n", r.Name(), reproduceCommand(r.Flags), r.Version, r.Date.Format("2006-01-02"))
 	}
 	return b.String()
 }

@@ -64,7 +64,7 @@ func (r *Result) Markdown() string {
 		r.Latency, r.NodeSyncPeriod, r.Nodes, placement, r.MachineProvisioning)
 	fmt.Fprintf(&b, "CCM command: `%s`\n\n", r.Command)
 	if len(r.Flags) > 0 {
-		fmt.Fprintf(&b, "Reproduce with `make bench BENCH_FLAGS='%s'` (this run: %s).\n\n", strings.Join(r.Flags, " "), r.Version)
+		fmt.Fprintf(&b, "Reproduce with `%s` (this run: %s).\n\n", reproduceCommand(r.Flags), r.Version)
 	}
 	fmt.Fprintf(&b, "![The share of Nodes, Services, routings and routes done by each second](%s.png)\n\n", r.Name())
 	if r.Unfinished != nil {

@@ -210,12 +210,13 @@ func (in *inspection) run(ctx context.Context) (*Report, error) {
 	if report.Services, report.Conflicts, err = in.inspectServices(ctx); err != nil {
 		return nil, err
 	}
-	if report.Orphans, err = in.findOrphans(ctx); err != nil {
+	// Orphans and retained LoadBalancers are found among the same list.
+	lbs, err := in.ironcore.LoadBalancers(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if report.Retained, err = in.findRetained(ctx); err != nil {
-		return nil, err
-	}
+	report.Orphans = in.findOrphans(lbs)
+	report.Retained = in.findRetained(lbs)
 	if report.Routes, err = in.inspectRoutes(ctx); err != nil {
 		return nil, err
 	}

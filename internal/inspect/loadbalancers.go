@@ -332,14 +332,10 @@ func (in *inspection) nodeOfNetworkInterface(ctx context.Context, name string) s
 	return in.nodeOfMachine[nic.Spec.MachineRef.Name]
 }
 
-// findOrphans lists the LoadBalancers the CCM's orphan collector would remove: those this
+// findOrphans lists, of lbs, the LoadBalancers the CCM's orphan collector would remove: those this
 // cluster made for a Service that is gone, was re-created, or no longer wants one. Its rule,
 // repeated here because the collector reads it from an informer.
-func (in *inspection) findOrphans(ctx context.Context) ([]Orphan, error) {
-	lbs, err := in.ironcore.LoadBalancers(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (in *inspection) findOrphans(lbs []networkingv1alpha1.LoadBalancer) []Orphan {
 	services := map[string]*corev1.Service{}
 	for i := range in.services {
 		services[in.services[i].Namespace+"/"+in.services[i].Name] = &in.services[i]
@@ -371,7 +367,7 @@ func (in *inspection) findOrphans(ctx context.Context) ([]Orphan, error) {
 		orphans = append(orphans, Orphan{LoadBalancer: lb.Name, Owner: owner, IPs: ipStrings(lb.Status.IPs), Reason: reason})
 	}
 	slices.SortFunc(orphans, func(a, b Orphan) int { return cmp.Compare(a.LoadBalancer, b.LoadBalancer) })
-	return orphans, nil
+	return orphans
 }
 
 func ownerOf(lb *networkingv1alpha1.LoadBalancer) Owner {

@@ -2,10 +2,11 @@ package inspect
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"slices"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -22,12 +23,8 @@ type Retained struct {
 	At   string `json:"retainedAt"`
 }
 
-// findRetained lists the LoadBalancers this cluster retained after their Service.
-func (in *inspection) findRetained(ctx context.Context) ([]Retained, error) {
-	lbs, err := in.ironcore.LoadBalancers(ctx)
-	if err != nil {
-		return nil, err
-	}
+// findRetained lists, of lbs, the LoadBalancers this cluster retained after their Service.
+func (in *inspection) findRetained(lbs []networkingv1alpha1.LoadBalancer) []Retained {
 	retained := []Retained{}
 	for i := range lbs {
 		lb := &lbs[i]
@@ -43,7 +40,7 @@ func (in *inspection) findRetained(ctx context.Context) ([]Retained, error) {
 		})
 	}
 	slices.SortFunc(retained, func(a, b Retained) int { return cmp.Compare(a.LoadBalancer, b.LoadBalancer) })
-	return retained, nil
+	return retained
 }
 
 func (r *Report) writeRetained(w io.Writer) error {
