@@ -15,7 +15,8 @@ func ShellFlag(name, value string) string {
 }
 
 // reproduceCommand is the make command that repeats a run with the given flags (each from
-// ShellFlag). The flags go in single quotes, inside which a single quote is written '\''.
+// ShellFlag). The flags go in single quotes; a single quote among them ends the quoting, is
+// escaped, and starts it again.
 func reproduceCommand(flags []string) string {
 	return "make bench BENCH_FLAGS='" + strings.ReplaceAll(strings.Join(flags, " "), "'", `'\''`) + "'"
 }

@@ -257,14 +257,18 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 // gave them addresses later. New Services' routings go first (firstQueue) instead.
 const workers = 10
 
-// Run syncs the targets until ctx ends. A LoadBalancer created or changed and a routing
-// changed (drift, in explicit mode, where routings are cached) queue the routing of their
-// Service.
+// Run syncs the targets until ctx ends. A LoadBalancer created, changed or given an address,
+// and a routing changed (drift, in explicit mode, where routings are cached), queue the routing
+// of their Service.
 func (t *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	defer t.queue.ShutDown()
 	if err := t.ironcore.OnLoadBalancerSpecChange(t.queueOwnerOf); err != nil {
 		klog.ErrorS(err, "Cannot watch LoadBalancers for their routings; they are synced on requests and resyncs only")
+	}
+	// A LoadBalancer's address brings its routing from its first few Nodes to every one.
+	if err := t.ironcore.OnLoadBalancerAddedOrAddressed(t.queueOwnerOf); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancers' addresses; routings are completed on Node changes and resyncs only")
 	}
 	if err := t.ironcore.OnLoadBalancerRoutingChange(t.queueRoutingOwner); err != nil {
 		klog.ErrorS(err, "Cannot watch LoadBalancerRoutings; drift is repaired on resyncs only")

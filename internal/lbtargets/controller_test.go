@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -203,4 +204,29 @@ func waitForFirst(t *testing.T, controller *lbtargets.Controller, service *corev
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Until IronCore gives a LoadBalancer its address, no traffic can reach it: its routing holds
+// its first few Nodes only, the longest-standing; the address brings every Node in.
+func TestARoutingHoldsItsFirstNodesUntilTheAddress(t *testing.T) {
+	_ = start(t)
+	g, h, i := nodeOnMachine(t, "targets-g", true), nodeOnMachine(t, "targets-h", true), nodeOnMachine(t, "targets-i", true)
+	j := nodeOnMachine(t, "targets-j", true)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "targets-first", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
+	stack.Simulator.Hold(held)
+	t.Cleanup(func() { stack.Simulator.Release(held) })
+	lb := loadBalancerFor(t, service)
+	waitForDestinations(t, lb, g, h, i)
+	// The address alone, as the provider writes it: nothing else about the LoadBalancer changes.
+	base := lb.DeepCopy()
+	lb.Status.IPs = []commonv1alpha1.IP{commonv1alpha1.MustParseIP("198.51.100.7")}
+	if err := stack.IronCore.Client.Status().Patch(ctx, lb, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	waitForDestinations(t, lb, g, h, i, j)
 }

@@ -96,6 +96,19 @@ func (t *Controller) forgetRouting(uid types.UID) {
 	delete(t.routing.written, uid)
 }
 
+// firstTargets is how many Nodes the routing of a LoadBalancer that has no address yet holds:
+// the longest-standing of those chosen. No traffic can reach the LoadBalancer before it has an
+// address, and a routing with a destination per Node is some 150 bytes per Node to write,
+// store and send to every watcher; a burst of new Services' full routings kept IronCore's API
+// server busy while IronCore allocated their addresses. The few Nodes let the Service show its
+// address, and have traffic, the moment IronCore gives it; the address queues the routing
+// again, to every Node (Run). A Local Service's routing always holds the Nodes with its
+// endpoints.
+const firstTargets = 3
+
+// addressed tells whether IronCore has given the LoadBalancer an address.
+func addressed(lb *networkingv1alpha1.LoadBalancer) bool { return len(lb.Status.IPs) > 0 }
+
 // syncRouting writes the Service's routing if it differs from the desired one.
 func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	service, nodes, err := t.routingInputs(key)
@@ -121,7 +134,11 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 		// Nothing to route to: a LoadBalancer's creation queues this key again.
 		return nil
 	}
-	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs))
+	limit := 0
+	if !targetrules.Local(service) && !slices.ContainsFunc(lbs, addressed) {
+		limit = firstTargets
+	}
+	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs), limit)
 	if err != nil {
 		return err
 	}

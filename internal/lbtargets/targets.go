@@ -365,8 +365,9 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*cor
 
 // Destinations lists a LoadBalancerRouting destination for every IP of the serving
 // NetworkInterfaces of the Nodes the target rules choose for the Service, in a stable order;
-// current are the Service's targets now.
-func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+// current are the Service's targets now. With limit above zero, only the limit longest-standing
+// of the chosen Nodes are listed (see firstTargets).
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, Report{}, err
@@ -379,6 +380,9 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 	if err != nil {
 		return nil, Report{}, err
 	}
+	if limit > 0 && len(chosen) > limit {
+		chosen = longestStanding(chosen, limit)
+	}
 	destinations := []networkingv1alpha1.LoadBalancerDestination{}
 	for _, nic := range servingInterfacesOf(chosen) {
 		for _, ip := range nic.Status.IPs {
@@ -389,6 +393,16 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 		}
 	}
 	return destinations, Report{Skipped: skipped, Choice: choice}, nil
+}
+
+// longestStanding returns the n Nodes of resolved created first (by name among equals): as
+// Nodes join, the same ones stay first.
+func longestStanding(resolved []resolvedNode, n int) []resolvedNode {
+	sorted := slices.Clone(resolved)
+	slices.SortFunc(sorted, func(a, b resolvedNode) int {
+		return cmp.Or(a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
+	})
+	return sorted[:n]
 }
 
 // Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
@@ -429,7 +443,7 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
 	}
-	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow)
+	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow, 1)
 	return len(destinations) > 0, err
 }
 
