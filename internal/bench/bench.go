@@ -116,11 +116,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("measure the LoadBalancer floor: %w", err)
 	}
 	log("  floor: p50 %.3fs, max %.3fs; deleted again", result.Floor.P50, result.Floor.Max)
-	log("floor under the burst: creating %d IronCore LoadBalancers directly while the %d NetworkInterfaces get their target labels...", opts.Services, opts.Nodes)
+	log("floor under the burst: creating %d IronCore LoadBalancers directly while the %d NetworkInterfaces get their target labels and pod CIDRs...", opts.Services, opts.Nodes)
 	if result.BurstFloor, err = measureBurstFloor(ctx, stack, opts.Services, opts.Progress); err != nil {
 		return nil, fmt.Errorf("measure the LoadBalancer floor under the burst: %w", err)
 	}
-	log("  labels written in %.3fs; first traffic p50 %.3fs, max %.3fs; routing complete p50 %.3fs, max %.3fs; deleted and unlabelled again",
+	log("  labels written in %.3fs; first traffic p50 %.3fs, max %.3fs; routing complete p50 %.3fs, max %.3fs; deleted, unlabelled and their pod CIDRs removed again",
 		result.BurstFloor.LabelsWritten, result.BurstFloor.FirstTraffic.P50, result.BurstFloor.FirstTraffic.Max,
 		result.BurstFloor.RoutingComplete.P50, result.BurstFloor.RoutingComplete.Max)
 

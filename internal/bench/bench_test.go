@@ -36,7 +36,7 @@ func TestSmoke(t *testing.T) {
 			result.LoadBalancerReadiness.Count, result.RouteConvergence.Count, result.RoutingComplete.Count, result.Floor.Count)
 	}
 	if result.FirstDestination.Count != 2 || result.FirstTraffic.Count != 2 || result.BurstFloor.Address.Count != 2 ||
-		result.BurstFloor.FirstTraffic.Count != 2 || result.BurstFloor.RoutingComplete.Count != 2 || result.BurstFloor.LabelsWritten <= 0 {
+		result.BurstFloor.FirstTraffic.Count != 2 || result.BurstFloor.RoutingComplete.Count != 2 || result.BurstFloor.LabelsWritten <= 0 || !result.BurstFloor.Routes {
 		t.Fatalf("first destination %d, first traffic %d; burst floor %+v; want 2 of each", result.FirstDestination.Count,
 			result.FirstTraffic.Count, result.BurstFloor)
 	}

@@ -48,10 +48,14 @@ func measureFloor(ctx context.Context, stack *testenv.Stack, n int, progress io.
 
 // BurstFloor is IronCore's own pace for as many LoadBalancers as Services, created at once
 // while the least a CCM must write for the burst's Nodes goes in: one patch per
-// NetworkInterface with the cluster and target labels the LoadBalancers select.
+// NetworkInterface with the cluster and target labels the LoadBalancers select and, as the
+// CCM's routes give each Node's NetworkInterface, a pod CIDR prefix.
 type BurstFloor struct {
 	// LabelsWritten is from the start until every NetworkInterface patch returned.
 	LabelsWritten Seconds `json:"labelsWrittenSeconds"`
+	// Routes tells whether each patch also gave its NetworkInterface a pod CIDR; runs before it
+	// did wrote the labels only.
+	Routes bool `json:"routes,omitempty"`
 	// Address, FirstDestination and RoutingComplete are from each LoadBalancer's creation
 	// until it has an address, its routing holds a NetworkInterface, and every one.
 	Address          Timings `json:"address"`
@@ -61,9 +65,15 @@ type BurstFloor struct {
 	FirstTraffic Timings `json:"firstTraffic"`
 }
 
+// floorPodCIDR is the pod CIDR the burst floor gives the i-th NetworkInterface: in 10.64.0.0/10,
+// outside the burst's own (podCIDR), so that none is mistaken for a route of the CCM's run.
+func floorPodCIDR(i int) string {
+	return fmt.Sprintf("10.%d.%d.0/24", 64+i/256, i%256)
+}
+
 // measureBurstFloor times IronCore alone on n LoadBalancers created while every
-// NetworkInterface of the stack gets the labels they select, and returns the
-// NetworkInterfaces to their labels before, once the LoadBalancers are gone.
+// NetworkInterface of the stack gets the labels they select and a pod CIDR, and returns the
+// NetworkInterfaces to their labels and prefixes before, once the LoadBalancers are gone.
 func measureBurstFloor(ctx context.Context, stack *testenv.Stack, n int, progress io.Writer) (BurstFloor, error) {
 	nics := &networkingv1alpha1.NetworkInterfaceList{}
 	if err := stack.IronCore.Client.List(ctx, nics, client.InNamespace(stack.Namespace)); err != nil {
@@ -73,23 +83,30 @@ func measureBurstFloor(ctx context.Context, stack *testenv.Stack, n int, progres
 	if err != nil {
 		return floor, err
 	}
+	floor.Routes = true
 	return floor, parallel(len(nics.Items), func(i int) error {
-		return patchTargetLabels(ctx, stack, nics.Items[i].Name, nil)
+		return patchBurstNetworkInterface(ctx, stack, nics.Items[i].Name, nil, "")
 	})
 }
 
-// patchTargetLabels sets the cluster and target labels of a NetworkInterface to value, or
-// removes them if value is nil, in one patch.
-func patchTargetLabels(ctx context.Context, stack *testenv.Stack, name string, value *string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{
-		keys.LabelCluster: value, keys.LabelLoadBalancerTarget: value,
-	}}})
+// patchBurstNetworkInterface sets, in one patch, the cluster and target labels of a
+// NetworkInterface to cluster and its prefixes to the pod CIDR, or removes both if cluster is
+// nil.
+func patchBurstNetworkInterface(ctx context.Context, stack *testenv.Stack, name string, cluster *string, podCIDR string) error {
+	var prefixes any
+	if cluster != nil {
+		prefixes = []map[string]string{{"value": podCIDR}}
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": map[string]*string{keys.LabelCluster: cluster, keys.LabelLoadBalancerTarget: cluster}},
+		"spec":     map[string]any{"prefixes": prefixes},
+	})
 	if err != nil {
 		return err
 	}
 	nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
 	if err := stack.IronCore.Client.Patch(ctx, nic, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("label NetworkInterface %s: %w", name, err)
+		return fmt.Errorf("label NetworkInterface %s and give it a pod CIDR: %w", name, err)
 	}
 	return nil
 }
@@ -157,7 +174,7 @@ func timeFloor(ctx context.Context, stack *testenv.Stack, prefix string, n int, 
 	cluster := stack.ClusterName
 	err = parallel(n+len(nics), func(i int) error {
 		if i >= n {
-			err := patchTargetLabels(ctx, stack, nics[i-n].Name, &cluster)
+			err := patchBurstNetworkInterface(ctx, stack, nics[i-n].Name, &cluster, floorPodCIDR(i-n))
 			if labelled.Add(1) == int64(len(nics)) {
 				floor.LabelsWritten = newSeconds(time.Since(started))
 			}

@@ -108,9 +108,13 @@ func (r *Result) Markdown() string {
 			"the longest such stretch was %.3fs.\n\n", r.AddressWithoutDestination.Services, r.Services,
 			r.AddressWithoutDestination.Longer, nowhereTolerance, r.AddressWithoutDestination.Max)
 	}
+	written := "the cluster and target labels they select"
+	if r.BurstFloor.Routes {
+		written += " and a pod CIDR prefix, as the CCM's routes give them"
+	}
 	fmt.Fprintf(&b, "IronCore's own pace under the burst (the burst floor): as many IronCore LoadBalancers as Services, "+
-		"created directly and at once while the %d NetworkInterfaces got the cluster and target labels they select "+
-		"(one patch each, all written %.3fs after the start), before the CCM started, and deleted again:\n\n", r.Nodes, r.BurstFloor.LabelsWritten)
+		"created directly and at once while the %d NetworkInterfaces got %s "+
+		"(one patch each, all written %.3fs after the start), before the CCM started, and deleted again:\n\n", r.Nodes, written, r.BurstFloor.LabelsWritten)
 	fmt.Fprintf(&b, "| From creation to | floor p50 | floor max | Service p50 | Service max | Service / floor p50 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range []struct {
 		name            string
