@@ -102,6 +102,10 @@ type Config struct {
 	// Resync is how often every Service's targets and the target labels are synced without a
 	// change seen; zero turns it off.
 	Resync time.Duration
+	// FirstTargetsFor is how long after its creation a LoadBalancer without an address may
+	// have a routing to its first Nodes only (see firstTargets); zero means
+	// DefaultFirstTargetsFor.
+	FirstTargetsFor time.Duration
 }
 
 // ConfigFrom is the Config of the CCM's flags and cloud-config; the caller adds the client,
@@ -122,6 +126,9 @@ func New(config Config) *Controller {
 	if config.Coalesce <= 0 {
 		config.Coalesce = DefaultCoalesce
 	}
+	if config.FirstTargetsFor <= 0 {
+		config.FirstTargetsFor = DefaultFirstTargetsFor
+	}
 	t := &Controller{
 		ironcore:     config.IronCore,
 		cluster:      config.Cluster,
@@ -132,6 +139,7 @@ func New(config Config) *Controller {
 		owners:       config.Owners,
 		recorder:     config.Recorder,
 		coalesce:     config.Coalesce,
+		firstFor:     config.FirstTargetsFor,
 		resync:       config.Resync,
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},

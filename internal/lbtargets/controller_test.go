@@ -37,18 +37,26 @@ func TestMain(m *testing.M) {
 // Service here, the tests make it themselves.
 func start(t *testing.T) *lbtargets.Controller {
 	t.Helper()
+	return startWith(t, func(*lbtargets.Config) {})
+}
+
+// startWith is start with the Config changed by change.
+func startWith(t *testing.T, change func(*lbtargets.Config)) *lbtargets.Controller {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ironcoreClient, err := stack.StartIronCoreClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := lbtargets.New(lbtargets.Config{
+	config := lbtargets.Config{
 		IronCore: ironcoreClient, Cluster: stack.ClusterName, Network: stack.Network,
 		Health:   targetrules.Health{Enabled: true, ReadyGrace: 10 * time.Minute}, // longer than any wait here
 		Owners:   ironcore.Owners{Clusters: []string{stack.ClusterName}},
 		Recorder: record.NewFakeRecorder(100),
-	})
+	}
+	change(&config)
+	c := lbtargets.New(config)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	if err := c.Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
 		t.Fatal(err)
@@ -209,18 +217,11 @@ func waitForFirst(t *testing.T, controller *lbtargets.Controller, service *corev
 // Until IronCore gives a LoadBalancer its address, no traffic can reach it: its routing holds
 // its first few Nodes only, the longest-standing; the address brings every Node in.
 func TestARoutingHoldsItsFirstNodesUntilTheAddress(t *testing.T) {
-	_ = start(t)
+	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
 	g, h, i := nodeOnMachine(t, "targets-g", true), nodeOnMachine(t, "targets-h", true), nodeOnMachine(t, "targets-i", true)
 	j := nodeOnMachine(t, "targets-j", true)
 	ctx := context.Background()
-	service, err := stack.CreateLoadBalancerService(ctx, "targets-first", testenv.ServiceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
-	stack.Simulator.Hold(held)
-	t.Cleanup(func() { stack.Simulator.Release(held) })
-	lb := loadBalancerFor(t, service)
+	lb := heldLoadBalancer(t, "targets-first")
 	waitForDestinations(t, lb, g, h, i)
 	// The address alone, as the provider writes it: nothing else about the LoadBalancer changes.
 	base := lb.DeepCopy()
@@ -229,4 +230,28 @@ func TestARoutingHoldsItsFirstNodesUntilTheAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForDestinations(t, lb, g, h, i, j)
+}
+
+// A LoadBalancer that IronCore is slow to give an address still has a routing to every Node
+// once FirstTargetsFor has passed.
+func TestARoutingHoldsEveryNodeOnceTheFirstTargetsTimeIsUp(t *testing.T) {
+	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = 5 * time.Second })
+	k, l, m := nodeOnMachine(t, "targets-k", true), nodeOnMachine(t, "targets-l", true), nodeOnMachine(t, "targets-m", true)
+	n := nodeOnMachine(t, "targets-n", true)
+	lb := heldLoadBalancer(t, "targets-slow")
+	waitForDestinations(t, lb, k, l, m, n)
+}
+
+// heldLoadBalancer creates a Service and its IronCore LoadBalancer, to which the simulated
+// provider gives no address.
+func heldLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	service, err := stack.CreateLoadBalancerService(context.Background(), name, testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
+	stack.Simulator.Hold(held)
+	t.Cleanup(func() { stack.Simulator.Release(held) })
+	return loadBalancerFor(t, service)
 }

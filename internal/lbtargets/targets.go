@@ -49,6 +49,8 @@ type Controller struct {
 	recorder record.EventRecorder
 	coalesce time.Duration
 	resync   time.Duration
+	// firstFor is how long a new LoadBalancer's routing may hold its first Nodes only.
+	firstFor time.Duration
 	// listers are the CCM's listers, set by Watch. Every Service's request passes a Node
 	// list, but a list may be older than another's, so the Node lister, which is at least as
 	// new as any list, decides which Nodes are eligible; Local Services go only to Nodes with a
