@@ -20,8 +20,8 @@ import (
 // black-holes its share of the traffic. The run checks, as it happens, that the CCM stops
 // sending traffic to a Node whose Machine is being deleted or gone, whose NetworkInterface is
 // not Available, or that has never been Ready, within unservableBound plus the time to write
-// each routing it writes again (routingWrite each: its default budget is 50 IronCore requests
-// a second). The CCM writes every routing in the default mode, and those of Local Services in
+// each routing it writes again (routingWrite each: four times what its default budget of 200
+// IronCore requests a second allows, and what the budget of 50 it had once allowed). The CCM writes every routing in the default mode, and those of Local Services in
 // selector mode. There, the routings of the other Services are IronCore's: the CCM's part is
 // the target label, which must leave such a Node's NetworkInterface within unservableBound;
 // IronCore's LoadBalancer controller then recomputes the routings one at a time (about 50 ms

@@ -76,7 +76,7 @@ func TestFilesSayWhatTheyDocument(t *testing.T) {
 	}
 	want := map[string][]string{
 		"docs/reference/flags.md": {
-			"| `--ironcore-api-qps` | float32 | `50` |",
+			"| `--ironcore-api-qps` | float32 | `200` |",
 			"| `--orphan-load-balancer-grace-period` | duration | `10m0s` |",
 			"| `--concurrent-service-syncs` | `1` | `100` |",
 			"| `--route-reconciliation-period` | `10s` | `2s` |",
