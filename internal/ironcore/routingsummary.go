@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"strconv"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -45,13 +44,32 @@ func RoutingDestinationCount(routing *networkingv1alpha1.LoadBalancerRouting) in
 
 func destinationsDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
 	h := sha256.New()
-	_, _ = io.WriteString(h, routing.NetworkRef.Name+"/"+string(routing.NetworkRef.UID))
+	// One buffer for every destination: a routing has one per Node, and every routing event
+	// and write digests all of them. The bytes are those of the strings ";IP" and
+	// ",UID,name,providerID" per destination.
+	buf := make([]byte, 0, 256)
+	buf = append(buf, routing.NetworkRef.Name...)
+	buf = append(buf, '/')
+	buf = append(buf, routing.NetworkRef.UID...)
 	for _, destination := range routing.Destinations {
-		_, _ = io.WriteString(h, ";"+destination.IP.String())
-		if ref := destination.TargetRef; ref != nil {
-			_, _ = io.WriteString(h, ","+string(ref.UID)+","+ref.Name+","+ref.ProviderID)
+		buf = append(buf, ';')
+		if destination.IP.IsValid() {
+			buf = destination.IP.AppendTo(buf)
+		} else {
+			buf = append(buf, destination.IP.String()...)
 		}
+		if ref := destination.TargetRef; ref != nil {
+			buf = append(buf, ',')
+			buf = append(buf, ref.UID...)
+			buf = append(buf, ',')
+			buf = append(buf, ref.Name...)
+			buf = append(buf, ',')
+			buf = append(buf, ref.ProviderID...)
+		}
+		_, _ = h.Write(buf)
+		buf = buf[:0]
 	}
+	_, _ = h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -291,13 +291,10 @@ func (t *Controller) choose(ctx context.Context, service *corev1.Service, resolv
 		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: verdict})
 	}
 	choice := targetrules.Choose(candidates, local, serving)
-	targets := make(map[string]bool, len(choice.Targets))
-	for _, name := range choice.Targets {
-		targets[name] = true
-	}
+	// The targets are in the candidates' order, which is resolved's.
 	chosen := make([]resolvedNode, 0, len(choice.Targets))
 	for _, r := range resolved {
-		if targets[r.node.Name] {
+		if len(chosen) < len(choice.Targets) && choice.Targets[len(chosen)] == r.node.Name {
 			chosen = append(chosen, r)
 		}
 	}

@@ -264,16 +264,19 @@ type Choice struct {
 
 // Choose applies the rules to the candidates: Nodes that cannot serve at all (a verdict that
 // does not fail open) are left out first; then for a Local Service only Nodes in serving; then
-// only healthy Nodes, never leaving none because of health.
+// only healthy Nodes, never leaving none because of health. The targets keep the candidates'
+// order.
 func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice {
-	var choice Choice
+	// Sized for the usual case, where every candidate is a target: a routing's sync chooses
+	// among all Nodes.
+	choice := Choice{Targets: make([]string, 0, len(candidates))}
 	unhealthy := func(candidate Candidate) {
 		if choice.Unhealthy == nil {
 			choice.Unhealthy = map[string]Verdict{}
 		}
 		choice.Unhealthy[candidate.Node] = candidate.Verdict
 	}
-	var pool []Candidate
+	pool := make([]Candidate, 0, len(candidates))
 	for _, candidate := range candidates {
 		if candidate.Verdict.FailsOpen() {
 			pool = append(pool, candidate)
