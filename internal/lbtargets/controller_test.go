@@ -11,6 +11,7 @@ import (
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -240,6 +241,65 @@ func TestARoutingHoldsEveryNodeOnceTheFirstTargetsTimeIsUp(t *testing.T) {
 	n := nodeOnMachine(t, "targets-n", true)
 	lb := heldLoadBalancer(t, "targets-slow")
 	waitForDestinations(t, lb, k, l, m, n)
+}
+
+// A LoadBalancer that IronCore has given its address before its routing is written still gets
+// its first Nodes in the first write, which gives the Service traffic, and every Node in the
+// next one.
+func TestAFirstRoutingHoldsItsFirstNodesWhenTheAddressCameFirst(t *testing.T) {
+	w, x, y := nodeOnMachine(t, "targets-w", true), nodeOnMachine(t, "targets-x", true), nodeOnMachine(t, "targets-y", true)
+	z := nodeOnMachine(t, "targets-z", true)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "targets-addressed", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := loadBalancerFor(t, service)
+	if err := testenv.WaitFor(ctx, time.Minute, "the LoadBalancer's address", func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+			return err
+		}
+		if len(lb.Status.IPs) == 0 {
+			return fmt.Errorf("no address yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	firstWrite := firstRoutingWrite(t, lb.Name)
+	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
+	waitForDestinations(t, lb, w, x, y, z)
+	if got := <-firstWrite; got != 3 {
+		t.Errorf("the first routing held %d destinations, want the first 3 Nodes", got)
+	}
+}
+
+// firstRoutingWrite watches for the named routing's creation and sends how many destinations
+// it was created with.
+func firstRoutingWrite(t *testing.T, name string) <-chan int {
+	t.Helper()
+	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	watcher, err := clientset.NetworkingV1alpha1().LoadBalancerRoutings(stack.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan int, 1)
+	go func() {
+		defer watcher.Stop()
+		for event := range watcher.ResultChan() {
+			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				first <- len(routing.Destinations)
+				return
+			}
+		}
+		close(first)
+	}()
+	return first
 }
 
 // heldLoadBalancer creates a Service and its IronCore LoadBalancer, to which the simulated

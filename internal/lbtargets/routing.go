@@ -97,16 +97,18 @@ func (t *Controller) forgetRouting(uid types.UID) {
 	delete(t.routing.written, uid)
 }
 
-// firstTargets is how many Nodes the routing of a LoadBalancer that has no address yet holds,
-// for at most FirstTargetsFor after its creation: the longest-standing of those chosen. No
-// traffic can reach the LoadBalancer before it has an address, and a routing with a
-// destination per Node is some 150 bytes per Node to write, store and send to every watcher; a
-// burst of new Services' full routings kept IronCore's API server busy while IronCore
-// allocated their addresses. The few Nodes let the Service show its address, and have
-// traffic, the moment IronCore gives it; the address queues the routing again, to every Node
-// (Run), and so does the end of FirstTargetsFor, so that a routing is complete in good time
-// even where IronCore is slow to allocate. A Local Service's routing always holds the Nodes
-// with its endpoints.
+// firstTargets is how many Nodes a Service's first routing holds: the longest-standing of
+// those chosen. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
+// while IronCore has given it no address, and, once it has one, for the one write that gives
+// the Service its first traffic. No traffic can reach the LoadBalancer before it has an
+// address, and a routing with a destination per Node is some 150 bytes per Node to write,
+// store and send to every watcher: a burst of new Services' full routings kept IronCore's API
+// server busy while IronCore allocated their addresses, and, where the addresses came first,
+// each new Service waited for the full routings of those before it. The few Nodes let the
+// Service show its address, and have traffic, the moment IronCore gives it; the address
+// queues the routing again, to every Node (Run), and so do the end of FirstTargetsFor and the
+// first write itself, so that a routing is complete in good time. A Local Service's routing
+// always holds the Nodes with its endpoints.
 const firstTargets = 3
 
 // DefaultFirstTargetsFor is FirstTargetsFor's default: in a burst of 300 new Services at 1,000
@@ -125,6 +127,27 @@ func (t *Controller) firstTargetsLeft(service *corev1.Service, lbs []*networking
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
 	return max(t.firstFor-time.Since(oldest.CreationTimestamp.Time), 0)
+}
+
+// routeNothingYet tells whether none of the LoadBalancers' routings holds a destination: not
+// written by this process, and none or empty in the cache. A routing that exists is never cut
+// to its first Nodes, so that taking over from another CCM drops no target.
+func (t *Controller) routeNothingYet(ctx context.Context, lbs []*networkingv1alpha1.LoadBalancer) bool {
+	for _, lb := range lbs {
+		t.routing.mu.Lock()
+		_, written := t.routing.written[lb.UID]
+		t.routing.mu.Unlock()
+		if written {
+			return false
+		}
+		routing, err := t.ironcore.LoadBalancerRouting(ctx, lb.Name)
+		switch {
+		case errors.Is(err, ironcore.ErrNotFound):
+		case err != nil || ironcore.RoutingDestinationCount(routing) > 0:
+			return false
+		}
+	}
+	return true
 }
 
 // addressed tells whether IronCore has given the LoadBalancer an address.
@@ -156,9 +179,15 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 		return nil
 	}
 	limit := 0
-	if left := t.firstTargetsLeft(service, lbs); left > 0 {
+	switch left := t.firstTargetsLeft(service, lbs); {
+	case left > 0:
 		limit = firstTargets
 		t.queue.AddAfter(key, left)
+	case !targetrules.Local(service) && t.routeNothingYet(ctx, lbs):
+		// The first write is the one that gives the Service traffic: its first Nodes now. The
+		// write's own watch event queues the routing again, to every Node, behind the other new
+		// Services' first writes (firstQueue).
+		limit = firstTargets
 	}
 	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs), limit)
 	if err != nil {
