@@ -140,7 +140,8 @@ func (t *Controller) routeNothingYet(ctx context.Context, lbs []*networkingv1alp
 		if written {
 			return false
 		}
-		routing, err := t.ironcore.LoadBalancerRouting(ctx, lb.Name)
+		// Read only: it is only counted.
+		routing, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name)
 		switch {
 		case errors.Is(err, ironcore.ErrNotFound):
 		case err != nil || ironcore.RoutingDestinationCount(routing) > 0:
