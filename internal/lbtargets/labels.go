@@ -156,7 +156,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	drifted := t.countDrift(have, want, nodesByNetworkInterface(resolved))
 	err = t.writeLabels(ctx, add, remove)
 	t.mu.Lock()
-	t.last = Report{Skipped: skipped, Choice: choice}
+	t.last = newReport(skipped, choice)
 	t.mu.Unlock()
 	t.reportSelecting(t.last)
 	if err != nil {

@@ -32,24 +32,23 @@ func (t *Controller) report(service *corev1.Service, report Report) {
 	if t.notices.Changed(service.UID, ReasonTargetsIncomplete, message) && message != "" && t.recorder != nil {
 		t.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsIncomplete, message)
 	}
-	choice := report.Choice
 	message = ""
-	if choice.FailedOpen {
+	if report.FailedOpen != "" {
 		message = fmt.Sprintf("Every Node that could serve the Service is unhealthy, so all %d stay load balancer targets: %s",
-			len(choice.Targets), describeUnhealthy(choice.Unhealthy))
+			report.Targets, report.FailedOpen)
 	}
 	if t.notices.Changed(service.UID, ReasonTargetsFailedOpen, message) && message != "" && t.recorder != nil {
 		t.recorder.Event(service, corev1.EventTypeWarning, ReasonTargetsFailedOpen, message)
 	}
 	message = ""
-	if choice.NoLocalEndpoints && targetrules.Local(service) {
+	if report.NoLocalEndpoints && targetrules.Local(service) {
 		message = fmt.Sprintf("The Service has externalTrafficPolicy Local and no serving endpoint on a target Node; its load balancer sends "+
-			"traffic to all %d healthy Nodes, where kube-proxy refuses it, until an endpoint serves", len(choice.Targets))
+			"traffic to all %d healthy Nodes, where kube-proxy refuses it, until an endpoint serves", report.Targets)
 	}
 	if t.notices.Changed(service.UID, ReasonNoLocalEndpoints, message) && message != "" && t.recorder != nil {
 		t.recorder.Event(service, corev1.EventTypeNormal, ReasonNoLocalEndpoints, message)
 	}
-	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name).Set(float64(len(choice.Targets)))
+	metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name).Set(float64(report.Targets))
 }
 
 // describeUnhealthy names the unhealthy Nodes and why, the first few of them.

@@ -104,10 +104,26 @@ func (t *Controller) lister() listers {
 }
 
 // Report is what a target sync found: the Nodes that could not be made targets, and what the
-// target rules chose among the others.
+// target rules made of the others. It is kept per Service until the next sync, so it holds
+// what the events and the metric read, not the chosen Nodes: those are as many as the Nodes.
 type Report struct {
 	Skipped Skipped
-	Choice  targetrules.Choice
+	// Targets counts the Nodes the rules chose.
+	Targets int
+	// FailedOpen names the first few unhealthy Nodes, and why, when every Node that could serve
+	// is unhealthy and they all stay targets; it is empty otherwise.
+	FailedOpen string
+	// NoLocalEndpoints is set when none of a Local Service's candidates has a serving endpoint.
+	NoLocalEndpoints bool
+}
+
+// newReport keeps of the rules' choice what Report holds.
+func newReport(skipped Skipped, choice targetrules.Choice) Report {
+	report := Report{Skipped: skipped, Targets: len(choice.Targets), NoLocalEndpoints: choice.NoLocalEndpoints}
+	if choice.FailedOpen {
+		report.FailedOpen = describeUnhealthy(choice.Unhealthy)
+	}
+	return report
 }
 
 // Skipped lists Nodes that could not be made targets, and why.
@@ -391,7 +407,7 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 			})
 		}
 	}
-	return destinations, Report{Skipped: skipped, Choice: choice}, nil
+	return destinations, newReport(skipped, choice), nil
 }
 
 // longestStanding returns the n Nodes of resolved created first (by name among equals): as
