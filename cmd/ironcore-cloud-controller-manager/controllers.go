@@ -8,6 +8,7 @@ import (
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/cloud-provider/names"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
@@ -70,7 +71,14 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 		if !ok {
 			return nil, false, nil
 		}
-		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
+		// Where the route controller runs, a new Node's NetworkInterface is labelled by the
+		// write of its route.
+		routedNetwork := ""
+		if completed.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes &&
+			genericcontrollermanager.IsControllerEnabled(names.NodeRouteController, app.ControllersDisabledByDefault, completed.ComponentConfig.Generic.Controllers) {
+			routedNetwork = ironcoreCloud.CloudConfig().NetworkName
+		}
+		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), routedNetwork, completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
 		if err != nil {
 			return nil, false, err
 		}

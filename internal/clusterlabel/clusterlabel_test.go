@@ -26,9 +26,15 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &stack))
 }
 
-// start runs the controller on real informers and the IronCore cache; its events go to the
-// returned recorder.
+// start runs the controller on real informers and the IronCore cache, for a CCM that routes no
+// pod CIDRs; its events go to the returned recorder.
 func start(t *testing.T) *record.FakeRecorder {
+	t.Helper()
+	return startRouting(t, "")
+}
+
+// startRouting is start for a CCM that routes the Nodes' pod CIDRs on routedNetwork.
+func startRouting(t *testing.T, routedNetwork string) *record.FakeRecorder {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -38,7 +44,7 @@ func start(t *testing.T) *record.FakeRecorder {
 	}
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := clusterlabel.New(ironcoreClient, stack.ClusterName, factory.Core().V1().Nodes(), recorder)
+	c, err := clusterlabel.New(ironcoreClient, stack.ClusterName, routedNetwork, factory.Core().V1().Nodes(), recorder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +55,7 @@ func start(t *testing.T) *record.FakeRecorder {
 
 // machineWithNode creates a Machine and, once its NetworkInterface exists, the Node a kubelet
 // with --provider-id registers for it; label, if not empty, is put on the Machine before.
-func machineWithNode(t *testing.T, name, label string) {
+func machineWithNode(t *testing.T, name, label string, podCIDRs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{})
@@ -70,7 +76,7 @@ func machineWithNode(t *testing.T, name, label string) {
 		t.Fatal(err)
 	}
 	id := providerid.ID{Namespace: stack.Namespace, Machine: name}
-	if _, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: id.String()}); err != nil {
+	if _, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: id.String(), PodCIDRs: podCIDRs}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -135,5 +141,29 @@ func TestAMachineOfAnotherClusterKeepsItsLabel(t *testing.T) {
 	}
 	if label != "another-cluster" {
 		t.Fatalf("the Machine's cluster label is %q, want it left as %q", label, "another-cluster")
+	}
+}
+
+// Where the CCM routes pod CIDRs, a new Node's NetworkInterface is left to the write of its
+// route, which labels it too: the Machine is labelled, the NetworkInterface not.
+func TestANewNodesNetworkInterfaceIsLeftToItsRoute(t *testing.T) {
+	startRouting(t, stack.Network)
+	machineWithNode(t, "label-c", "", "10.244.40.0/24")
+	ctx := context.Background()
+	if err := testenv.WaitFor(ctx, time.Minute, "the cluster label on the Machine", func(ctx context.Context) error {
+		label, err := clusterLabelOf(ctx, &computev1alpha1.Machine{}, "label-c")
+		if err == nil && label != stack.ClusterName {
+			err = fmt.Errorf("cluster label %q", label)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	label, err := clusterLabelOf(ctx, &networkingv1alpha1.NetworkInterface{}, testenv.NetworkInterfaceName("label-c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if label != "" {
+		t.Fatalf("the NetworkInterface was labelled %q before its route was written", label)
 	}
 }

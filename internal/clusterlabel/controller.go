@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -40,19 +42,23 @@ const nodesByMachineIndex = "ironcore-machine"
 type Controller struct {
 	ironcore *ironcore.Client
 	cluster  string
-	nodes    toolscache.Indexer
-	synced   toolscache.InformerSynced
-	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// routedNetwork is the Network on which this CCM routes the Nodes' pod CIDRs, or empty.
+	routedNetwork string
+	nodes         toolscache.Indexer
+	synced        toolscache.InformerSynced
+	recorder      record.EventRecorder
+	queue         workqueue.TypedRateLimitingInterface[string]
 }
 
-// New wires the controller to the CCM's Node informer and the IronCore cache. Call it before
-// the informers start.
-func New(client *ironcore.Client, cluster string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
+// New wires the controller to the CCM's Node informer and the IronCore cache. routedNetwork
+// names the Network on which this CCM routes the Nodes' pod CIDRs (its route controller runs),
+// or is empty. Call it before the informers start.
+func New(client *ironcore.Client, cluster, routedNetwork string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
 	c := &Controller{
-		ironcore: client,
-		cluster:  cluster,
-		recorder: recorder,
+		ironcore:      client,
+		cluster:       cluster,
+		routedNetwork: routedNetwork,
+		recorder:      recorder,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 	}
@@ -146,7 +152,9 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 	if err != nil {
 		return err
 	}
-	objects := []client.Object{machine}
+	// The NetworkInterfaces first, the Machine last: a labelled Machine tells that its
+	// NetworkInterfaces have been seen to.
+	var objects []client.Object
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
 		nic, err := c.ironcore.NetworkInterface(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
@@ -157,8 +165,16 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 		}
 		objects = append(objects, nic)
 	}
+	objects = append(objects, machine)
 	var errs []error
+	now := time.Now()
 	for _, obj := range objects {
+		if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+			if left := leftToRoute(c.routedNetwork, node, nic, now); left > 0 {
+				c.queue.AddAfter(machineName, left)
+				continue
+			}
+		}
 		added, err := c.ironcore.AddLabel(ctx, obj, keys.LabelCluster, c.cluster)
 		switch {
 		case errors.Is(err, ironcore.ErrLabelConflict):
@@ -171,4 +187,45 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// routeLabelWait is how long after a Node's creation its NetworkInterface on the routed Network
+// is left to the write of the Node's route, which labels it for the cluster as well (see
+// pkg/provider's CreateRoute): labelled here first, it would be written twice, and a new
+// Node is initialized, and labelled here, before its route is written more often than not.
+// A route not written by then is no reason to leave the label out any longer.
+const routeLabelWait = 30 * time.Second
+
+// leftToRoute returns how much longer the NetworkInterface is left to the write of its Node's
+// route: while it is on the routed Network without the cluster label and without one of the
+// Node's pod CIDRs among its prefixes, until the Node is routeLabelWait old. Zero means it is
+// labelled now.
+func leftToRoute(routedNetwork string, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, now time.Time) time.Duration {
+	if routedNetwork == "" || nic.Spec.NetworkRef.Name != routedNetwork || len(node.Spec.PodCIDRs) == 0 {
+		return 0
+	}
+	if _, labelled := nic.Labels[keys.LabelCluster]; labelled {
+		return 0
+	}
+	left := node.CreationTimestamp.Add(routeLabelWait).Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	for _, cidr := range node.Spec.PodCIDRs {
+		if !hasPrefix(nic, cidr) {
+			return left
+		}
+	}
+	return 0
+}
+
+// hasPrefix tells whether cidr is a literal prefix of the NetworkInterface.
+func hasPrefix(nic *networkingv1alpha1.NetworkInterface, cidr string) bool {
+	want, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
+		return source.Value != nil && source.Value.Masked() == want.Masked()
+	})
 }
