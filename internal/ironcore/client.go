@@ -58,6 +58,8 @@ type Client struct {
 	waiters loadBalancerWaiters
 	// nics writes NetworkInterfaces, combining the changes due together.
 	nics *nicWriter
+	// labelled remembers the labels AddLabel wrote on other objects; see labelWrites.
+	labelled labelWrites
 	// routingsLive reads LoadBalancerRoutings from the API server instead of a cache.
 	routingsLive bool
 	// ownRoutings watches, while routingsLive, the routings this cluster's CCM wrote.

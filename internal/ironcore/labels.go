@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,9 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 			return true, nil
 		})
 	}
+	if c.labelled.written(c.kindOf(obj), obj, key, value) {
+		return false, nil
+	}
 	wrote := false
 	current := obj
 	err := retry.OnError(conflictBackoff(), isStaleRead, func() error {
@@ -65,7 +69,52 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 		}
 		return false, fmt.Errorf("label %s %s with %s=%s: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, value, err)
 	}
+	if wrote {
+		c.labelled.record(c.kindOf(obj), current, key, value)
+	}
 	return wrote, nil
+}
+
+// labelWrites remembers, by object, the label AddLabel last added and the resource version its
+// write left, until the cache shows that version or a newer one. Asked again on a cached copy
+// older than its write (another event of the object's controller came first), AddLabel then
+// knows the label is there: its patch, which tests that the label is absent, would be refused,
+// and the object read again. The NetworkInterfaces' writer keeps its own (see nicWriter).
+type labelWrites struct {
+	mu       sync.Mutex
+	versions map[string]labelWrite
+}
+
+type labelWrite struct {
+	key, value, resourceVersion string
+}
+
+// written tells whether this client wrote key=value on the object at a version newer than obj,
+// the cached copy; once the cache has caught up, the write is forgotten.
+func (w *labelWrites) written(kind string, obj client.Object, key, value string) bool {
+	id := kind + "/" + client.ObjectKeyFromObject(obj).String()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.versions[id]
+	if !ok {
+		return false
+	}
+	if !NewerVersion(last.resourceVersion, obj.GetResourceVersion()) {
+		delete(w.versions, id)
+		return false
+	}
+	return last.key == key && last.value == value
+}
+
+// record remembers that key=value was written on obj, as the write returned it.
+func (w *labelWrites) record(kind string, obj client.Object, key, value string) {
+	id := kind + "/" + client.ObjectKeyFromObject(obj).String()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.versions == nil {
+		w.versions = map[string]labelWrite{}
+	}
+	w.versions[id] = labelWrite{key: key, value: value, resourceVersion: obj.GetResourceVersion()}
 }
 
 // addLabelOnce is one attempt of AddLabel on obj as it was read.

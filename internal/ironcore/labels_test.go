@@ -100,3 +100,40 @@ func staleMachine(t *testing.T, name string, stale, server map[string]string) *c
 	}
 	return read
 }
+
+// TestAddLabelAgainOnACopyOlderThanItsWrite asks AddLabel again for a label it has just
+// written, on a copy of the object read before that write, as a cache that has not caught up
+// gives it: the label is there, and no request is made (a patch testing that the label is
+// absent would be refused). A copy newer than the write, without the label, gets it again.
+func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := staleMachine(t, "relabel", nil, nil)
+	if added, err := c.AddLabel(ctx, old.DeepCopy(), keys.LabelCluster, stack.ClusterName); err != nil || !added {
+		t.Fatalf("AddLabel = %v, %v; want true, nil", added, err)
+	}
+	stack.IronCoreProxy.Reset()
+	if added, err := c.AddLabel(ctx, old.DeepCopy(), keys.LabelCluster, stack.ClusterName); err != nil || added {
+		t.Fatalf("AddLabel on the copy older than its write = %v, %v; want false, nil", added, err)
+	}
+	if counts := stack.IronCoreProxy.Counts(); len(counts) != 0 {
+		t.Errorf("AddLabel on the copy older than its write made requests: %v", counts)
+	}
+
+	live := &computev1alpha1.Machine{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(old), live); err != nil {
+		t.Fatal(err)
+	}
+	base := live.DeepCopy()
+	live.Labels = nil
+	if err := stack.IronCore.Client.Patch(ctx, live, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if added, err := c.AddLabel(ctx, live, keys.LabelCluster, stack.ClusterName); err != nil || !added {
+		t.Fatalf("AddLabel on a newer copy without the label = %v, %v; want true, nil", added, err)
+	}
+}
