@@ -115,7 +115,7 @@ const nodeInitializedWait = 10 * time.Second
 // up, its workers held from the Nodes queued behind. The route is in place already; only the
 // route controller's patch waits, so it comes after the initialization. (On the test stack,
 // 1,000 Nodes joining at once: routes came before 678 to 911 of the initializations, whose
-// updates met 866 to 965 conflicts, and Nodes took up to 17 s to initialize.)
+// updates met 554 to 965 conflicts, and Nodes took up to 17 s to initialize.)
 func (r *routes) awaitInitialized(ctx context.Context, name types.NodeName) {
 	if r.nodes == nil {
 		return
