@@ -7,6 +7,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	cloudnodecontroller "k8s.io/cloud-provider/controllers/node"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/cloud-provider/names"
 	genericcontrollermanager "k8s.io/controller-manager/app"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/freshnodes"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
@@ -54,6 +56,29 @@ func startServiceController(initContext app.ControllerInitContext, completed *cl
 		}
 		services.Start(ctx.Done())
 		go c.Run(ctx, int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs), controllerContext.ControllerManagerMetrics)
+		return nil, true, nil
+	}
+}
+
+// startCloudNodeController starts the upstream cloud node controller as the framework would,
+// but on a Node lister and client of package freshnodes, which give it the newest copy of a
+// Node this process knows: its updates then rarely conflict, and a conflict is retried on the
+// API server's copy rather than again on the informer's.
+func startCloudNodeController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		nodes := freshnodes.New(completed.SharedInformers.Core().V1().Nodes(), client)
+		c, err := cloudnodecontroller.NewCloudNodeController(nodes.Informer(), nodes.Client(), cloud,
+			completed.ComponentConfig.NodeStatusUpdateFrequency.Duration, completed.ComponentConfig.NodeController.ConcurrentNodeSyncs)
+		if err != nil {
+			// As the framework does: the CCM runs on without initializing Nodes.
+			klog.ErrorS(err, "Cannot start the cloud node controller")
+			return nil, false, nil
+		}
+		go c.RunWithContext(ctx, controllerContext.ControllerManagerMetrics)
 		return nil, true, nil
 	}
 }

@@ -121,6 +121,9 @@ func controllerInitializers(targets func() *lbtargets.Controller) map[string]app
 	service := initializers[names.ServiceLBController]
 	service.Constructor = startServiceController
 	initializers[names.ServiceLBController] = service
+	node := initializers[names.CloudNodeController]
+	node.Constructor = startCloudNodeController
+	initializers[names.CloudNodeController] = node
 	initializers[clusterlabel.Name] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
 		Constructor: startClusterLabelController,

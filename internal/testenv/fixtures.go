@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -167,22 +166,6 @@ func (s *Stack) SetNodeReadySince(ctx context.Context, name string, status corev
 		return nil, fmt.Errorf("set Node %s Ready=%s: %w", name, status, err)
 	}
 	return node, nil
-}
-
-// InitializeNode removes the Node's taint of a Node not yet initialized, as the cloud node
-// controller does once it has initialized it, for tests that run no node controller.
-func (s *Stack) InitializeNode(ctx context.Context, name string) error {
-	node, err := s.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("initialize Node %s: %w", name, err)
-	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool {
-		return taint.Key == cloudproviderapi.TaintExternalCloudProvider
-	})
-	if _, err := s.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("initialize Node %s: %w", name, err)
-	}
-	return nil
 }
 
 // ServiceOptions describe a Service of type LoadBalancer.

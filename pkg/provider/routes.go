@@ -90,17 +90,8 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 // the cluster Network: the one with the Node's InternalIP. It compares against spec, the
 // desired state, so a lagging status never causes a duplicate, and a prefix already there
 // (for example one the reference CCM added) is taken over rather than added again. When the
-// route cannot be placed yet it returns an error, so that it is retried. Once the route is in
-// place it returns when the Node is initialized (see awaitInitialized).
+// route cannot be placed yet it returns an error, so that it is retried.
 func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
-	if err := r.createRoute(ctx, route); err != nil {
-		return err
-	}
-	r.awaitInitialized(ctx, route.TargetNode)
-	return nil
-}
-
-func (r *routes) createRoute(ctx context.Context, route *cloudprovider.Route) error {
 	cidr, err := parseCIDR(route.DestinationCIDR)
 	if err != nil {
 		return err

@@ -31,11 +31,6 @@ func TestRoutesOfAnUninitializedNodeNamedByHostname(t *testing.T) {
 	if _, err := stack.CreateNode(ctx, nodeName, testenv.NodeOptions{PodCIDRs: []string{cidr}}); err != nil {
 		t.Fatal(err)
 	}
-	// Without the taint, or CreateRoute would wait for the Node's initialization; the Node
-	// still has no provider ID, and the lookup is by hostname.
-	if err := stack.InitializeNode(ctx, nodeName); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{})
 	})

@@ -77,9 +77,6 @@ func routeNodeWithAddresses(t *testing.T, name string, addresses []corev1.NodeAd
 	if err := stack.SetNodeAddresses(ctx, name, addresses); err != nil {
 		t.Fatal(err)
 	}
-	if err := stack.InitializeNode(ctx, name); err != nil {
-		t.Fatal(err)
-	}
 	labelForCluster(t, name)
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -212,55 +209,6 @@ func TestCreateRouteIsIdempotentWhileStatusLags(t *testing.T) {
 	}
 }
 
-// TestCreateRouteReturnsOnceItsNodeIsInitialized routes a Node the cloud node controller has
-// not initialized yet: the route is written at once, but CreateRoute returns only once the
-// Node is initialized, because the route controller then patches the Node's status, which
-// would make the node controller's update of the Node conflict.
-func TestCreateRouteReturnsOnceItsNodeIsInitialized(t *testing.T) {
-	ctx := context.Background()
-	routes := routesOf(t)
-	const name, cidr = "route-init", "10.244.12.0/24"
-	createMachine(t, name, testenv.MachineOptions{})
-	if _, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: providerIDOf(name), PodCIDRs: []string{cidr}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	returned := make(chan error, 1)
-	go func() {
-		// Until the Node informer has the Node, CreateRoute cannot find it.
-		returned <- testenv.WaitFor(ctx, waitTimeout, "the route to be created", func(ctx context.Context) error {
-			return routes.CreateRoute(ctx, "kubernetes", "", &cloudprovider.Route{TargetNode: types.NodeName(name), DestinationCIDR: cidr})
-		})
-	}()
-	err := testenv.WaitFor(ctx, waitTimeout, "the route to be written", func(context.Context) error {
-		if literal, _ := specPrefixes(t, name); !slices.Equal(literal, []string{cidr}) {
-			return fmt.Errorf("prefixes %v", literal)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-returned:
-		t.Fatalf("CreateRoute returned (error %v) while its Node was not initialized", err)
-	default:
-	}
-	if err := stack.InitializeNode(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-returned:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("CreateRoute did not return once its Node was initialized")
-	}
-}
-
 func TestCreateRouteFailsWhenItCannotPlaceTheRoute(t *testing.T) {
 	ctx := context.Background()
 	routes := routesOf(t)
@@ -308,11 +256,6 @@ func TestANodeWithoutAnInternalIPYetGetsItsRoute(t *testing.T) {
 	} {
 		createMachine(t, tc.name, testenv.MachineOptions{})
 		if _, err := stack.CreateNode(ctx, tc.name, testenv.NodeOptions{ProviderID: tc.providerID, PodCIDRs: []string{tc.cidr}}); err != nil {
-			t.Fatal(err)
-		}
-		// Without the taint, or CreateRoute would wait for the Node's initialization
-		// (TestCreateRouteReturnsOnceItsNodeIsInitialized); the lookup is by provider ID.
-		if err := stack.InitializeNode(ctx, tc.name); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {

@@ -1,0 +1,138 @@
+package freshnodes_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/freshnodes"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+var stack *testenv.Stack
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &stack))
+}
+
+// staleCache returns a Node informer that is never started, its store holding node: a cache
+// that lags the API server for as long as the test needs.
+func staleCache(t *testing.T, node *corev1.Node) (coreinformers.NodeInformer, cache.Indexer) {
+	t.Helper()
+	informer := informers.NewSharedInformerFactory(stack.TargetClientset, 0).Core().V1().Nodes()
+	store := informer.Informer().GetIndexer()
+	if err := store.Add(node); err != nil {
+		t.Fatal(err)
+	}
+	return informer, store
+}
+
+// TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy: another writer changes a Node after the
+// cache's copy. An update of that copy conflicts, as in the upstream node controller; the
+// lister's next Get reads the API server, so the retry succeeds, and it then answers with what
+// the update returned until the cache shows as much.
+func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
+	ctx := context.Background()
+	created, err := stack.CreateNode(ctx, "fresh-a", testenv.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	informer, store := staleCache(t, created)
+	nodes := freshnodes.New(informer, stack.TargetClientset)
+	lister, client := nodes.Informer().Lister(), nodes.Client().CoreV1().Nodes()
+
+	// Another writer, as the route controller's condition or the kubelet's status.
+	other, err := stack.TargetClientset.CoreV1().Nodes().Patch(ctx, created.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"other":"writer"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := lister.Get(created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("before any conflict the lister gave version %s, want the cache's %s", first.ResourceVersion, created.ResourceVersion)
+	}
+	if _, err := client.Update(ctx, withLabel(first, "init", "1"), metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("an update of the cache's stale copy returned %v, want a conflict", err)
+	}
+
+	retry, err := lister.Get(created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry.ResourceVersion != other.ResourceVersion {
+		t.Fatalf("after the conflict the lister gave version %s, want the API server's %s", retry.ResourceVersion, other.ResourceVersion)
+	}
+	updated, err := client.Update(ctx, withLabel(retry, "init", "1"), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("the retry on the lister's copy failed: %v", err)
+	}
+	if updated.Labels["other"] != "writer" {
+		t.Fatalf("the retry dropped the other writer's label: %v", updated.Labels)
+	}
+
+	// The cache still holds the first version: the lister answers with the update's result.
+	after, err := lister.Get(created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != updated.ResourceVersion {
+		t.Fatalf("after the update the lister gave version %s, want the update's %s", after.ResourceVersion, updated.ResourceVersion)
+	}
+
+	// Once the cache catches up, and beyond, it is the cache's copy again.
+	newer, err := stack.TargetClientset.CoreV1().Nodes().Patch(ctx, created.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"later":"yes"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Update(newer); err != nil {
+		t.Fatal(err)
+	}
+	caught, err := lister.Get(created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caught.ResourceVersion != newer.ResourceVersion {
+		t.Fatalf("with the cache ahead the lister gave version %s, want the cache's %s", caught.ResourceVersion, newer.ResourceVersion)
+	}
+}
+
+// TestANodeGoneFromTheCacheIsGone: a Node the cache no longer holds is not found, whatever a
+// write returned before.
+func TestANodeGoneFromTheCacheIsGone(t *testing.T) {
+	ctx := context.Background()
+	created, err := stack.CreateNode(ctx, "fresh-b", testenv.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	informer, store := staleCache(t, created)
+	nodes := freshnodes.New(informer, stack.TargetClientset)
+	if _, err := nodes.Client().CoreV1().Nodes().Update(ctx, withLabel(created, "init", "1"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.Informer().Lister().Get(created.Name); !apierrors.IsNotFound(err) {
+		t.Fatalf("the lister answered %v for a Node gone from the cache, want not found", err)
+	}
+}
+
+func withLabel(node *corev1.Node, key, value string) *corev1.Node {
+	node = node.DeepCopy()
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[key] = value
+	return node
+}
