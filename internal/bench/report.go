@@ -77,6 +77,7 @@ func (r *Result) Markdown() string {
 		t    Timings
 	}{
 		{"Node initialized", r.NodeInitialization},
+		{"Service taken by the service controller (its finalizer)", r.LoadBalancerTaken},
 		{"Service's IronCore LoadBalancer created", r.LoadBalancerCreated},
 		{"Service's IronCore LoadBalancer has an address", r.LoadBalancerAddress},
 		{"Service has an address", r.LoadBalancerReadiness},

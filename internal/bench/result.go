@@ -53,8 +53,11 @@ type Result struct {
 	Convergence           Seconds `json:"convergenceSeconds"`
 	NodeInitialization    Timings `json:"nodeInitialization"`
 	LoadBalancerReadiness Timings `json:"loadBalancerReadiness"`
-	// LoadBalancerCreated and LoadBalancerAddress split a Service's address time: from its
-	// creation until its IronCore LoadBalancer exists, and until IronCore gave it an address.
+	// LoadBalancerTaken, LoadBalancerCreated and LoadBalancerAddress split a Service's address
+	// time: from its creation until the upstream service controller takes it (its cleanup
+	// finalizer, put on before the CCM is asked for a load balancer), until its IronCore
+	// LoadBalancer exists, and until IronCore gave it an address.
+	LoadBalancerTaken   Timings `json:"loadBalancerTaken"`
 	LoadBalancerCreated Timings `json:"loadBalancerCreated"`
 	LoadBalancerAddress Timings `json:"loadBalancerAddress"`
 	// AddressOverFloor compares the Services' address times with the floor's.

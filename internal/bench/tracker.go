@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,8 +34,11 @@ func lbRoutingKey(name string) string { return "lbrouting/" + name }
 // its traffic reaches a Node.
 func lbFirstKey(name string) string { return "lbfirst/" + name }
 
-// The stages of a Service's address: its IronCore LoadBalancer created (lbcreated/) and given
-// an address by IronCore (lbaddress/), before the CCM reports it on the Service.
+// The stages of a Service's address: taken by the upstream service controller, which puts its
+// cleanup finalizer on the Service before it asks the CCM for a load balancer (lbtaken/), its
+// IronCore LoadBalancer created (lbcreated/) and given an address by IronCore (lbaddress/),
+// before the CCM reports it on the Service.
+func lbTakenKey(name string) string   { return "lbtaken/" + name }
 func lbCreatedKey(name string) string { return "lbcreated/" + name }
 func lbAddressKey(name string) string { return "lbaddress/" + name }
 
@@ -111,6 +115,9 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		service, ok := obj.(*corev1.Service)
 		if !ok || service.Namespace != metav1.NamespaceDefault {
 			return
+		}
+		if slices.Contains(service.Finalizers, servicehelpers.LoadBalancerCleanupFinalizer) {
+			t.done(lbTakenKey(service.Name))
 		}
 		if len(service.Status.LoadBalancer.Ingress) > 0 {
 			t.done(serviceKey(service.Name))
@@ -346,6 +353,7 @@ func (t *tracker) fill(result *Result) {
 	result.LoadBalancerReadiness = newTimings(t.durations("service/"))
 	result.RouteConvergence = newTimings(t.durations("route/"))
 	result.RoutingComplete = newTimings(t.durations("lbrouting/"))
+	result.LoadBalancerTaken = newTimings(t.durations("lbtaken/"))
 	result.LoadBalancerCreated = newTimings(t.durations("lbcreated/"))
 	result.LoadBalancerAddress = newTimings(t.durations("lbaddress/"))
 	result.ReadyBeforeRouted = readinessLag(t.doneTimes("service/"), t.doneTimes("lbrouting/"))

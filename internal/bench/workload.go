@@ -123,6 +123,7 @@ func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, no
 		tracker.created(serviceKey(serviceName(j)))
 		tracker.created(lbRoutingKey(serviceName(j)))
 		tracker.created(lbFirstKey(serviceName(j)))
+		tracker.created(lbTakenKey(serviceName(j)))
 		tracker.created(lbCreatedKey(serviceName(j)))
 		tracker.created(lbAddressKey(serviceName(j)))
 		_, err := stack.CreateLoadBalancerService(ctx, serviceName(j), opts)
