@@ -42,6 +42,12 @@ func lbTakenKey(name string) string   { return "lbtaken/" + name }
 func lbCreatedKey(name string) string { return "lbcreated/" + name }
 func lbAddressKey(name string) string { return "lbaddress/" + name }
 
+// The stopwatch keys of a burst Node and Service: the run has converged once all are done.
+func nodeKeys(name string) []string { return []string{nodeKey(name), routeKey(name)} }
+func serviceKeys(name string) []string {
+	return []string{serviceKey(name), lbRoutingKey(name), lbFirstKey(name), lbTakenKey(name), lbCreatedKey(name), lbAddressKey(name)}
+}
+
 // tracker times the burst's Nodes, Services, routes and load balancer routings from watches of
 // both control planes.
 type tracker struct {
@@ -79,7 +85,7 @@ func newTracker(ctx context.Context, stack *testenv.Stack, nodes, services int) 
 		return nil, fmt.Errorf("list the Nodes' NetworkInterfaces: %w", err)
 	}
 	t := &tracker{
-		stopwatch: newStopwatch(2*nodes + 5*services),
+		stopwatch: newStopwatch(len(nodeKeys(""))*nodes + len(serviceKeys(""))*services),
 		nodes:     nodes, services: services,
 		targets:   targetsOf(nics.Items),
 		serviceOf: map[string]string{}, loadBalancerOf: map[string]string{},

@@ -110,8 +110,9 @@ func internal(i int) bool { return i%5 == 0 }
 func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, nodes, services int) error {
 	return parallel(nodes+services, func(i int) error {
 		if i < nodes {
-			tracker.created(nodeKey(nodeName(i)))
-			tracker.created(routeKey(nodeName(i)))
+			for _, key := range nodeKeys(nodeName(i)) {
+				tracker.created(key)
+			}
 			_, err := stack.CreateNode(ctx, nodeName(i), testenv.NodeOptions{PodCIDRs: []string{podCIDR(i)}})
 			return err
 		}
@@ -120,12 +121,9 @@ func createBurst(ctx context.Context, stack *testenv.Stack, tracker *tracker, no
 		if internal(j) {
 			opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 		}
-		tracker.created(serviceKey(serviceName(j)))
-		tracker.created(lbRoutingKey(serviceName(j)))
-		tracker.created(lbFirstKey(serviceName(j)))
-		tracker.created(lbTakenKey(serviceName(j)))
-		tracker.created(lbCreatedKey(serviceName(j)))
-		tracker.created(lbAddressKey(serviceName(j)))
+		for _, key := range serviceKeys(serviceName(j)) {
+			tracker.created(key)
+		}
 		_, err := stack.CreateLoadBalancerService(ctx, serviceName(j), opts)
 		return err
 	})
