@@ -7,7 +7,6 @@ package clusterlabel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -15,18 +14,15 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/machinequeue"
 )
 
 // Name is the controller's name in --controllers.
@@ -36,54 +32,37 @@ const Name = "ironcore-cluster-label"
 // NetworkInterface is labelled for another cluster.
 const ReasonLabelConflict = "ClusterLabelConflict"
 
-const nodesByMachineIndex = "ironcore-machine"
-
 // Controller labels the IronCore objects of this cluster's Nodes.
 type Controller struct {
 	ironcore *ironcore.Client
 	cluster  string
 	// routedNetwork is the Network on which this CCM routes the Nodes' pod CIDRs, or empty.
 	routedNetwork string
-	nodes         toolscache.Indexer
-	synced        toolscache.InformerSynced
 	recorder      record.EventRecorder
-	queue         workqueue.TypedRateLimitingInterface[string]
+	queue         *machinequeue.Queue
 }
 
 // New wires the controller to the CCM's Node informer and the IronCore cache. routedNetwork
 // names the Network on which this CCM routes the Nodes' pod CIDRs (its route controller runs),
 // or is empty. Call it before the informers start.
 func New(client *ironcore.Client, cluster, routedNetwork string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
-	c := &Controller{
-		ironcore:      client,
-		cluster:       cluster,
-		routedNetwork: routedNetwork,
-		recorder:      recorder,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
+	queue, err := machinequeue.New(Name, client, nodeInformer.Informer())
+	if err != nil {
+		return nil, err
 	}
-	informer := nodeInformer.Informer()
-	if err := informer.AddIndexers(toolscache.Indexers{nodesByMachineIndex: c.machineOfNode}); err != nil {
-		return nil, fmt.Errorf("index Nodes by Machine: %w", err)
-	}
-	c.nodes, c.synced = informer.GetIndexer(), informer.HasSynced
-	enqueueNode := func(obj any) {
-		if names, _ := c.machineOfNode(obj); len(names) == 1 {
-			c.queue.Add(names[0])
-		}
-	}
-	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueueNode,
-		UpdateFunc: func(_, newObj any) { enqueueNode(newObj) },
+	c := &Controller{ironcore: client, cluster: cluster, routedNetwork: routedNetwork, recorder: recorder, queue: queue}
+	if _, err := nodeInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    queue.AddNode,
+		UpdateFunc: func(_, newObj any) { queue.AddNode(newObj) },
 	}); err != nil {
 		return nil, err
 	}
-	if err := client.OnMachineChange(func(machine *computev1alpha1.Machine) { c.queue.Add(machine.Name) }); err != nil {
+	if err := client.OnMachineChange(func(machine *computev1alpha1.Machine) { queue.Add(machine.Name) }); err != nil {
 		return nil, err
 	}
 	if err := client.OnNetworkInterfaceChange(func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
-			c.queue.Add(nic.Spec.MachineRef.Name)
+			queue.Add(nic.Spec.MachineRef.Name)
 		}
 	}); err != nil {
 		return nil, err
@@ -91,60 +70,20 @@ func New(client *ironcore.Client, cluster, routedNetwork string, nodeInformer co
 	return c, nil
 }
 
-// machineOfNode indexes a Node by the name of its Machine, if its provider ID points into
-// this cluster's IronCore namespace.
-func (c *Controller) machineOfNode(obj any) ([]string, error) {
-	node, ok := obj.(*corev1.Node)
-	if !ok || node.Spec.ProviderID == "" {
-		return nil, nil
-	}
-	// A Node of another provider or IronCore namespace has no Machine of ours: not indexed.
-	id, parseErr := providerid.Parse(node.Spec.ProviderID)
-	if parseErr != nil || id.Namespace != c.ironcore.Namespace() {
-		return nil, nil //nolint:nilerr // not an indexing failure
-	}
-	return []string{id.Machine}, nil
-}
-
 // Name implements the controller-manager's controller.Interface.
 func (c *Controller) Name() string { return Name }
 
 // Run processes the queue with the given number of workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) || !c.ironcore.WaitForCacheSync(ctx) {
-		return
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, c.work, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *Controller) work(ctx context.Context) {
-	for {
-		machine, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := c.sync(ctx, machine); err != nil {
-			klog.ErrorS(err, "Cannot label IronCore objects with the cluster name", "machine", klog.KRef(c.ironcore.Namespace(), machine))
-			c.queue.AddRateLimited(machine)
-		} else {
-			c.queue.Forget(machine)
-		}
-		c.queue.Done(machine)
-	}
+	c.queue.Run(ctx, workers, "Cannot label IronCore objects with the cluster name", c.sync)
 }
 
 // sync labels the named Machine and its NetworkInterfaces if a Node of this cluster runs on it.
 func (c *Controller) sync(ctx context.Context, machineName string) error {
-	nodes, err := c.nodes.ByIndex(nodesByMachineIndex, machineName)
-	if err != nil || len(nodes) == 0 {
+	node, err := c.queue.NodeOf(machineName)
+	if err != nil || node == nil {
 		return err
 	}
-	node := nodes[0].(*corev1.Node)
 	machine, err := c.ironcore.Machine(ctx, machineName)
 	if errors.Is(err, ironcore.ErrNotFound) {
 		return nil
