@@ -44,8 +44,9 @@ func reasons() map[string]string {
 			"the last of 100 new LoadBalancers was created 4 s after its Service). A waiting worker costs no CPU.",
 		"concurrent-node-syncs": "Initializing a Node reads the IronCore cache and patches the Node, and the worker waits for the API server's answer: " +
 			"with 10 workers, 1,000 new Nodes waited 23 s on average in the queue and took up to 48 s to initialize; with 50, 2 s and 10 s " +
-			"(measured on the test stack, where the API servers share two cores). More are not faster once the API server sets the pace: " +
-			"with 200, the same burst took up to 27 s. A Node is a load balancer target only once initialized.",
+			"(measured on the test stack, where the API servers share two cores). More were slower while a conflicting update was retried on the " +
+			"informer's copy (with 200, up to 27 s); now that it is retried on the API server's copy, one run with 100 took up to 6.7 s, " +
+			"within the spread of runs with 50 (5.4-12.6 s). A Node is a load balancer target only once initialized.",
 		"kube-api-qps": "Initializing a Node, routing it and serving Services cost a few requests each to the target cluster: " +
 			"at 20 per second, 300 new Nodes took 31 s to initialize. At 200, with 50 Node workers, no request waited for the limit " +
 			"while 1,000 Nodes and 300 Services were created at once (measured on the test stack). " +
