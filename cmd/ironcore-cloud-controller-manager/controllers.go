@@ -70,7 +70,10 @@ func startCloudNodeController(initContext app.ControllerInitContext, completed *
 		if err != nil {
 			return nil, false, err
 		}
-		nodes := freshnodes.New(completed.SharedInformers.Core().V1().Nodes(), client)
+		nodes, err := freshnodes.New(completed.SharedInformers.Core().V1().Nodes(), client)
+		if err != nil {
+			return nil, false, err
+		}
 		c, err := cloudnodecontroller.NewCloudNodeController(nodes.Informer(), nodes.Client(), cloud,
 			completed.ComponentConfig.NodeStatusUpdateFrequency.Duration, completed.ComponentConfig.NodeController.ConcurrentNodeSyncs)
 		if err != nil {

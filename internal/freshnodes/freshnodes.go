@@ -25,12 +25,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
 
-// readTimeout bounds the read of a Node after a conflict; a lister's Get has no context.
+// readTimeout bounds the read of a Node after a conflict: a lister's Get has no context, so the
+// read is not cancelled when the controller stops, but ends by then.
 const readTimeout = 10 * time.Second
 
 // Nodes remembers, per Node, what the writes made through Client returned and whether the last
@@ -47,8 +49,21 @@ type Nodes struct {
 }
 
 // New wraps a Node informer and the client of the controller that reads and writes through them.
-func New(informer coreinformers.NodeInformer, client kubernetes.Interface) *Nodes {
-	return &Nodes{informer: informer, client: client, written: map[string]*corev1.Node{}, conflicted: map[string]bool{}}
+// Call it before the informer starts.
+func New(informer coreinformers.NodeInformer, client kubernetes.Interface) (*Nodes, error) {
+	n := &Nodes{informer: informer, client: client, written: map[string]*corev1.Node{}, conflicted: map[string]bool{}}
+	// What is remembered of a Node goes with it, whether or not the controller reads it again.
+	_, err := informer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if node, ok := obj.(*corev1.Node); ok {
+				n.forget(node.Name)
+			}
+		},
+	})
+	return n, err
 }
 
 // Informer is the Node informer with a lister whose Get gives the newest known copy; its
@@ -70,6 +85,10 @@ func (n *Nodes) get(name string) (*corev1.Node, error) {
 	if n.takeConflict(name) {
 		live, err := n.read(name)
 		switch {
+		case err == nil && live.UID != cached.UID:
+			// Another Node of the same name: the controller waits for the cache, as without
+			// this package, rather than apply what it made of the first to the second.
+			return cached, nil
 		case err == nil:
 			n.observe(live)
 			return live, nil
@@ -83,7 +102,7 @@ func (n *Nodes) get(name string) (*corev1.Node, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if written, ok := n.written[name]; ok {
-		if ironcore.NewerVersion(written.ResourceVersion, cached.ResourceVersion) {
+		if written.UID == cached.UID && ironcore.NewerVersion(written.ResourceVersion, cached.ResourceVersion) {
 			return written, nil
 		}
 		delete(n.written, name)
@@ -105,14 +124,15 @@ func (n *Nodes) takeConflict(name string) bool {
 	return conflicted
 }
 
-// observe remembers node as a write or read returned it, unless a newer copy is known.
+// observe remembers a copy of node as a write or read returned it, unless a newer copy of the
+// same Node is known. The copy is the lister's to give out, whatever the writer does with its own.
 func (n *Nodes) observe(node *corev1.Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if known, ok := n.written[node.Name]; ok && !ironcore.NewerVersion(node.ResourceVersion, known.ResourceVersion) {
+	if known, ok := n.written[node.Name]; ok && known.UID == node.UID && !ironcore.NewerVersion(node.ResourceVersion, known.ResourceVersion) {
 		return
 	}
-	n.written[node.Name] = node
+	n.written[node.Name] = node.DeepCopy()
 }
 
 // wrote records the outcome of a write of the named Node.

@@ -46,7 +46,10 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	informer, store := staleCache(t, created)
-	nodes := freshnodes.New(informer, stack.TargetClientset)
+	nodes, err := freshnodes.New(informer, stack.TargetClientset)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lister, client := nodes.Informer().Lister(), nodes.Client().CoreV1().Nodes()
 
 	// Another writer, as the route controller's condition or the kubelet's status.
@@ -62,7 +65,7 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	if first.ResourceVersion != created.ResourceVersion {
 		t.Fatalf("before any conflict the lister gave version %s, want the cache's %s", first.ResourceVersion, created.ResourceVersion)
 	}
-	if _, err := client.Update(ctx, withLabel(first, "init", "1"), metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+	if _, err := client.Update(ctx, initialized(first), metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Fatalf("an update of the cache's stale copy returned %v, want a conflict", err)
 	}
 
@@ -73,7 +76,7 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	if retry.ResourceVersion != other.ResourceVersion {
 		t.Fatalf("after the conflict the lister gave version %s, want the API server's %s", retry.ResourceVersion, other.ResourceVersion)
 	}
-	updated, err := client.Update(ctx, withLabel(retry, "init", "1"), metav1.UpdateOptions{})
+	updated, err := client.Update(ctx, initialized(retry), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("the retry on the lister's copy failed: %v", err)
 	}
@@ -107,32 +110,81 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	}
 }
 
-// TestANodeGoneFromTheCacheIsGone: a Node the cache no longer holds is not found, whatever a
-// write returned before.
-func TestANodeGoneFromTheCacheIsGone(t *testing.T) {
+// TestANodeGoneFromTheCacheIsForgotten: a Node the cache no longer holds is not found, and what
+// a write returned of it is forgotten: the cache's copy counts again when the Node is back.
+func TestANodeGoneFromTheCacheIsForgotten(t *testing.T) {
 	ctx := context.Background()
 	created, err := stack.CreateNode(ctx, "fresh-b", testenv.NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	informer, store := staleCache(t, created)
-	nodes := freshnodes.New(informer, stack.TargetClientset)
-	if _, err := nodes.Client().CoreV1().Nodes().Update(ctx, withLabel(created, "init", "1"), metav1.UpdateOptions{}); err != nil {
+	nodes, err := freshnodes.New(informer, stack.TargetClientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.Client().CoreV1().Nodes().Update(ctx, initialized(created), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Delete(created); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodes.Informer().Lister().Get(created.Name); !apierrors.IsNotFound(err) {
+	lister := nodes.Informer().Lister()
+	if _, err := lister.Get(created.Name); !apierrors.IsNotFound(err) {
 		t.Fatalf("the lister answered %v for a Node gone from the cache, want not found", err)
+	}
+	if err := store.Add(created); err != nil {
+		t.Fatal(err)
+	}
+	back, err := lister.Get(created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("the lister gave version %s of a Node back in the cache, want the cache's %s", back.ResourceVersion, created.ResourceVersion)
 	}
 }
 
-func withLabel(node *corev1.Node, key, value string) *corev1.Node {
+// TestAnotherNodeOfTheSameNameWaitsForTheCache: the Node is deleted and created again while the
+// cache holds the first. An update of the first conflicts; the API server's copy is another
+// Node, so the lister keeps answering with the cache's, as without this package, rather than
+// have the controller apply to the second what it made of the first.
+func TestAnotherNodeOfTheSameNameWaitsForTheCache(t *testing.T) {
+	ctx := context.Background()
+	first, err := stack.CreateNode(ctx, "fresh-c", testenv.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	informer, _ := staleCache(t, first)
+	nodes, err := freshnodes.New(informer, stack.TargetClientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := stack.CreateNode(ctx, first.Name, testenv.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.Client().CoreV1().Nodes().Update(ctx, initialized(first), metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("an update of the first Node returned %v, want a conflict", err)
+	}
+	got, err := nodes.Informer().Lister().Get(first.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != first.UID {
+		t.Fatalf("the lister gave Node %s (the API server's, %s), want the cache's %s", got.UID, second.UID, first.UID)
+	}
+}
+
+// initialized returns a copy of node with a label, as an initialization would change it.
+func initialized(node *corev1.Node) *corev1.Node {
 	node = node.DeepCopy()
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
-	node.Labels[key] = value
+	node.Labels["init"] = "1"
 	return node
 }
