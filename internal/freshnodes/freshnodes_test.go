@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/freshnodes"
@@ -23,16 +22,24 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &stack))
 }
 
-// staleCache returns a Node informer that is never started, its store holding node: a cache
-// that lags the API server for as long as the test needs.
-func staleCache(t *testing.T, node *corev1.Node) (coreinformers.NodeInformer, cache.Indexer) {
+// withStaleCache creates the named Node and wraps an informer that is never started, its store
+// holding the Node as created: a cache that lags the API server for as long as the test needs.
+func withStaleCache(t *testing.T, name string) (*corev1.Node, *freshnodes.Nodes, cache.Indexer) {
 	t.Helper()
-	informer := informers.NewSharedInformerFactory(stack.TargetClientset, 0).Core().V1().Nodes()
-	store := informer.Informer().GetIndexer()
-	if err := store.Add(node); err != nil {
+	created, err := stack.CreateNode(context.Background(), name, testenv.NodeOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return informer, store
+	informer := informers.NewSharedInformerFactory(stack.TargetClientset, 0).Core().V1().Nodes()
+	store := informer.Informer().GetIndexer()
+	if err := store.Add(created); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := freshnodes.New(informer, stack.TargetClientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created, nodes, store
 }
 
 // TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy: another writer changes a Node after the
@@ -41,15 +48,7 @@ func staleCache(t *testing.T, node *corev1.Node) (coreinformers.NodeInformer, ca
 // the update returned until the cache shows as much.
 func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	ctx := context.Background()
-	created, err := stack.CreateNode(ctx, "fresh-a", testenv.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	informer, store := staleCache(t, created)
-	nodes, err := freshnodes.New(informer, stack.TargetClientset)
-	if err != nil {
-		t.Fatal(err)
-	}
+	created, nodes, store := withStaleCache(t, "fresh-a")
 	lister, client := nodes.Informer().Lister(), nodes.Client().CoreV1().Nodes()
 
 	// Another writer, as the route controller's condition or the kubelet's status.
@@ -114,15 +113,7 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 // a write returned of it is forgotten: the cache's copy counts again when the Node is back.
 func TestANodeGoneFromTheCacheIsForgotten(t *testing.T) {
 	ctx := context.Background()
-	created, err := stack.CreateNode(ctx, "fresh-b", testenv.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	informer, store := staleCache(t, created)
-	nodes, err := freshnodes.New(informer, stack.TargetClientset)
-	if err != nil {
-		t.Fatal(err)
-	}
+	created, nodes, store := withStaleCache(t, "fresh-b")
 	if _, err := nodes.Client().CoreV1().Nodes().Update(ctx, initialized(created), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,15 +142,7 @@ func TestANodeGoneFromTheCacheIsForgotten(t *testing.T) {
 // have the controller apply to the second what it made of the first.
 func TestAnotherNodeOfTheSameNameWaitsForTheCache(t *testing.T) {
 	ctx := context.Background()
-	first, err := stack.CreateNode(ctx, "fresh-c", testenv.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	informer, _ := staleCache(t, first)
-	nodes, err := freshnodes.New(informer, stack.TargetClientset)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, nodes, _ := withStaleCache(t, "fresh-c")
 	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
