@@ -131,8 +131,8 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 // routeLabelWait is how long after a Node's creation its NetworkInterface on the routed Network
 // is left to the write of the Node's route, which labels it for the cluster as well (see
 // pkg/provider's CreateRoute): labelled here first, it would be written twice, and a new
-// Node is initialized, and labelled here, before its route is written more often than not.
-// A route not written by then is no reason to leave the label out any longer.
+// Node may well be initialized, and looked at here, before its route is written. A route not
+// written by then is no reason to leave the label out any longer.
 const routeLabelWait = 30 * time.Second
 
 // leftToRoute returns how much longer the NetworkInterface is left to the write of its Node's

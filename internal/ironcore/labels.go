@@ -92,7 +92,7 @@ type labelWrite struct {
 // written tells whether this client wrote key=value on the object at a version newer than obj,
 // the cached copy; once the cache has caught up, the write is forgotten.
 func (w *labelWrites) written(kind string, obj client.Object, key, value string) bool {
-	id := kind + "/" + client.ObjectKeyFromObject(obj).String()
+	id := labelWriteID(kind, obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.versions[id]
@@ -108,13 +108,17 @@ func (w *labelWrites) written(kind string, obj client.Object, key, value string)
 
 // record remembers that key=value was written on obj, as the write returned it.
 func (w *labelWrites) record(kind string, obj client.Object, key, value string) {
-	id := kind + "/" + client.ObjectKeyFromObject(obj).String()
+	id := labelWriteID(kind, obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.versions == nil {
 		w.versions = map[string]labelWrite{}
 	}
 	w.versions[id] = labelWrite{key: key, value: value, resourceVersion: obj.GetResourceVersion()}
+}
+
+func labelWriteID(kind string, obj client.Object) string {
+	return kind + "/" + client.ObjectKeyFromObject(obj).String()
 }
 
 // addLabelOnce is one attempt of AddLabel on obj as it was read.
