@@ -97,7 +97,7 @@ func TestNodesThatCannotBeTargetsDoNotFailUpdates(t *testing.T) {
 		node("other-namespace", "ironcore://elsewhere/m-1"),
 		node("machine-gone", providerIDOf("lb-quiet-no-such-machine")))
 	for range 3 {
-		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 			t.Fatalf("UpdateLoadBalancer: %v", err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,8 +99,10 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
-		t.Fatal(err)
+	// The service controller takes ImplementedElsewhere, compared with ==, as success without
+	// an UpdatedLoadBalancer event.
+	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != cloudprovider.ImplementedElsewhere { //nolint:errorlint // the caller compares with ==
+		t.Fatalf("UpdateLoadBalancer: %v, want cloudprovider.ImplementedElsewhere itself", err)
 	}
 	if w := writes(); len(w) > 0 {
 		t.Errorf("an unchanged sync wrote to IronCore: %v", w)
@@ -107,15 +110,16 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 
 	// A Node left out (removed, or excluded by label) stops receiving traffic; zero Nodes is
 	// valid and leaves no targets.
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-public-1"))
+	// nil, so that the service controller warns that the Service has no Nodes.
 	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
-		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
+		t.Fatalf("UpdateLoadBalancer with no Nodes: %v, want nil", err)
 	}
 	waitForRouting(t, name, nil)
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
@@ -366,7 +370,7 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 		t.Fatal("the switch completed although the new LoadBalancer cannot get its address")
 	}
 	successor := ironcoreLoadBalancer(t, name+"-internal")
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
 	waitForRouting(t, successor.Name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
@@ -433,11 +437,11 @@ func TestExplicitRouting(t *testing.T) {
 		t.Fatalf("owner references %v, want the LoadBalancer", refs)
 	}
 
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:]); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:])); err != nil {
 		t.Fatal(err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-explicit-2"))
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil)); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
 	}
 	waitForRouting(t, name, nil)
@@ -445,7 +449,7 @@ func TestExplicitRouting(t *testing.T) {
 	// A Node whose Machine is gone is left out without failing the update (the node lifecycle
 	// controller deletes it), and the others still get traffic.
 	gone := node("lb-explicit-gone", providerIDOf("lb-explicit-gone"))
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...)); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))); err != nil {
 		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
 	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
@@ -589,7 +593,7 @@ func TestConcurrentSyncs(t *testing.T) {
 			defer wg.Done()
 			for service := range work {
 				ensureUntilReady(t, lbs, service, nodes)
-				if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+				if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 					t.Errorf("UpdateLoadBalancer(%s): %v", service.Name, err)
 				}
 			}
@@ -642,7 +646,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	ensureUntilReady(t, lbs, service, nodes)
 	waitForNICLabel(t, "stale-2", true)
 
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
 	if !hasTargetLabel(t, "stale-2") {
@@ -667,7 +671,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
 	waitForNICLabel(t, "stale-2", false)
@@ -698,7 +702,7 @@ func TestAnUninitializedNodeIsNoTarget(t *testing.T) {
 	initialized := workerNodes(t, "lb-uninitialized-peer")
 	uninitialized := readyNode(name, "")
 	service := createService(t, "uninitialized-target", testenv.ServiceOptions{})
-	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, []*corev1.Node{uninitialized, initialized[0]}); err != nil {
+	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, []*corev1.Node{uninitialized, initialized[0]})); err != nil {
 		t.Fatal(err)
 	}
 	waitForNICLabel(t, initialized[0].Name, true)

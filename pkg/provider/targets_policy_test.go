@@ -590,7 +590,7 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 	}
 	// An endpoint change makes the controller sync the Service after the Node changed.
 	setEndpoints(t, service, append(endpointsOn(names...), testenv.Endpoint{IP: "10.244.9.99", Node: names[1], Ready: true, Serving: true}))
-	if err := h.lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+	if err := updated(h.lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
 	waitForRouting(t, lbName, nicIPs(t, names...))
@@ -687,10 +687,10 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err != nil {
+		if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 			t.Fatal(err)
 		}
-		if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes); err != nil {
+		if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 			t.Fatal(err)
 		}
 		waitForRouting(t, name, both)
