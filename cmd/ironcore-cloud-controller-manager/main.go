@@ -118,35 +118,25 @@ func controllerInitializers(targets func() *lbtargets.Controller) map[string]app
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
 	}
-	service := initializers[names.ServiceLBController]
-	service.Constructor = startServiceController
-	initializers[names.ServiceLBController] = service
-	node := initializers[names.CloudNodeController]
-	node.Constructor = startCloudNodeController
-	initializers[names.CloudNodeController] = node
-	initializers[clusterlabel.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: clusterlabel.Name},
-		Constructor: startClusterLabelController,
+	// The framework's service and node controllers, started on this CCM's informers.
+	for name, start := range map[string]app.InitFuncConstructor{
+		names.ServiceLBController: startServiceController,
+		names.CloudNodeController: startCloudNodeController,
+	} {
+		constructor := initializers[name]
+		constructor.Constructor = start
+		initializers[name] = constructor
 	}
-	initializers[lbrepair.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: lbrepair.Name},
-		Constructor: startLoadBalancerRepair,
-	}
-	initializers[lbtargets.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: lbtargets.Name},
-		Constructor: startLoadBalancerTargets(targets),
-	}
-	initializers[nodeipam.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: nodeipam.Name},
-		Constructor: startNodeIPAM,
-	}
-	initializers[nodelabels.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: nodelabels.Name},
-		Constructor: startNodeLabels,
-	}
-	initializers[orphans.Name] = app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: orphans.Name},
-		Constructor: startOrphanCollector,
+	// This CCM's own controllers, each with a client named after it.
+	for name, start := range map[string]app.InitFuncConstructor{
+		clusterlabel.Name: startClusterLabelController,
+		lbrepair.Name:     startLoadBalancerRepair,
+		lbtargets.Name:    startLoadBalancerTargets(targets),
+		nodeipam.Name:     startNodeIPAM,
+		nodelabels.Name:   startNodeLabels,
+		orphans.Name:      startOrphanCollector,
+	} {
+		initializers[name] = app.ControllerInitFuncConstructor{InitContext: app.ControllerInitContext{ClientName: name}, Constructor: start}
 	}
 	return initializers
 }

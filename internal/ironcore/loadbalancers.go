@@ -188,6 +188,16 @@ func (c *Client) patchLoadBalancerVersion(ctx context.Context, verb string, lb *
 	return patched, nil
 }
 
+// OwnedBy tells whether obj, a LoadBalancerRouting say, names lb among its owners.
+func OwnedBy(obj metav1.Object, lb *networkingv1alpha1.LoadBalancer) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == lb.UID {
+			return true
+		}
+	}
+	return false
+}
+
 // Retained tells whether lb was retained after its Service (RetainLoadBalancer).
 func Retained(lb *networkingv1alpha1.LoadBalancer) bool {
 	return lb.Labels[keys.LabelRetained] == "true"

@@ -410,7 +410,7 @@ func (t *Controller) routingInPlace(ctx context.Context, service *corev1.Service
 		if existing != nil && ironcore.NewerVersion(last.resourceVersion, existing.ResourceVersion) {
 			return last.digest == ironcore.RoutingDigest(routing), nil
 		}
-		if existing == nil || !ownedBy(existing, lb) || ironcore.RoutingDigest(existing) != last.digest {
+		if existing == nil || !ironcore.OwnedBy(existing, lb) || ironcore.RoutingDigest(existing) != last.digest {
 			t.forgetRouting(lb.UID)
 			t.driftRepaired(service, lb)
 		}
@@ -423,7 +423,7 @@ func (t *Controller) routingInPlace(ctx context.Context, service *corev1.Service
 		// selected, or one written before the label existed).
 		return false, nil
 	}
-	return ownedBy(existing, lb) && ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
+	return ironcore.OwnedBy(existing, lb) && ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
 }
 
 // routingLiveInPlace reports whether lb's routing on the API server already is the desired one.
@@ -435,7 +435,7 @@ func (t *Controller) routingLiveInPlace(ctx context.Context, lb *networkingv1alp
 	case err != nil:
 		return false, err
 	}
-	return ownedBy(existing, lb) && existing.Labels[keys.LabelRoutingCluster] == t.cluster &&
+	return ironcore.OwnedBy(existing, lb) && existing.Labels[keys.LabelRoutingCluster] == t.cluster &&
 		ironcore.RoutingDigest(existing) == ironcore.RoutingDigest(routing), nil
 }
 
@@ -452,15 +452,6 @@ func (t *Controller) driftRepaired(service *corev1.Service, lb *networkingv1alph
 		t.recorder.Eventf(service, corev1.EventTypeNormal, ReasonDriftRepaired,
 			"The LoadBalancerRouting of IronCore LoadBalancer %s was changed outside the CCM; its targets were written back", lb.Name)
 	}
-}
-
-func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == owner.UID {
-			return true
-		}
-	}
-	return false
 }
 
 // queueOwnerOf queues the routing key of the Service that the LoadBalancer was made for, or of

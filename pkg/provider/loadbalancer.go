@@ -241,7 +241,7 @@ func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Serv
 func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
-	case err == nil && ownedBy(routing, lb) && ironcore.RoutingDestinationCount(routing) > 0:
+	case err == nil && ironcore.OwnedBy(routing, lb) && ironcore.RoutingDestinationCount(routing) > 0:
 		return true, nil
 	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
 		return false, err
@@ -328,12 +328,9 @@ func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired
 // framework retries them.
 //
 // Otherwise it returns cloudprovider.ImplementedElsewhere, unwrapped (the service controller
-// compares it with ==): the targets are the target controller's, which watches the Nodes
-// itself, so this call only queues them. With nil, the service controller records an
-// UpdatedLoadBalancer event on every Service at every node sync: 1,367 while 300 Nodes joined
-// under 100 Services, which took the CCM's writes to the cluster from about 1,750 to 2,200-2,750.
-// With no Nodes it returns nil, so that the service controller still warns that the Service has
-// none.
+// compares with ==): the target controller owns the targets, and with nil the service
+// controller records an UpdatedLoadBalancer event on every Service at every node sync. With
+// no Nodes it returns nil, so that the service controller still warns that there are none.
 func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service *corev1.Service, nodes []*corev1.Node) error {
 	if l.targets == nil {
 		return errNoTargets

@@ -79,7 +79,7 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 	}
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
-	case err == nil && ownedBy(routing, lb):
+	case err == nil && ironcore.OwnedBy(routing, lb):
 		if err := l.ironcore.DeleteLoadBalancerRouting(ctx, routing); err != nil {
 			return err
 		}

@@ -7,20 +7,10 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
-
-func ownedBy(obj metav1.Object, owner *networkingv1alpha1.LoadBalancer) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == owner.UID {
-			return true
-		}
-	}
-	return false
-}
 
 // owners tells which LoadBalancers are the cluster's: see ironcore.Owners.
 func (l *loadBalancers) owners(clusterName string) ironcore.Owners {
