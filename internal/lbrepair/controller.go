@@ -232,9 +232,8 @@ func (c *Controller) work(ctx context.Context) {
 }
 
 // sync repairs one Service: it recreates a LoadBalancer that is gone while the Service has
-// addresses (so had one), reports the addresses of one the Service does not show yet, and
-// with explicit routing it updates the routing. It returns a delay to come back after while
-// IronCore works.
+// addresses (so had one), and reports the addresses of one the Service does not show yet. It
+// returns a delay to come back after while IronCore works.
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -248,6 +247,22 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	retryAfter, err := c.syncService(ctx, key, service)
+	if !apierrors.IsConflict(err) {
+		return retryAfter, err
+	}
+	// The lister is behind a write to the Service, usually the service controller's status
+	// patch: decide once more on the API server's copy, rather than again on the lister's until
+	// its watch catches up (each try a refused write).
+	live, ok, err := c.liveService(ctx, service)
+	if !ok || err != nil {
+		return 0, err
+	}
+	return c.syncService(ctx, key, live)
+}
+
+// syncService is sync on the given copy of the Service.
+func (c *Controller) syncService(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
 	if !c.Class.Wants(service) {
 		c.forget(key)
 		return 0, nil
@@ -388,7 +403,7 @@ func (c *Controller) recreate(ctx context.Context, service *corev1.Service, node
 	if err != nil {
 		return 0, err
 	}
-	return 0, c.writeStatus(ctx, service, status)
+	return 0, c.writeStatus(ctx, live, status)
 }
 
 // writeStatus writes the load balancer status into the Service's, unless it is there already.

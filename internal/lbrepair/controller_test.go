@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
@@ -117,24 +119,33 @@ func statusOf(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
 // start runs the controller on real informers and the IronCore cache.
 func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
 	t.Helper()
+	lbs, recorder, _ := startOn(t, stack.TargetClientset)
+	return lbs, recorder
+}
+
+// startOn is start with the controller's informers and writes on clientset; it also returns
+// the informers' Service lister.
+func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *record.FakeRecorder, corelisters.ServiceLister) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ironcoreClient, err := stack.StartIronCoreClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	factory := informers.NewSharedInformerFactory(clientset, 0)
 	lbs, recorder := &loadBalancers{}, record.NewFakeRecorder(100)
 	c, err := lbrepair.New(lbrepair.Config{
 		IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
-		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: stack.TargetClientset, Recorder: recorder,
+		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	services := factory.Core().V1().Services().Lister()
 	factory.Start(ctx.Done())
 	go c.Run(ctx, 2)
-	return lbs, recorder
+	return lbs, recorder, services
 }
 
 func waitForStatus(t *testing.T, service *corev1.Service) string {
@@ -176,6 +187,56 @@ func TestAddressesReachTheServiceOnArrival(t *testing.T) {
 	}
 	if len(lb.Status.IPs) == 0 || lb.Status.IPs[0].String() != ip {
 		t.Fatalf("the Service shows %s, the LoadBalancer has %v", ip, lb.Status.IPs)
+	}
+}
+
+// The controller's Service lister is behind a write to the Service (its watch is held back)
+// when the LoadBalancer's addresses arrive, as it is when the service controller has just
+// written the Service. The status patch on the lister's version is refused; the controller reads
+// the Service from the API server and writes the addresses on that version while the watch is
+// still held: one refused write, not one per retry until the watch catches up.
+func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
+	proxy, _, err := stack.StartTargetProxy("repair-stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientset, err := kubernetes.NewForConfig(proxy.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, services := startOn(t, clientset)
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "repair-stale", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitFor(ctx, time.Minute, "the Service in the controller's lister", func(context.Context) error {
+		_, err := services.Services(service.Namespace).Get(service.Name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	release := proxy.HoldWatches("services")
+	t.Cleanup(release)
+	service.Labels = map[string]string{"edited": "elsewhere"}
+	edited, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, service, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listed, err := services.Services(service.Namespace).Get(service.Name); err != nil || listed.ResourceVersion == edited.ResourceVersion {
+		t.Fatalf("the lister shows the edit although the Service watch is held back (%v)", err)
+	}
+	proxy.Reset()
+	lb, err := createLoadBalancer(ctx, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	waitForStatus(t, service)
+	for _, count := range proxy.Counts() {
+		if count.Verb == "patch" && count.Resource == "services/status" && count.Refused > 1 {
+			t.Errorf("%d status patches refused; want at most the one on the lister's version", count.Refused)
+		}
 	}
 }
 
