@@ -89,8 +89,30 @@ func NewScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// New builds a client for namespace. It makes no request: call CheckNetwork to find out whether
-// IronCore is reachable, then RegisterInformers, then Start.
+// NewWithin is New, given up when ctx ends. Building the cache asks the API server whether the
+// Prefixes it selects by label are namespaced, a request that takes no context: a hung one would
+// hold the caller for RequestTimeout. A client given up on is left to the garbage collector.
+func NewWithin(ctx context.Context, cfg *rest.Config, namespace string) (*Client, error) {
+	type built struct {
+		client *Client
+		err    error
+	}
+	done := make(chan built, 1)
+	go func() {
+		client, err := New(cfg, namespace)
+		done <- built{client, err}
+	}()
+	select {
+	case b := <-done:
+		return b.client, b.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("build IronCore cache: %w", ctx.Err())
+	}
+}
+
+// New builds a client for namespace. Its one request asks the API server about the kinds it
+// caches (see NewWithin): call CheckNetwork to find out whether IronCore is reachable, then
+// RegisterInformers, then Start.
 func New(cfg *rest.Config, namespace string) (*Client, error) {
 	scheme, err := NewScheme()
 	if err != nil {

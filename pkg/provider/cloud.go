@@ -101,8 +101,8 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	checkCtx, cancel := context.WithTimeout(ctx, startupCheckTimeout)
 	defer cancel()
 	var client *ironcore.Client
-	if err := retryTransient(checkCtx, "Connecting to IronCore", func(context.Context) (err error) {
-		client, err = ironcore.New(restConfig, namespace)
+	if err := retryTransient(checkCtx, "Connecting to IronCore", func(ctx context.Context) (err error) {
+		client, err = ironcore.NewWithin(ctx, restConfig, namespace)
 		return err
 	}); err != nil {
 		return nil, err

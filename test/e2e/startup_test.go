@@ -161,26 +161,38 @@ func TestStartupRidesOutAnIronCoreHiccup(t *testing.T) {
 	waitHealthy(t, port)
 }
 
-// TestAHungStartupRequestIsTriedAgain: the CCM's first read of the Network hangs (the proxy
-// holds it a minute, as a lost packet or a stuck API server would); the start-up check gives
-// that attempt up in time to try again, and the CCM starts, instead of spending its whole
-// start-up budget on one request and exiting (make chaos: "replica ended by itself").
+// TestAHungStartupRequestIsTriedAgain: one of the CCM's first requests to IronCore hangs (the
+// proxy holds it a minute, as a lost packet or a stuck API server would): the API discovery that
+// building the IronCore cache makes, which takes no context, or the read of the Network. The
+// start-up check gives that attempt up in time to try again, and the CCM starts, instead of
+// spending its whole start-up budget on one request and exiting (make chaos: "replica ended by
+// itself").
 func TestAHungStartupRequestIsTriedAgain(t *testing.T) {
-	var held atomic.Bool
-	stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
-		return r.Verb == "get" && strings.HasPrefix(r.Resource, "networks.") && held.CompareAndSwap(false, true)
-	}, time.Minute)
-	t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
-	ccm, port, err := stack.StartCCM(ccmBinary, "ccm-startup-hung")
-	if err != nil {
-		t.Fatal(err)
+	for _, hung := range []struct {
+		name, ccm string
+		match     func(apiproxy.Request) bool
+	}{
+		{"the API discovery", "ccm-hung-discovery", func(r apiproxy.Request) bool { return r.Verb == "GET" && r.Resource == "/api" }},
+		{"the Network read", "ccm-hung-network", func(r apiproxy.Request) bool { return r.Verb == "get" && strings.HasPrefix(r.Resource, "networks.") }},
+	} {
+		t.Run(hung.name, func(t *testing.T) {
+			var held atomic.Bool
+			stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
+				return hung.match(r) && held.CompareAndSwap(false, true)
+			}, time.Minute)
+			t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
+			ccm, port, err := stack.StartCCM(ccmBinary, hung.ccm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ccm.Stop() })
+			waitForLogLine(t, ccm, "the CCM to start", "Configured IronCore cloud provider")
+			if !held.Load() {
+				t.Fatalf("%s was not held: the test proves nothing", hung.name)
+			}
+			waitHealthy(t, port)
+		})
 	}
-	t.Cleanup(func() { _ = ccm.Stop() })
-	waitForLogLine(t, ccm, "the CCM to start", "Configured IronCore cloud provider")
-	if !held.Load() {
-		t.Fatal("no Network read was held: the test proves nothing")
-	}
-	waitHealthy(t, port)
 }
 
 // TestVersionNamesTheBuild runs --version and --version=raw: both name the commit the binary
