@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -19,7 +20,31 @@ import (
 const (
 	annotationDestinationsDigest = "cache.ironcore-ccm.internal/destinations-digest"
 	annotationDestinationsCount  = "cache.ironcore-ccm.internal/destinations"
+	// annotationDestinationTargets names the NetworkInterfaces of a routing with at most
+	// namedTargetsUpTo destinations, comma-separated: a new Service's routing holds only its
+	// first targets, chosen again at each sync, and those routed now are kept.
+	annotationDestinationTargets = "cache.ironcore-ccm.internal/destination-targets"
+	namedTargetsUpTo             = 8
 )
+
+// RoutingTargets names the NetworkInterfaces a routing's destinations refer to, for a routing
+// read from the API server or built to be written, and for one read from the cache if it has
+// at most a few destinations; ok is false for a larger one read from the cache.
+func RoutingTargets(routing *networkingv1alpha1.LoadBalancerRouting) (names []string, ok bool) {
+	if _, summarized := routing.Annotations[annotationDestinationsDigest]; summarized && routing.Destinations == nil {
+		targets, named := routing.Annotations[annotationDestinationTargets]
+		if !named || targets == "" {
+			return nil, named
+		}
+		return strings.Split(targets, ","), true
+	}
+	for _, destination := range routing.Destinations {
+		if destination.TargetRef != nil {
+			names = append(names, destination.TargetRef.Name)
+		}
+	}
+	return names, true
+}
 
 // RoutingDigest identifies a routing's network and destinations, for a routing read from the
 // cache as for one read from the API server or built to be written. It is a hash, not the text
@@ -93,6 +118,10 @@ func summarizeRoutings() func(any) (any, error) {
 		}
 		annotations[annotationDestinationsDigest] = destinationsDigest(routing)
 		annotations[annotationDestinationsCount] = fmt.Sprint(len(routing.Destinations))
+		if len(routing.Destinations) <= namedTargetsUpTo {
+			names, _ := RoutingTargets(routing)
+			annotations[annotationDestinationTargets] = strings.Join(names, ",")
+		}
 		routing.Annotations = annotations
 		routing.Destinations = nil
 		return routing, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
@@ -75,5 +76,40 @@ func BenchmarkRoutingDigest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		RoutingDigest(routing)
+	}
+}
+
+// TestTheCacheNamesTheTargetsOfASmallRouting: the cache keeps the NetworkInterfaces of a
+// routing with a few destinations (a new Service's first targets), in order, and says it cannot
+// name those of a larger one; a routing that is not summarized names its own.
+func TestTheCacheNamesTheTargetsOfASmallRouting(t *testing.T) {
+	routing := func(n int) *networkingv1alpha1.LoadBalancerRouting {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		for i := range n {
+			routing.Destinations = append(routing.Destinations, networkingv1alpha1.LoadBalancerDestination{
+				IP:        commonv1alpha1.IP{Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})},
+				TargetRef: &networkingv1alpha1.LoadBalancerTargetRef{Name: fmt.Sprintf("nic-%d", i)},
+			})
+		}
+		return routing
+	}
+	summarize := summarizeRoutings()
+	for _, n := range []int{0, 3, namedTargetsUpTo, namedTargetsUpTo + 1} {
+		live := routing(n)
+		want, _ := RoutingTargets(live)
+		if len(want) != n {
+			t.Fatalf("%d destinations: the routing itself names %v", n, want)
+		}
+		cached, err := summarize(live.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := RoutingTargets(cached.(*networkingv1alpha1.LoadBalancerRouting))
+		switch {
+		case n <= namedTargetsUpTo && (!ok || !slices.Equal(got, want)):
+			t.Errorf("%d destinations: the cache names %v (%t), want %v", n, got, ok, want)
+		case n > namedTargetsUpTo && ok:
+			t.Errorf("%d destinations: the cache names %v, want none", n, got)
+		}
 	}
 }

@@ -16,12 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/record"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -231,6 +234,59 @@ func TestARoutingHoldsItsFirstNodesUntilTheAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForDestinations(t, lb, g, h, i, j)
+}
+
+// While a routing holds its first Nodes only, a longer-standing Node that comes back (the
+// cluster autoscaler's deletion taint taken off) takes none of them out: which Nodes hold the
+// Service's first traffic does not churn, and no Node that can serve is ever dropped.
+func TestAFirstTargetStaysWhenALongerStandingNodeComesBack(t *testing.T) {
+	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
+	o, p, q := nodeOnMachine(t, "targets-o", true), nodeOnMachine(t, "targets-p", true), nodeOnMachine(t, "targets-q", true)
+	r := nodeOnMachine(t, "targets-r", true)
+	ctx := context.Background()
+	lb := heldLoadBalancer(t, "targets-stay")
+	waitForDestinations(t, lb, o, p, q)
+
+	taint := func(on bool) {
+		t.Helper()
+		node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "targets-o", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Spec.Taints = nil
+		if on {
+			node.Spec.Taints = []corev1.Taint{{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+		}
+		if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taint(true)
+	waitForDestinations(t, lb, p, q, r)
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "targets-stay"}}
+	waitForTargets(t, service, 3)
+
+	taint(false)
+	// The sync that sees targets-o back chooses among all four, and records so after its write.
+	waitForTargets(t, service, 4)
+	waitForDestinations(t, lb, p, q, r)
+}
+
+// waitForTargets waits until the latest sync of the Service's targets chose n Nodes.
+func waitForTargets(t *testing.T, service *corev1.Service, n int) {
+	t.Helper()
+	if err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("a sync of %s choosing %d Nodes", service.Name, n), func(context.Context) error {
+		got, err := testutil.GetGaugeMetricValue(metrics.LoadBalancerTargets.WithLabelValues(service.Namespace, service.Name))
+		if err != nil {
+			return err
+		}
+		if int(got) != n {
+			return fmt.Errorf("it chose %v", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A LoadBalancer that IronCore is slow to give an address still has a routing to every Node

@@ -56,9 +56,10 @@ type routingRequest struct {
 }
 
 // writtenRouting is a routing this process wrote: its digest and the resource version the
-// write left.
+// write left, and, for a routing of its first targets, the NetworkInterfaces it names.
 type writtenRouting struct {
 	digest, resourceVersion string
+	targets                 []string
 }
 
 // RequestRouting records the Nodes the service controller passes for the Service and queues a
@@ -97,8 +98,8 @@ func (t *Controller) forgetRouting(uid types.UID) {
 	delete(t.routing.written, uid)
 }
 
-// firstTargets is how many Nodes a Service's first routing holds: the longest-standing of
-// those chosen. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
+// firstTargets is how many Nodes a Service's first routing holds: those of the chosen it
+// holds already, then the longest-standing. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
 // while IronCore has given it no address, and, once it has one, for the one write that gives
 // the Service its first traffic. No traffic can reach the LoadBalancer before it has an
 // address, and a routing with a destination per Node is some 150 bytes per Node to write,
@@ -190,7 +191,11 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 		// Services' first writes (firstQueue).
 		limit = firstTargets
 	}
-	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs), limit)
+	var routed map[string]bool
+	if limit > 0 {
+		routed = t.firstTargetsRouted(ctx, lbs)
+	}
+	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs), limit, routed)
 	if err != nil {
 		return err
 	}
@@ -264,6 +269,30 @@ func (t *Controller) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNo
 	}
 }
 
+// firstTargetsRouted names the NetworkInterfaces the LoadBalancers' routings hold while they
+// hold their first targets only, as this process last wrote them and as the cache shows them:
+// those stay first targets while they can serve, so that a longer-standing Node becoming able
+// to serve again takes no Node out.
+func (t *Controller) firstTargetsRouted(ctx context.Context, lbs []*networkingv1alpha1.LoadBalancer) map[string]bool {
+	routed := map[string]bool{}
+	for _, lb := range lbs {
+		t.routing.mu.Lock()
+		for _, name := range t.routing.written[lb.UID].targets {
+			routed[name] = true
+		}
+		t.routing.mu.Unlock()
+		routing, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name)
+		if err != nil {
+			continue
+		}
+		names, _ := ironcore.RoutingTargets(routing)
+		for _, name := range names {
+			routed[name] = true
+		}
+	}
+	return routed
+}
+
 func (t *Controller) markVerify(key string) {
 	t.routing.mu.Lock()
 	defer t.routing.mu.Unlock()
@@ -325,7 +354,11 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 			t.routing.written = map[types.UID]writtenRouting{}
 		}
 		// Applied with force, the routing's network and destinations are what was sent.
-		t.routing.written[lb.UID] = writtenRouting{digest: ironcore.RoutingDigest(routing), resourceVersion: resourceVersion}
+		written := writtenRouting{digest: ironcore.RoutingDigest(routing), resourceVersion: resourceVersion}
+		if len(destinations) <= firstTargets {
+			written.targets, _ = ironcore.RoutingTargets(routing)
+		}
+		t.routing.written[lb.UID] = written
 		t.routing.mu.Unlock()
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 		if service == nil {

@@ -380,9 +380,10 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*cor
 
 // Destinations lists a LoadBalancerRouting destination for every IP of the serving
 // NetworkInterfaces of the Nodes the target rules choose for the Service, in a stable order;
-// current are the Service's targets now. With limit above zero, only the limit longest-standing
-// of the chosen Nodes are listed (see firstTargets).
-func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+// current are the Service's targets now. With limit above zero, only limit of the chosen Nodes
+// are listed (see firstTargets): those with a NetworkInterface in routed first, then the
+// longest-standing.
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
 		return nil, Report{}, err
@@ -396,7 +397,7 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 		return nil, Report{}, err
 	}
 	if limit > 0 && len(chosen) > limit {
-		chosen = longestStanding(chosen, limit)
+		chosen = firstOf(chosen, limit, routed)
 	}
 	destinations := []networkingv1alpha1.LoadBalancerDestination{}
 	for _, nic := range servingInterfacesOf(chosen) {
@@ -410,14 +411,29 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 	return destinations, newReport(skipped, choice), nil
 }
 
-// longestStanding returns the n Nodes of resolved created first (by name among equals): as
-// Nodes join, the same ones stay first.
-func longestStanding(resolved []resolvedNode, n int) []resolvedNode {
+// firstOf returns n Nodes of resolved: those with a NetworkInterface in routed first, then the
+// longest-standing (by name among equals). As Nodes join, or one comes back, the same ones
+// stay first.
+func firstOf(resolved []resolvedNode, n int, routed map[string]bool) []resolvedNode {
+	isRouted := func(r resolvedNode) bool {
+		return slices.ContainsFunc(r.nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return routed[nic.Name] })
+	}
 	sorted := slices.Clone(resolved)
 	slices.SortFunc(sorted, func(a, b resolvedNode) int {
-		return cmp.Or(a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
+		return cmp.Or(-cmpBool(isRouted(a), isRouted(b)), a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
 	})
 	return sorted[:n]
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
@@ -458,7 +474,7 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
 	}
-	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow, 1)
+	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow, 1, nil)
 	return len(destinations) > 0, err
 }
 
