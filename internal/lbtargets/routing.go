@@ -270,22 +270,21 @@ func (t *Controller) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNo
 }
 
 // firstTargetsRouted names the NetworkInterfaces the LoadBalancers' routings hold while they
-// hold their first targets only, as this process last wrote them and as the cache shows them:
-// those stay first targets while they can serve, so that a longer-standing Node becoming able
-// to serve again takes no Node out.
+// hold their first targets only, as the newer of the cache and this process's last write shows
+// them: those stay first targets while they can serve, so that a longer-standing Node becoming
+// able to serve again takes no Node out.
 func (t *Controller) firstTargetsRouted(ctx context.Context, lbs []*networkingv1alpha1.LoadBalancer) map[string]bool {
 	routed := map[string]bool{}
 	for _, lb := range lbs {
 		t.routing.mu.Lock()
-		for _, name := range t.routing.written[lb.UID].targets {
-			routed[name] = true
-		}
+		last, recorded := t.routing.written[lb.UID]
 		t.routing.mu.Unlock()
-		routing, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name)
-		if err != nil {
-			continue
+		names := last.targets
+		// Read only: the names are only collected.
+		if cached, err := t.ironcore.ReadOnlyLoadBalancerRouting(ctx, lb.Name); err == nil &&
+			(!recorded || ironcore.NewerVersion(cached.ResourceVersion, last.resourceVersion)) {
+			names, _ = ironcore.RoutingTargets(cached)
 		}
-		names, _ := ironcore.RoutingTargets(routing)
 		for _, name := range names {
 			routed[name] = true
 		}
