@@ -137,7 +137,7 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	gate := writegate.New(nil)
 	cfg.Wrap(gate.Wrap)
 	cfg.Wrap(instrument)
-	cfg.Wrap(bound(RequestTimeout))
+	cfg.Wrap(bound)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build IronCore HTTP client: %w", err)
