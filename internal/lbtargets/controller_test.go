@@ -243,33 +243,57 @@ func TestAFirstTargetStaysWhenALongerStandingNodeComesBack(t *testing.T) {
 	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
 	o, p, q := nodeOnMachine(t, "targets-o", true), nodeOnMachine(t, "targets-p", true), nodeOnMachine(t, "targets-q", true)
 	r := nodeOnMachine(t, "targets-r", true)
-	ctx := context.Background()
 	lb := heldLoadBalancer(t, "targets-stay")
 	waitForDestinations(t, lb, o, p, q)
 
-	taint := func(on bool) {
-		t.Helper()
-		node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "targets-o", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Spec.Taints = nil
-		if on {
-			node.Spec.Taints = []corev1.Taint{{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
-		}
-		if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	taint(true)
+	taintForDeletion(t, "targets-o", true)
 	waitForDestinations(t, lb, p, q, r)
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "targets-stay"}}
 	waitForTargets(t, service, 3)
 
-	taint(false)
+	taintForDeletion(t, "targets-o", false)
 	// The sync that sees targets-o back chooses among all four, and records so after its write.
 	waitForTargets(t, service, 4)
 	waitForDestinations(t, lb, p, q, r)
+}
+
+// The same, with the IronCore cache behind the controller's last write: it still shows the
+// first targets the Node that went away was one of. The routed Nodes are those of the newer of
+// the two, the write, so the Node coming back again takes no Node out.
+func TestACacheBehindTheLastWriteBringsNoFirstTargetBack(t *testing.T) {
+	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
+	a, b, c := nodeOnMachine(t, "targets-behind-a", true), nodeOnMachine(t, "targets-behind-b", true), nodeOnMachine(t, "targets-behind-c", true)
+	d := nodeOnMachine(t, "targets-behind-d", true)
+	lb := heldLoadBalancer(t, "targets-behind")
+	waitForDestinations(t, lb, a, b, c)
+
+	release := stack.IronCoreProxy.HoldWatches("loadbalancerroutings.networking.ironcore.dev")
+	t.Cleanup(release)
+	taintForDeletion(t, "targets-behind-a", true)
+	waitForDestinations(t, lb, b, c, d)
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "targets-behind"}}
+	waitForTargets(t, service, 3)
+
+	taintForDeletion(t, "targets-behind-a", false)
+	waitForTargets(t, service, 4)
+	waitForDestinations(t, lb, b, c, d)
+}
+
+// taintForDeletion puts the cluster autoscaler's taint on the named Node, or takes it off.
+func taintForDeletion(t *testing.T, name string, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = nil
+	if on {
+		node.Spec.Taints = []corev1.Taint{{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitForTargets waits until the latest sync of the Service's targets chose n Nodes.
