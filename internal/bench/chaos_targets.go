@@ -161,12 +161,21 @@ func (c *chaos) editRouting(ctx context.Context, local bool) error {
 	// As the drop detector sees it, after the edit, so that the edit is still excused when the
 	// detector gets to it.
 	edited, _ := strconv.ParseUint(routing.ResourceVersion, 10, 64)
+	// The routing was seen by the watch before the edit (removeDestination), so one no longer
+	// seen was deleted.
+	outcome := "was back"
 	err = testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(context.Context) error {
 		c.mu.Lock()
 		seen, ok := c.seen[routing.Name]
-		back := !ok || (seen.version >= edited && seen.destinations[key])
 		c.mu.Unlock()
-		if !back && c.stillWanted(routing.Name, key, local) {
+		switch {
+		case !ok:
+			outcome = "went with its routing"
+		case seen.version >= edited && seen.destinations[key]:
+			outcome = "was back"
+		case !c.stillWanted(routing.Name, key, local):
+			outcome = "was no longer wanted"
+		default:
 			return errors.New("not yet")
 		}
 		return nil
@@ -186,7 +195,7 @@ func (c *chaos) editRouting(ctx context.Context, local bool) error {
 		c.result.ClusterRoutingRepairSeconds = append(c.result.ClusterRoutingRepairSeconds, newSeconds(repaired))
 	}
 	c.mu.Unlock()
-	c.log("a destination removed by hand from %s routing %s was back after %s", kind, routing.Name, repaired.Round(time.Millisecond))
+	c.log("a destination removed by hand from %s routing %s %s after %s", kind, routing.Name, outcome, repaired.Round(time.Millisecond))
 	return nil
 }
 
@@ -206,6 +215,12 @@ func (c *chaos) removeDestination(ctx context.Context, local bool) (*networkingv
 		candidate := &routings.Items[i]
 		state := c.byLoadBalancer[candidate.Name]
 		if state == nil || state.local != local {
+			continue
+		}
+		// Only a routing the watch has caught up with: the edit is judged, and excused, by what
+		// the watch sees next.
+		listed, _ := strconv.ParseUint(candidate.ResourceVersion, 10, 64)
+		if seen, ok := c.seen[candidate.Name]; !ok || seen.version < listed {
 			continue
 		}
 		for destination := range destinations(candidate) {
