@@ -240,8 +240,8 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 		if node, ok := present[key]; ok && !has[key] && !c.handEdits[drop] {
 			if _, open := c.drops[drop]; !open {
 				c.drops[drop] = time.Now()
-				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there, at %.1fs (its NetworkInterface unservable for: %v)",
-					after.Name, node, key, time.Since(c.started).Seconds(), c.unservable[testenv.NetworkInterfaceName(node)]))
+				c.result.Problems = append(c.result.Problems, fmt.Sprintf("LoadBalancerRouting %s dropped Node %s (%s), which is still there, at %.1fs (its NetworkInterface unservable for: %v; %s)",
+					after.Name, node, key, time.Since(c.started).Seconds(), c.unservable[testenv.NetworkInterfaceName(node)], describeRouting(after, state)))
 			}
 		}
 	}
@@ -252,6 +252,20 @@ func (c *chaos) routingChanged(before, after *networkingv1alpha1.LoadBalancerRou
 			delete(c.drops, drop)
 		}
 	}
+}
+
+// describeRouting says what a dropped destination's routing was, for the problem's reader: its
+// version and writer, and the Service's policy and endpoints as the run knows them.
+func describeRouting(routing *networkingv1alpha1.LoadBalancerRouting, state *chaosService) string {
+	var managers []string
+	for _, entry := range routing.ManagedFields {
+		managers = append(managers, entry.Manager)
+	}
+	description := fmt.Sprintf("routing version %s, managed by %v", routing.ResourceVersion, managers)
+	if state != nil {
+		description += fmt.Sprintf(", Service %s Local %v with endpoints on %v", state.service.Name, state.local, state.endpoints)
+	}
+	return description
 }
 
 // destinations names a routing's destinations by destinationKey.
