@@ -23,10 +23,15 @@ type instrumentedTransport struct {
 
 func instrument(next http.RoundTripper) http.RoundTripper {
 	metrics.Register()
-	return &instrumentedTransport{next: next, info: &request.RequestInfoFactory{
+	return &instrumentedTransport{next: next, info: newRequestInfoFactory()}
+}
+
+// newRequestInfoFactory names requests as the API server does.
+func newRequestInfoFactory() *request.RequestInfoFactory {
+	return &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
 		GrouplessAPIPrefixes: sets.NewString("api"),
-	}}
+	}
 }
 
 func (t *instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,26 +66,19 @@ func (t *instrumentedTransport) describe(req *http.Request) (verb, resource stri
 	return info.Verb, resource
 }
 
-// RequestTimeout bounds each request to the IronCore API that is not a watch, unless the
-// caller's context ends sooner, and RequestTimeoutPerMiB adds to it for each MiB the request
-// sends. A hung request holds the controller key it serves, so a routing whose Node just
-// went away keeps it until the request is given up: the bound is short next to the slowest
-// request measured (a 300 KB routing written in 3.2 s while 2,000 Nodes joined), and a large
-// routing gets more time than a small one.
+// RequestTimeout bounds each request to the IronCore API that is neither a watch nor a list,
+// unless the caller's context ends sooner, and RequestTimeoutPerMiB adds to it for each MiB the
+// request sends. A hung request holds the controller key it serves, so a routing whose Node
+// just went away keeps it until the request is given up: the bound is short next to the
+// slowest request measured (a 300 KB routing written in 3.2 s while 2,000 Nodes joined), and a
+// large routing gets more time than a small one. A list reads a whole collection (an
+// informer's, where the API server cannot stream it as a watch) and serves no one key: it
+// keeps ListTimeout.
 const (
 	RequestTimeout       = 10 * time.Second
 	RequestTimeoutPerMiB = 10 * time.Second
+	ListTimeout          = 30 * time.Second
 )
-
-// requestTimeout is how long a request that is not a watch may take: RequestTimeout, and
-// RequestTimeoutPerMiB for each MiB of its body.
-func requestTimeout(req *http.Request) time.Duration {
-	timeout := RequestTimeout
-	if req.ContentLength > 0 {
-		timeout += time.Duration(float64(RequestTimeoutPerMiB) * float64(req.ContentLength) / (1 << 20))
-	}
-	return timeout
-}
 
 // WatchAnswerTimeout bounds how long a watch waits for the API server to answer it. Answered,
 // a watch stays open for minutes; never answered (a connection or a proxy that hangs), it
@@ -96,9 +94,12 @@ const WatchAnswerTimeout = 30 * time.Second
 // be answered.
 type boundedTransport struct {
 	next http.RoundTripper
+	info *request.RequestInfoFactory
 }
 
-func bound(next http.RoundTripper) http.RoundTripper { return &boundedTransport{next: next} }
+func bound(next http.RoundTripper) http.RoundTripper {
+	return &boundedTransport{next: next, info: newRequestInfoFactory()}
+}
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, ok := req.Context().Deadline(); ok {
@@ -107,8 +108,21 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if isWatch(req) {
 		return answeredWithin(WatchAnswerTimeout, t.next, req)
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), requestTimeout(req))
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeoutOf(req))
 	return writegate.RoundTripWithin(ctx, cancel, t.next, req)
+}
+
+// timeoutOf is how long a request that is not a watch may take: ListTimeout for a list, else
+// RequestTimeout and RequestTimeoutPerMiB for each MiB of its body.
+func (t *boundedTransport) timeoutOf(req *http.Request) time.Duration {
+	if info, err := t.info.NewRequestInfo(req); err == nil && info.IsResourceRequest && info.Verb == "list" {
+		return ListTimeout
+	}
+	timeout := RequestTimeout
+	if req.ContentLength > 0 {
+		timeout += time.Duration(float64(RequestTimeoutPerMiB) * float64(req.ContentLength) / (1 << 20))
+	}
+	return timeout
 }
 
 // answeredWithin sends req and gives up if no answer comes within timeout; an answer, once
