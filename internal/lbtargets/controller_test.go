@@ -240,41 +240,37 @@ func TestARoutingHoldsItsFirstNodesUntilTheAddress(t *testing.T) {
 // cluster autoscaler's deletion taint taken off) takes none of them out: which Nodes hold the
 // Service's first traffic does not churn, and no Node that can serve is ever dropped.
 func TestAFirstTargetStaysWhenALongerStandingNodeComesBack(t *testing.T) {
-	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
-	o, p, q := nodeOnMachine(t, "targets-o", true), nodeOnMachine(t, "targets-p", true), nodeOnMachine(t, "targets-q", true)
-	r := nodeOnMachine(t, "targets-r", true)
-	lb := heldLoadBalancer(t, "targets-stay")
-	waitForDestinations(t, lb, o, p, q)
-
-	taintForDeletion(t, "targets-o", true)
-	waitForDestinations(t, lb, p, q, r)
-	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "targets-stay"}}
-	waitForTargets(t, service, 3)
-
-	taintForDeletion(t, "targets-o", false)
-	// The sync that sees targets-o back chooses among all four, and records so after its write.
-	waitForTargets(t, service, 4)
-	waitForDestinations(t, lb, p, q, r)
+	firstTargetsStayWhenOneComesBack(t, "targets-stay", false)
 }
 
 // The same, with the IronCore cache behind the controller's last write: it still shows the
 // first targets the Node that went away was one of. The routed Nodes are those of the newer of
 // the two, the write, so the Node coming back again takes no Node out.
 func TestACacheBehindTheLastWriteBringsNoFirstTargetBack(t *testing.T) {
+	firstTargetsStayWhenOneComesBack(t, "targets-behind", true)
+}
+
+// firstTargetsStayWhenOneComesBack has the longest-standing of four Nodes, one of a routing's
+// three first targets, tainted for deletion and untainted again, the routing watch held from
+// before the taint if cacheBehind, and checks the routing keeps the three that stood in.
+func firstTargetsStayWhenOneComesBack(t *testing.T, name string, cacheBehind bool) {
 	_ = startWith(t, func(config *lbtargets.Config) { config.FirstTargetsFor = time.Hour })
-	a, b, c := nodeOnMachine(t, "targets-behind-a", true), nodeOnMachine(t, "targets-behind-b", true), nodeOnMachine(t, "targets-behind-c", true)
-	d := nodeOnMachine(t, "targets-behind-d", true)
-	lb := heldLoadBalancer(t, "targets-behind")
+	a, b, c := nodeOnMachine(t, name+"-a", true), nodeOnMachine(t, name+"-b", true), nodeOnMachine(t, name+"-c", true)
+	d := nodeOnMachine(t, name+"-d", true)
+	lb := heldLoadBalancer(t, name)
 	waitForDestinations(t, lb, a, b, c)
 
-	release := stack.IronCoreProxy.HoldWatches("loadbalancerroutings.networking.ironcore.dev")
-	t.Cleanup(release)
-	taintForDeletion(t, "targets-behind-a", true)
+	if cacheBehind {
+		release := stack.IronCoreProxy.HoldWatches("loadbalancerroutings.networking.ironcore.dev")
+		t.Cleanup(release)
+	}
+	taintForDeletion(t, name+"-a", true)
 	waitForDestinations(t, lb, b, c, d)
-	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "targets-behind"}}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name}}
 	waitForTargets(t, service, 3)
 
-	taintForDeletion(t, "targets-behind-a", false)
+	taintForDeletion(t, name+"-a", false)
+	// The sync that sees the Node back chooses among all four, and records so after its write.
 	waitForTargets(t, service, 4)
 	waitForDestinations(t, lb, b, c, d)
 }
