@@ -163,7 +163,7 @@ func (c *chaos) editRouting(ctx context.Context, local bool) error {
 	edited, _ := strconv.ParseUint(routing.ResourceVersion, 10, 64)
 	// The routing was seen by the watch before the edit (removeDestination), so one no longer
 	// seen was deleted.
-	outcome := "was back"
+	outcome := "was not back"
 	err = testenv.WaitFor(ctx, targetBound, "LoadBalancerRouting "+routing.Name+" to hold "+key+" again", func(context.Context) error {
 		c.mu.Lock()
 		seen, ok := c.seen[routing.Name]
