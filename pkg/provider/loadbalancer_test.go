@@ -233,15 +233,56 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
 	internalLB := ironcoreLoadBalancer(t, name)
 
+	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
+	// the addresses it shows and the old LoadBalancer: what every sync must do while the new
+	// LoadBalancer has no addresses.
+	keepsOld := func(old *networkingv1alpha1.LoadBalancer) {
+		t.Helper()
+		status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		var retry *api.RetryError
+		switch {
+		case errors.As(err, &retry):
+		case err != nil:
+			t.Fatalf("EnsureLoadBalancer: %v", err)
+		case !equality.Semantic.DeepEqual(*status, service.Status.LoadBalancer):
+			t.Fatalf("EnsureLoadBalancer returned %v while the new LoadBalancer has no addresses; the Service shows %v", ingressIPs(status), ingressIPs(&service.Status.LoadBalancer))
+		}
+		if lb := ironcoreLoadBalancer(t, old.Name); lb.UID != old.UID || lb.DeletionTimestamp != nil {
+			t.Fatalf("the old LoadBalancer %s is being deleted while the Service still shows its addresses", old.Name)
+		}
+	}
+	// holdSuccessor switches the Service's annotation to internal and syncs it until the new
+	// LoadBalancer, successor, exists without addresses: the simulator holds it, as a provider
+	// that has not got to it yet, whatever the machine's speed. Every sync keeps the old
+	// addresses. The hold ends with the test, or earlier by the returned release.
+	holdSuccessor := func(internal string, old *networkingv1alpha1.LoadBalancer, successor string) (release func()) {
+		t.Helper()
+		held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: successor}}
+		stack.Simulator.Hold(held)
+		release = func() { stack.Simulator.Release(held) }
+		t.Cleanup(release)
+		// Copies, each time: the provider's controllers still read the Service given before.
+		service = service.DeepCopy()
+		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
+		err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
+			keepsOld(old)
+			_, err := cloud.IronCore().LoadBalancer(ctx, successor)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Once more with the new LoadBalancer in the provider's cache, without addresses.
+		keepsOld(old)
+		return release
+	}
+
 	// switchTo switches the Service and returns the new LoadBalancer once the Service shows its
 	// addresses and the old one is gone.
 	switchTo := func(internal string, old *networkingv1alpha1.LoadBalancer, successor string) *networkingv1alpha1.LoadBalancer {
 		t.Helper()
 		before := service.Status.LoadBalancer.DeepCopy()
-		// Copies, each time: the provider's controllers still read the Service given before.
-		service = service.DeepCopy()
-		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
-		keptOld := 0
+		holdSuccessor(internal, old, successor)()
 		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(ctx context.Context) error {
 			status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 			var retry *api.RetryError
@@ -256,7 +297,6 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 				service.Status.LoadBalancer = *status
 			}
 			if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *before) {
-				keptOld++
 				// Until the status switches, the old LoadBalancer serves.
 				if lb := ironcoreLoadBalancer(t, old.Name); lb.UID != old.UID || lb.DeletionTimestamp != nil {
 					t.Fatalf("the old LoadBalancer %s is being deleted while the Service still shows its addresses", old.Name)
@@ -267,9 +307,6 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if keptOld == 0 {
-			t.Fatal("the first sync after the switch already returned the new addresses")
 		}
 		next := ironcoreLoadBalancer(t, successor)
 		if next.UID == old.UID || ingressIPs(&service.Status.LoadBalancer) == nil || !slices.Equal(ingressIPs(&service.Status.LoadBalancer), ipStringsOf(next)) {
@@ -303,36 +340,12 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	}
 	// And back to Internal, under the Service's own name again.
 	switchTo("true", publicLB, name)
+	internalLB = ironcoreLoadBalancer(t, name)
 
-	// A switch cut short by the Service's deletion leaves nothing.
-	service = service.DeepCopy()
-	service.Annotations[keys.AnnotationInternalLoadBalancer] = "false"
-	var both []*networkingv1alpha1.LoadBalancer
-	// The first sync cannot complete the switch: the new LoadBalancer has no addresses yet.
-	// Later ones may, once IronCore allocated them; the old LoadBalancer stays all the same,
-	// as the Service does not show the new addresses.
-	first := true
-	err = testenv.WaitFor(ctx, waitTimeout, "a new Public LoadBalancer beside the Internal one, in the provider's cache", func(ctx context.Context) error {
-		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err == nil && first {
-			t.Fatal("the switch completed in one sync")
-		}
-		first = false
-		both = nil
-		for _, lbName := range []string{name, name + "-public"} {
-			lb, err := cloud.IronCore().LoadBalancer(ctx, lbName)
-			if err != nil {
-				return err
-			}
-			if lb.DeletionTimestamp != nil {
-				return fmt.Errorf("LoadBalancer %s is being deleted", lbName)
-			}
-			both = append(both, lb)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A switch cut short by the Service's deletion leaves nothing: deleted while the new Public
+	// LoadBalancer waits for its addresses beside the Internal one.
+	holdSuccessor("false", internalLB, name+"-public")
+	both := []*networkingv1alpha1.LoadBalancer{internalLB, ironcoreLoadBalancer(t, name+"-public")}
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 		t.Fatal(err)
 	}
