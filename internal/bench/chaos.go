@@ -51,9 +51,18 @@ type ChaosOptions struct {
 	// that are not Local by the target label. Otherwise the CCM writes every routing, the
 	// default.
 	Selecting bool
-	Progress  io.Writer
-	Alone     bool
+	// Slack is added to the calm time a Node unable to serve may keep traffic (unservableBound)
+	// and to the time its drops stay excused after it is back. make chaos measures the CCM
+	// against the bound itself, with none; the smoke test, which runs with the race detector on
+	// whatever machine runs the tests, checks that such Nodes leave at all, with some.
+	Slack    time.Duration
+	Progress io.Writer
+	Alone    bool
 }
+
+// unservableBound is how long, of calm time, a Node unable to serve may keep traffic in this
+// run.
+func (o ChaosOptions) unservableBound() time.Duration { return unservableBound + o.Slack }
 
 // leaderElection are the replicas' lease timings: short, so that a takeover is quick.
 func leaderElection() []string {

@@ -371,7 +371,7 @@ func (r *ChaosResult) plot(path string) error {
 func servingBoundOf(o ChaosOptions) string {
 	if o.Selecting {
 		return fmt.Sprintf("the CCM: its target label off within %s, and no routing the CCM writes (a Local Service's) holding it for more than %s and %s per such routing; "+
-			"IronCore's routings, which its LoadBalancer controller recomputes one at a time: within %s", unservableBound, unservableBound, routingWrite, targetBound)
+			"IronCore's routings, which its LoadBalancer controller recomputes one at a time: within %s", o.unservableBound(), o.unservableBound(), routingWrite, targetBound)
 	}
-	return fmt.Sprintf("no routing may hold one for more than %s and %s per routing", unservableBound, routingWrite)
+	return fmt.Sprintf("no routing may hold one for more than %s and %s per routing", o.unservableBound(), routingWrite)
 }

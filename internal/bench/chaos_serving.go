@@ -257,7 +257,7 @@ func (c *chaos) checkServing(routings []networkingv1alpha1.LoadBalancerRouting, 
 			written++
 		}
 	}
-	bound := unservableBound + time.Duration(written)*routingWrite
+	bound := c.opts.unservableBound() + time.Duration(written)*routingWrite
 	held := func(key, what string, since time.Time, bound time.Duration) {
 		calm := now.Sub(since) - c.faultyWithin(since, now)
 		if (calm <= bound && now.Sub(since) <= targetBound) || c.unservableHeld[key] {
@@ -273,7 +273,7 @@ func (c *chaos) checkServing(routings []networkingv1alpha1.LoadBalancerRouting, 
 	if c.opts.Selecting {
 		for nic, labelled := range c.labelled {
 			if why, since := c.unservableSince(nic); labelled && !since.IsZero() {
-				held("label "+nic+" "+since.String(), fmt.Sprintf("NetworkInterface %s (%s) kept the target label", nic, why), since, unservableBound)
+				held("label "+nic+" "+since.String(), fmt.Sprintf("NetworkInterface %s (%s) kept the target label", nic, why), since, c.opts.unservableBound())
 			}
 		}
 	}

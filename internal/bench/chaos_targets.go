@@ -306,9 +306,9 @@ func (c *chaos) pardon(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.excused, node)
-	grace := slowFault + time.Second
+	grace := slowFault + time.Second + c.opts.Slack
 	if c.opts.Selecting {
-		grace += unservableBound + time.Duration(len(c.seen))*ironcoreRoutingPace
+		grace += c.opts.unservableBound() + time.Duration(len(c.seen))*ironcoreRoutingPace
 	}
 	c.excusedUntil[node] = time.Now().Add(grace)
 }
