@@ -508,8 +508,8 @@ func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
 			waitForRoutingToInclude(t, lbName, nicIPs(t, names[0]))
 			waitForNodeEvent(t, names[0], lbtargets.ReasonTargetRestored, "healthy again")
 
-			// NotReady since 58 s ago: a target until the grace period ends 2 s later.
-			if _, err := stack.SetNodeReadySince(ctx, names[1], corev1.ConditionUnknown, time.Now().Add(-58*time.Second)); err != nil {
+			// NotReady since 50 s ago: a target until the grace period ends 10 s later.
+			if _, err := stack.SetNodeReadySince(ctx, names[1], corev1.ConditionUnknown, time.Now().Add(-50*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := routingIPs(ctx, lbName); err != nil || !slices.Contains(got, nicIPs(t, names[1])[0]) {

@@ -278,11 +278,15 @@ func TestATargetsGraceEndsAfterARestart(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// NotReady since 55 s ago: a target until the grace period of 1 minute ends 5 s later.
+	// NotReady since 55 s ago: a target until the grace period of 75 s ends 20 s later, time
+	// enough for the restart and the write below on a slow machine.
 	if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-55*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
+	h := startTargets(t, func(o *config.Options) {
+		o.UseNICSelector = false
+		o.UnreadyGracePeriod = 75 * time.Second
+	})
 	h.waitForNodesInLister(t, nodes)
 	ips := nicIPs(t, names[0])
 	// Another Node's change makes the new process write the routing while the grace lasts.
