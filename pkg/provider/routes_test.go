@@ -16,9 +16,11 @@ import (
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,7 +51,40 @@ func routesOf(t *testing.T) cloudprovider.Routes {
 	if !ok {
 		t.Fatal("Routes is not implemented")
 	}
-	return r
+	return syncedRoutes{Routes: r, nodes: factory.Core().V1().Nodes().Lister()}
+}
+
+// syncedRoutes are the provider's Routes as the route controller calls them: for a Node its
+// informer has as the API server has it, as the controller runs on that informer. A test
+// makes a Node and routes it at once; a slow machine's informer may not have it yet.
+type syncedRoutes struct {
+	cloudprovider.Routes
+	nodes corelisters.NodeLister
+}
+
+func (r syncedRoutes) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
+	name := string(route.TargetNode)
+	err := testenv.WaitFor(ctx, waitTimeout, "the Node informer to have Node "+name, func(ctx context.Context) error {
+		node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil // the route of a Node that does not exist: the provider tells
+		case err != nil:
+			return err
+		}
+		seen, err := r.nodes.Get(name)
+		if err != nil {
+			return err
+		}
+		if seen.ResourceVersion != node.ResourceVersion {
+			return fmt.Errorf("it has version %s, the API server %s", seen.ResourceVersion, node.ResourceVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return r.Routes.CreateRoute(ctx, clusterName, nameHint, route)
 }
 
 // routeNode creates a running dual-stack Machine and an initialized Node for it, with its pod
@@ -126,8 +161,9 @@ func specPrefixes(t *testing.T, machine string) ([]string, int) {
 func waitForListedRoutes(t *testing.T, nicPrefix string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
+	routes := routesOf(t)
 	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routes %v", want), func(ctx context.Context) error {
-		list, err := routesOf(t).ListRoutes(ctx, "kubernetes")
+		list, err := routes.ListRoutes(ctx, "kubernetes")
 		if err != nil {
 			return err
 		}
