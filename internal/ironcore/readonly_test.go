@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
@@ -26,12 +29,24 @@ func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
 	nicName := testenv.NetworkInterfaceName(name)
-	if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the Machine and its NetworkInterface", func(ctx context.Context) error {
-		if _, err := client.Machine(ctx, name); err != nil {
+	// Settled: the simulator writes nothing more to either, so two reads see one version.
+	if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {
+		machine, err := client.Machine(ctx, name)
+		if err != nil {
 			return err
 		}
-		_, err := client.NetworkInterface(ctx, nicName)
-		return err
+		if machine.Status.State != computev1alpha1.MachineStateRunning || len(machine.Status.NetworkInterfaces) == 0 ||
+			machine.Status.NetworkInterfaces[0].State != computev1alpha1.NetworkInterfaceStateAttached {
+			return errors.New("the Machine is not running with its NetworkInterface attached")
+		}
+		nic, err := client.NetworkInterface(ctx, nicName)
+		if err != nil {
+			return err
+		}
+		if nic.Status.State != networkingv1alpha1.NetworkInterfaceStateAvailable || len(nic.Status.IPs) == 0 {
+			return errors.New("the NetworkInterface is not available")
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package lbtargets_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -89,9 +90,10 @@ func TestTheNudgeWaitsUntilTheCacheShowsARemovedLabel(t *testing.T) {
 		if cached.Labels[keys.LabelLoadBalancerTarget] != stack.ClusterName || ironcoreClient.NetworkInterfaceCacheBehind(ctx, name) {
 			return errors.New("the label is not in the cache yet")
 		}
-		lbs, err := ironcoreClient.LoadBalancers(ctx)
-		if err != nil || len(lbs) < 2 {
-			return errors.Join(err, errors.New("the LoadBalancers are not in the cache yet"))
+		for _, lb := range []*networkingv1alpha1.LoadBalancer{selecting, explicit} {
+			if _, err := ironcoreClient.LoadBalancer(ctx, lb.Name); err != nil {
+				return fmt.Errorf("LoadBalancer %s is not in the cache yet: %w", lb.Name, err)
+			}
 		}
 		return nil
 	}); err != nil {

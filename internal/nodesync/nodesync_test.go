@@ -94,11 +94,30 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, names[0], metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := testenv.WaitFor(ctx, 30*time.Second, "the informer to see every Node and the deletion", func(context.Context) error {
+	// Each Node is created and its status written: two events each, so the count alone does
+	// not tell that the informer has seen every Node; the lister does.
+	err := testenv.WaitFor(ctx, time.Minute, "the informer to see every Node and the deletion", func(context.Context) error {
 		mu.Lock()
-		defer mu.Unlock()
-		if events < n+1 {
-			return fmt.Errorf("%d events", events)
+		seen := events
+		mu.Unlock()
+		if seen < n+1 {
+			return fmt.Errorf("%d events", seen)
+		}
+		listed, err := nodes.Lister().List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		var listedNames []string
+		for _, node := range listed {
+			listedNames = append(listedNames, node.Name)
+		}
+		if slices.Contains(listedNames, names[0]) {
+			return fmt.Errorf("the lister still holds the deleted Node %s", names[0])
+		}
+		for _, name := range names[1:] {
+			if !slices.Contains(listedNames, name) {
+				return fmt.Errorf("the lister does not hold Node %s: %v", name, listedNames)
+			}
 		}
 		return nil
 	})
@@ -110,19 +129,6 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 	}
 	if key, _ := queue.Get(); key != nodesync.Key {
 		t.Fatalf("queued %q, want %q", key, nodesync.Key)
-	}
-	listed, err := nodes.Lister().List(labels.Everything())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var listedNames []string
-	for _, node := range listed {
-		listedNames = append(listedNames, node.Name)
-	}
-	for _, name := range names[1:] {
-		if !slices.Contains(listedNames, name) {
-			t.Errorf("the lister does not hold Node %s: %v", name, listedNames)
-		}
 	}
 }
 
@@ -160,6 +166,20 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 	// sync while a Service syncs is a data race (in upstream's code); after the first sync this
 	// Service is not synced again (its status changes; the spec, which would sync it, does not).
 	cloud.waitForEnsured(t)
+	// The sync ends with the status write: a node sync before it could still race with it.
+	err = testenv.WaitFor(ctx, time.Minute, "the Service's status to show its load balancer", func(ctx context.Context) error {
+		service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "nodesync", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ingress := service.Status.LoadBalancer.Ingress; len(ingress) != 1 || ingress[0].IP != "192.0.2.1" {
+			return fmt.Errorf("it shows %v", ingress)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 15
 	var names []string
 	for i := range n {
@@ -192,7 +212,7 @@ type recordingCloud struct {
 // waitForEnsured waits for a call of EnsureLoadBalancer.
 func (c *recordingCloud) waitForEnsured(t *testing.T) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 30*time.Second, "the load balancer to be ensured", func(context.Context) error {
+	err := testenv.WaitFor(context.Background(), time.Minute, "the load balancer to be ensured", func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.ensured == 0 {
@@ -224,7 +244,7 @@ func (c *recordingCloud) record(nodes []*corev1.Node) {
 // the test among the stack's.
 func (c *recordingCloud) waitForHosts(t *testing.T, want []string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 30*time.Second, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
+	err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var got []string

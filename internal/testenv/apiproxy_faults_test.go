@@ -66,7 +66,13 @@ func TestProxyInjectsFaults(t *testing.T) {
 			stack.IronCoreProxy.Reset()
 			stack.IronCoreProxy.SetFaults(1, apiproxy.Fault{Kind: tc.kind, Rate: 1, Match: networks, Delay: time.Millisecond})
 			defer stack.IronCoreProxy.SetFaults(0)
-			if err := readNetwork(500 * time.Millisecond); !tc.check(err) {
+			// A hang is seen as the client's own deadline, which is short to keep the test
+			// short; the other reads go through kube-apiserver and etcd, as slow as the machine.
+			timeout := 10 * time.Second
+			if tc.kind == apiproxy.Hang {
+				timeout = 500 * time.Millisecond
+			}
+			if err := readNetwork(timeout); !tc.check(err) {
 				t.Errorf("with %s injected, the read returned %v", tc.kind, err)
 			}
 			if n := stack.IronCoreProxy.Injected()[tc.kind]; n != 1 {
