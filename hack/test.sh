@@ -99,10 +99,17 @@ if [ "$(go env CGO_ENABLED)" != 1 ] || ! command -v "${cc%% *}" >/dev/null 2>&1;
 	exit 1
 fi
 
-quiet modules make --no-print-directory verify
-# The first run builds the servers (minutes) and says so as it goes.
-shown servers make --no-print-directory prepare
-quiet lint make --no-print-directory lint
+# TEST_STAGES runs only the named stages, in this order (say, "unit integration e2e" under
+# hack/under-load.sh); by default all of them, as CI does.
+stages=" ${TEST_STAGES:-modules servers lint unit fuzz integration e2e} "
+want() { [[ $stages == *" $1 "* ]]; }
+
+want modules && quiet modules make --no-print-directory verify
+# The first run builds the servers (minutes) and says so as it goes. The test stages need them.
+if want servers || want integration || want e2e; then
+	shown servers make --no-print-directory prepare
+fi
+want lint && quiet lint make --no-print-directory lint
 
 # Integration packages are those whose tests start the stack (internal/testenv); e2e is test/.
 module=$(go list -m)
@@ -114,10 +121,10 @@ integration=$(echo "$packages" | awk -F'|' -v tenv="$module/internal/testenv" '
 unit=$(go list ./... | grep -v "^$module/test/" | grep -vxF -f <(echo "$integration"))
 e2e=$(go list ./test/...)
 
-tests unit $unit
-fuzz
-tests integration $integration
-tests e2e $e2e
+want unit && tests unit $unit
+want fuzz && fuzz
+want integration && tests integration $integration
+want e2e && tests e2e $e2e
 
 echo
 echo "make test passed in $((SECONDS - total_start))s:"
