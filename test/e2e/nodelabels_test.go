@@ -21,10 +21,11 @@ func TestNodesCarryTheirLabelsFromIronCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// First without the controller that keeps the labels in sync: initialization alone sets them.
-	initializer := startCCMWithoutCrashCheck(t, "ccm-node-labels-init", "--cloud-config="+cloudConfig, "--controllers=*,-ironcore-node-labels")
 	machine := runningMachine(t, "labelled-1", testenv.MachineOptions{Pool: "pool-b"})
 	relabel(t, machine, map[string]string{"e2e-team": "payments", "e2e.example.com/owner": "ann", "e2e-secret": "x"})
+	// First without the controller that keeps the labels in sync: initialization alone sets them.
+	// The CCM starts after the relabelling, so that its cache has it, however slow its watch.
+	initializer := startCCMWithoutCrashCheck(t, "ccm-node-labels-init", "--cloud-config="+cloudConfig, "--controllers=*,-ironcore-node-labels")
 	createNode(t, "labelled-1", testenv.NodeOptions{Labels: map[string]string{"e2e-by-hand": "mine"}})
 
 	node := waitForNode(t, "labelled-1", "the Node to be initialized", initialized)
