@@ -159,13 +159,10 @@ func requireUntouched(t *testing.T, service *corev1.Service, writes []apiproxy.W
 
 func addPort(t *testing.T, service *corev1.Service, port int32) {
 	t.Helper()
-	ctx := context.Background()
-	live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	err := updateService(context.Background(), service, func(live *corev1.Service) {
+		live.Spec.Ports = append(live.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: corev1.ProtocolTCP, Port: port})
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	live.Spec.Ports = append(live.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", port), Protocol: corev1.ProtocolTCP, Port: port})
-	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -191,16 +188,16 @@ func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 
 func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceType, class *string) {
 	t.Helper()
-	ctx := context.Background()
-	live := liveService(t, service)
-	live.Spec.Type, live.Spec.LoadBalancerClass = serviceType, class
-	if serviceType != corev1.ServiceTypeLoadBalancer {
-		live.Spec.ExternalTrafficPolicy, live.Spec.AllocateLoadBalancerNodePorts = "", nil
-		for i := range live.Spec.Ports {
-			live.Spec.Ports[i].NodePort = 0
+	err := updateService(context.Background(), service, func(live *corev1.Service) {
+		live.Spec.Type, live.Spec.LoadBalancerClass = serviceType, class
+		if serviceType != corev1.ServiceTypeLoadBalancer {
+			live.Spec.ExternalTrafficPolicy, live.Spec.AllocateLoadBalancerNodePorts = "", nil
+			for i := range live.Spec.Ports {
+				live.Spec.Ports[i].NodePort = 0
+			}
 		}
-	}
-	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

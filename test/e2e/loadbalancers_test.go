@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -209,18 +210,30 @@ func watchIngress(t *testing.T, service *corev1.Service) func() [][]string {
 
 func setAnnotation(t *testing.T, service *corev1.Service, key, value string) {
 	t.Helper()
-	ctx := context.Background()
-	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	err := updateService(context.Background(), service, func(current *corev1.Service) {
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		current.Annotations[key] = value
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if current.Annotations == nil {
-		current.Annotations = map[string]string{}
-	}
-	current.Annotations[key] = value
-	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, current, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// updateService changes the Service as the API server has it, again on a conflict: the CCM
+// writes the Service's status and finalizer whenever it gets to them.
+func updateService(ctx context.Context, service *corev1.Service, change func(*corev1.Service)) error {
+	services := stack.TargetClientset.CoreV1().Services(service.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := services.Get(ctx, service.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(current)
+		_, err = services.Update(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func waitForServiceGone(t *testing.T, service *corev1.Service) {

@@ -71,14 +71,13 @@ func TestAHundredServicesSwitchTypeAtOnce(t *testing.T) {
 
 	started := time.Now()
 	err = parallelDo(count, func(i int) error {
-		service := services[i].DeepCopy()
-		internal := service.Annotations[keys.AnnotationInternalLoadBalancer] == "true"
-		if service.Annotations == nil {
-			service.Annotations = map[string]string{}
-		}
-		service.Annotations[keys.AnnotationInternalLoadBalancer] = fmt.Sprint(!internal)
-		_, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Update(ctx, service, metav1.UpdateOptions{})
-		return err
+		internal := services[i].Annotations[keys.AnnotationInternalLoadBalancer] == "true"
+		return updateService(ctx, services[i], func(service *corev1.Service) {
+			if service.Annotations == nil {
+				service.Annotations = map[string]string{}
+			}
+			service.Annotations[keys.AnnotationInternalLoadBalancer] = fmt.Sprint(!internal)
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
