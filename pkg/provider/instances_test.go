@@ -204,6 +204,14 @@ func TestInstanceExistsIsFalseOnlyForAGoneMachine(t *testing.T) {
 func TestInstanceExistsErrsWhileIronCoreFails(t *testing.T) {
 	ctx := context.Background()
 	machine := createMachine(t, "steady", testenv.MachineOptions{})
+	// The cache must know the Machine before IronCore fails: that is what answers then.
+	err := testenv.WaitFor(ctx, waitTimeout, "Machine steady in the cache", func(ctx context.Context) error {
+		_, err := cloud.IronCore().Machine(ctx, "steady")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, mode := range []apiproxy.Mode{apiproxy.Fail, apiproxy.Down} {
 		setProxyMode(t, mode)
 		// A Machine the cache knows is still there.
