@@ -236,15 +236,23 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
 	// the addresses it shows and the old LoadBalancer: what every sync must do while the new
 	// LoadBalancer has no addresses.
-	keepsOld := func(old *networkingv1alpha1.LoadBalancer) {
+	// ensure syncs the Service as the service controller does: the status to write, or nil
+	// when the sync asks to be retried.
+	ensure := func() *corev1.LoadBalancerStatus {
 		t.Helper()
 		status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 		var retry *api.RetryError
 		switch {
 		case errors.As(err, &retry):
+			return nil
 		case err != nil:
 			t.Fatalf("EnsureLoadBalancer: %v", err)
-		case !equality.Semantic.DeepEqual(*status, service.Status.LoadBalancer):
+		}
+		return status
+	}
+	keepsOld := func(old *networkingv1alpha1.LoadBalancer) {
+		t.Helper()
+		if status := ensure(); status != nil && !equality.Semantic.DeepEqual(*status, service.Status.LoadBalancer) {
 			t.Fatalf("EnsureLoadBalancer returned %v while the new LoadBalancer has no addresses; the Service shows %v", ingressIPs(status), ingressIPs(&service.Status.LoadBalancer))
 		}
 		if lb := ironcoreLoadBalancer(t, old.Name); lb.UID != old.UID || lb.DeletionTimestamp != nil {
@@ -284,12 +292,8 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		before := service.Status.LoadBalancer.DeepCopy()
 		holdSuccessor(internal, old, successor)()
 		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(ctx context.Context) error {
-			status, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-			var retry *api.RetryError
-			switch {
-			case errors.As(err, &retry):
-			case err != nil:
-				t.Fatalf("EnsureLoadBalancer: %v", err)
+			switch status := ensure(); {
+			case status == nil:
 			case len(status.Ingress) == 0:
 				t.Fatalf("EnsureLoadBalancer returned no addresses during the switch")
 			default:
