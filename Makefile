@@ -97,7 +97,7 @@ release: check-go ## Build a release into bin/release/: the static binaries, the
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run the linters.
-	$(SHARED_ENV) $(GOLANGCI_LINT) run ./...
+	$(SHARED_ENV) $(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
 verify: ## Check that go.mod and go.sum are tidy and that deploy/ is rendered from the current chart.
