@@ -291,7 +291,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		t.Helper()
 		before := service.Status.LoadBalancer.DeepCopy()
 		holdSuccessor(internal, old, successor)()
-		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(ctx context.Context) error {
+		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(context.Context) error {
 			switch status := ensure(); {
 			case status == nil:
 			case len(status.Ingress) == 0:
