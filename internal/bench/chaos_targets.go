@@ -308,7 +308,7 @@ func (c *chaos) pardon(node string) {
 	delete(c.excused, node)
 	grace := slowFault + time.Second + c.opts.Slack
 	if c.opts.Selecting {
-		grace += c.opts.unservableBound() + time.Duration(len(c.seen))*ironcoreRoutingPace
+		grace += unservableBound + time.Duration(len(c.seen))*ironcoreRoutingPace
 	}
 	c.excusedUntil[node] = time.Now().Add(grace)
 }
