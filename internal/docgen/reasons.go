@@ -54,6 +54,13 @@ func EventReasons() []EventReason {
 				"(`prefixName`, `ipv6PrefixName`) names a Prefix; or the Prefix the Service names does not exist or is of the other IP family. "+
 				"The sync fails and no LoadBalancer is made.",
 			"Request the address with the "+ipsKey+" annotation, name an existing Prefix of the family, or ask the cluster operator to set the Prefix in the cloud-config."),
+		warning(provider.ReasonPrefixNotGranted,
+			"The Prefix an Internal Service names (`"+keys.AnnotationLoadBalancerPrefix+"`, `"+keys.AnnotationLoadBalancerIPv6Prefix+"`) is not a pool "+
+				"the platform team gave the Service's namespace: it lacks `"+keys.LabelLoadBalancerPool+"=true`, its `"+keys.AnnotationLoadBalancerPoolNamespaces+
+				"` does not list the namespace, another object controls it (a NetworkInterface's pod CIDR, a LoadBalancer's address) or it is a single address. "+
+				"The sync fails and no LoadBalancer is made; an existing LoadBalancer keeps its address.",
+			"Name a pool given to the namespace, remove the annotation to use the cloud-config's Prefix, or ask the platform team to designate "+
+				"the Prefix (see docs/guides/address-grants.md)."),
 		warning(provider.ReasonOwnershipConflict,
 			"The IronCore LoadBalancer under the Service's name, or under the name the reference CCM used, belongs to another cluster or Service. "+
 				"It is never changed or deleted: syncing the Service fails, and deleting it leaves that LoadBalancer alone.",
@@ -103,12 +110,15 @@ func EventReasons() []EventReason {
 			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
 		warning(provider.ReasonNotAdopted,
 			"The Service's `"+keys.AnnotationLoadBalancerName+"` annotation names an IronCore LoadBalancer it cannot take over: it does not exist, "+
-				"is not retained by this cluster, is being deleted, or is of the other type (Public/Internal); or a Public Service's "+ipsKey+
-				" annotation asks for addresses no LoadBalancer this cluster retained holds. Nothing is changed and no other "+
-				"LoadBalancer is made for the Service; the message says which. On a Service that has a LoadBalancer already, a "+
-				"`"+keys.AnnotationLoadBalancerName+"` naming another is recorded once per change and changes nothing.",
-			"Name a LoadBalancer this cluster retained (`kubectl get loadbalancers.networking.ironcore.dev -l "+keys.LabelRetained+"=true` on IronCore), "+
-				"match its type, or remove the annotation to get a new LoadBalancer."),
+				"is not retained by this cluster, is retained for another namespace, does not carry this cluster's identity, is being deleted, "+
+				"or is of the other type (Public/Internal); or the CCM does not know its cluster's identity yet (it takes nothing over until it does); "+
+				"or a Public Service's "+ipsKey+" annotation asks for addresses no LoadBalancer this cluster retained holds; or an Internal Service "+
+				"asks for an address a retained LoadBalancer it cannot take over holds. Nothing is changed and no other "+
+				"LoadBalancer is made for the Service; the message says which (without naming another namespace). A Public Service asking with "+
+				"`spec.loadBalancerIP` alone gets a new LoadBalancer of IronCore's choosing instead, and this event. On a Service that has a "+
+				"LoadBalancer already, a `"+keys.AnnotationLoadBalancerName+"` naming another is recorded once per change and changes nothing.",
+			"Name a LoadBalancer this cluster retained for the Service's namespace (`kubectl get loadbalancers.networking.ironcore.dev -l "+keys.LabelRetained+"=true` on IronCore), "+
+				"match its type, ask the platform team to hand it to the namespace (`"+keys.AnnotationRetainedFor+"`), or remove the annotation to get a new LoadBalancer."),
 		{
 			Reason: provider.ReasonLoadBalancerAdopted, Type: corev1.EventTypeNormal, Object: "Service", Controller: serviceLB,
 			When:   "The Service took over an IronCore LoadBalancer this cluster retained, with its addresses, which the message names.",

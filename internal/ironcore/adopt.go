@@ -1,6 +1,7 @@
 package ironcore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -28,19 +32,28 @@ func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service 
 		until = "a LoadBalancer this cluster retained, of the Service's type, holds them, or annotation " + keys.AnnotationLoadBalancerIPs + " is removed"
 	}
 	var refused *NotAdoptable
-	if errors.As(err, &refused) {
-		if !want.Strict {
-			return nil, false, nil
-		}
-		refused.Until = until
+	if !errors.As(err, &refused) {
+		return lb, owned, err
 	}
-	return lb, owned, err
+	refused.Until = cmp.Or(refused.Until, until)
+	switch {
+	case want.Strict || refused.Waiting:
+	case refused.Held && desired.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal:
+		// A new Internal LoadBalancer would hold the address too.
+	case refused.Held:
+		// IronCore gives a new Public LoadBalancer another address.
+		refused.Fallback = true
+	default:
+		return nil, false, nil
+	}
+	return nil, false, refused
 }
 
 // RetainedLoadBalancerAt returns the LoadBalancer this cluster retained that holds exactly the
 // addresses and can become desired (Adoptable), for the Service to take over, read from the API
 // server (as AdoptableLoadBalancer). owned tells that the Service took it over already. None
-// holding them is a *NotAdoptable, and so is one that does but cannot be taken over, saying why.
+// holding them is a *NotAdoptable, and so is one that holds any of them but cannot be taken
+// over, or holds only some of them (Held), saying why.
 func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, service *corev1.Service, addresses []netip.Addr, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	lbs, err := c.LoadBalancers(ctx)
 	if err != nil {
@@ -48,7 +61,7 @@ func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, serv
 	}
 	refused := error(&NotAdoptable{Why: fmt.Sprintf("no IronCore LoadBalancer this cluster retained holds exactly the addresses %s", joinAddrs(addresses))})
 	for i := range lbs {
-		if !holdsExactly(&lbs[i], addresses) || (!owners.Retains(&lbs[i]) && !owners.Owns(&lbs[i], service)) {
+		if !holdsAny(&lbs[i], addresses) || (!owners.Retains(&lbs[i]) && !owners.Owns(&lbs[i], service)) {
 			continue
 		}
 		// The cache may be behind: another Service may have taken it, or this one.
@@ -60,16 +73,29 @@ func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, serv
 			return nil, false, err
 		case owners.Owns(lb, service):
 			return lb, true, nil
-		case !owners.Retains(lb) || !holdsExactly(lb, addresses):
+		case !owners.Retains(lb) || !holdsAny(lb, addresses):
 			continue
 		}
-		if err := owners.Adoptable(lb, desired); err != nil {
+		err := owners.Adoptable(lb, desired, service.Namespace)
+		if err == nil && !holdsExactly(lb, addresses) {
+			err = &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("holds %s, not exactly the requested addresses %s", strings.Join(Addresses(lb), ", "), joinAddrs(addresses))}
+		}
+		if err != nil {
+			var notAdoptable *NotAdoptable
+			if errors.As(err, &notAdoptable) {
+				notAdoptable.Held = true
+			}
 			refused = err // another may still do
 			continue
 		}
 		return lb, false, nil
 	}
 	return nil, false, refused
+}
+
+// holdsAny tells whether lb holds any of the addresses.
+func holdsAny(lb *networkingv1alpha1.LoadBalancer, addresses []netip.Addr) bool {
+	return slices.ContainsFunc(lb.Status.IPs, func(ip commonv1alpha1.IP) bool { return slices.Contains(addresses, ip.Unmap()) })
 }
 
 // holdsExactly tells whether lb's addresses are the given ones, in any order.
@@ -93,16 +119,17 @@ func joinAddrs(addresses []netip.Addr) string {
 	return strings.Join(texts, ", ")
 }
 
-// CheckServicePrefixes confirms, with live reads, that the Prefixes a Service names for its
-// Internal addresses (lbspec.ServicePrefixes) exist and are of their IP family; one that does
-// not, or is of the other family, is a *lbspec.Problem naming it.
-func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.IPFamily]string) error {
+// CheckServicePrefixes confirms, with live reads, that the Prefixes a Service of namespace names
+// for its Internal addresses (lbspec.ServicePrefixes) exist, are of their IP family and are
+// pools the platform team gave the namespace (PoolGranted); the cloud-config's, given as
+// defaults, are every namespace's. One that is not is a *lbspec.Problem naming it.
+func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.IPFamily]string, namespace string, defaults map[corev1.IPFamily]string) error {
 	for _, family := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		name, ok := prefixes[family]
 		if !ok {
 			continue
 		}
-		err := c.CheckPrefix(ctx, name, family)
+		prefix, err := c.prefixOfFamily(ctx, name, family)
 		var wrongFamily *WrongFamily
 		if errors.Is(err, ErrNotFound) || errors.As(err, &wrongFamily) {
 			return &lbspec.Problem{Reason: lbspec.ReasonInternalPrefixMissing, Message: fmt.Sprintf(
@@ -112,6 +139,50 @@ func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.I
 		if err != nil {
 			return err
 		}
+		if name == defaults[family] {
+			continue
+		}
+		if why := PoolGranted(prefix, namespace); why != "" {
+			return &lbspec.Problem{Reason: lbspec.ReasonPrefixNotGranted, Message: fmt.Sprintf(
+				"the Service's %s address cannot come from IronCore Prefix %s: it %s; no LoadBalancer was made: name a Prefix the platform team gave this namespace, "+
+					"or remove the annotation to use the cloud-config's", family, name, why)}
+		}
 	}
 	return nil
+}
+
+// PoolGranted says why a Service of namespace may not take addresses from prefix, or is "" if it
+// may: the platform team designated it for Services (keys.LabelLoadBalancerPool), and for the
+// namespace if it names namespaces (keys.AnnotationLoadBalancerPoolNamespaces). A Prefix
+// another object controls (a NetworkInterface's pod CIDR, a LoadBalancer's address) or a single
+// address is never a pool, whatever its labels.
+func PoolGranted(prefix *ipamv1alpha1.Prefix, namespace string) string {
+	if owner := metav1.GetControllerOf(prefix); owner != nil {
+		return fmt.Sprintf("belongs to %s %s, and is no pool for Services", owner.Kind, owner.Name)
+	}
+	if single(prefix) {
+		return "is a single address, and no pool for Services"
+	}
+	if prefix.Labels[keys.LabelLoadBalancerPool] != "true" {
+		return fmt.Sprintf("is not designated for Services' addresses (label %s=true on the Prefix, set by the platform team)", keys.LabelLoadBalancerPool)
+	}
+	list, limited := prefix.Annotations[keys.AnnotationLoadBalancerPoolNamespaces]
+	if !limited {
+		return ""
+	}
+	for _, allowed := range strings.Split(list, ",") {
+		if strings.TrimSpace(allowed) == namespace {
+			return ""
+		}
+	}
+	return "is not given to this namespace"
+}
+
+// single tells whether prefix is (or is to be) a single address.
+func single(prefix *ipamv1alpha1.Prefix) bool {
+	if prefix.Spec.Prefix != nil {
+		return prefix.Spec.Prefix.Bits() == prefix.Spec.Prefix.Addr().BitLen()
+	}
+	length := prefix.Spec.PrefixLength
+	return (prefix.Spec.IPFamily == corev1.IPv4Protocol && length == 32) || (prefix.Spec.IPFamily == corev1.IPv6Protocol && length == 128)
 }

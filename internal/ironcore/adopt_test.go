@@ -1,6 +1,7 @@
 package ironcore
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 
@@ -8,16 +9,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// TestAdoptable: a retained LoadBalancer is taken over only by a Service of this cluster whose
-// LoadBalancer would be of its type, Network and IP families; each refusal says why.
+// TestAdoptable: a retained LoadBalancer is taken over only by a Service of this cluster,
+// proven by its identity, of the namespace it is retained for, whose LoadBalancer would be of
+// its type, Network and IP families; each refusal says why, and one for another namespace does
+// not name it.
 func TestAdoptable(t *testing.T) {
-	owners := Owners{Clusters: []string{"lab"}}
+	id := clusterid.New()
+	id.Set("uid-1")
+	owners := Owners{Clusters: []string{"lab"}, ID: id}
 	retained := func(modify func(*networkingv1alpha1.LoadBalancer)) *networkingv1alpha1.LoadBalancer {
 		lb := &networkingv1alpha1.LoadBalancer{
-			ObjectMeta: metav1.ObjectMeta{Name: "kept", Labels: map[string]string{keys.LabelClusterName: "lab", keys.LabelRetained: "true"}},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        "kept",
+				Labels:      map[string]string{keys.LabelClusterName: "lab", keys.LabelRetained: "true", keys.LabelClusterID: "uid-1"},
+				Annotations: map[string]string{keys.AnnotationRetainedFrom: "team-a/web"},
+			},
 			Spec: networkingv1alpha1.LoadBalancerSpec{
 				Type: networkingv1alpha1.LoadBalancerTypePublic, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
 				NetworkRef: corev1.LocalObjectReference{Name: "net"},
@@ -30,11 +40,19 @@ func TestAdoptable(t *testing.T) {
 	}
 	desired := retained(func(lb *networkingv1alpha1.LoadBalancer) { lb.Labels = nil })
 	for _, tc := range []struct {
-		name   string
-		modify func(*networkingv1alpha1.LoadBalancer)
-		want   string
+		name      string
+		modify    func(*networkingv1alpha1.LoadBalancer)
+		owners    *Owners
+		namespace string
+		want      string
 	}{
 		{name: "adoptable"},
+		{name: "handed to the namespace", namespace: "team-b", modify: func(lb *networkingv1alpha1.LoadBalancer) { lb.Annotations[keys.AnnotationRetainedFor] = "team-b" }},
+		{name: "of another namespace", namespace: "team-b", want: "is retained for another namespace"},
+		{name: "handed to another namespace", modify: func(lb *networkingv1alpha1.LoadBalancer) { lb.Annotations[keys.AnnotationRetainedFor] = "team-b" }, want: "is retained for another namespace"},
+		{name: "without identity", modify: func(lb *networkingv1alpha1.LoadBalancer) { delete(lb.Labels, keys.LabelClusterID) }, want: "does not carry this cluster's identity"},
+		{name: "another identity", modify: func(lb *networkingv1alpha1.LoadBalancer) { lb.Labels[keys.LabelClusterID] = "uid-2" }, want: "is not retained by this cluster"},
+		{name: "identity unknown", owners: &Owners{Clusters: []string{"lab"}, ID: clusterid.New()}, want: "does not know its cluster's identity"},
 		{name: "another cluster's", modify: func(lb *networkingv1alpha1.LoadBalancer) { lb.Labels[keys.LabelClusterName] = "other" }, want: `cluster "other" retained it`},
 		{name: "not retained", modify: func(lb *networkingv1alpha1.LoadBalancer) { delete(lb.Labels, keys.LabelRetained) }, want: "is not retained by this cluster"},
 		{name: "being deleted", modify: func(lb *networkingv1alpha1.LoadBalancer) { lb.DeletionTimestamp = &metav1.Time{} }, want: "is being deleted"},
@@ -44,7 +62,11 @@ func TestAdoptable(t *testing.T) {
 			lb.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 		}, want: "has the IP families [IPv4 IPv6] and the Service asks for [IPv4]"},
 	} {
-		err := owners.Adoptable(retained(tc.modify), desired)
+		who, namespace := cmp.Or(tc.owners, &owners), cmp.Or(tc.namespace, "team-a")
+		err := who.Adoptable(retained(tc.modify), desired, namespace)
+		if err != nil && namespace != "team-a" && strings.Contains(err.Error(), "team-a") {
+			t.Errorf("%s: the refusal names the other namespace: %v", tc.name, err)
+		}
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)

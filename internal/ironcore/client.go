@@ -311,9 +311,15 @@ func (c *Client) CheckNetwork(ctx context.Context, name string) error {
 
 // CheckPrefix confirms, with a live read, that the Prefix exists and is of the IP family.
 func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPFamily) error {
+	_, err := c.prefixOfFamily(ctx, name, family)
+	return err
+}
+
+// prefixOfFamily reads the Prefix live and returns it if it is of the IP family.
+func (c *Client) prefixOfFamily(ctx context.Context, name string, family corev1.IPFamily) (*ipamv1alpha1.Prefix, error) {
 	prefix := &ipamv1alpha1.Prefix{}
 	if err := c.checkExists(ctx, "Prefix", name, prefix); err != nil {
-		return err
+		return nil, err
 	}
 	actual := prefix.Spec.IPFamily
 	if actual == "" && prefix.Spec.Prefix != nil {
@@ -323,9 +329,9 @@ func (c *Client) CheckPrefix(ctx context.Context, name string, family corev1.IPF
 		}
 	}
 	if actual != "" && actual != family {
-		return &WrongFamily{Prefix: c.namespace + "/" + name, Family: actual, Want: family}
+		return nil, &WrongFamily{Prefix: c.namespace + "/" + name, Family: actual, Want: family}
 	}
-	return nil
+	return prefix, nil
 }
 
 // WrongFamily is a Prefix of another IP family than the one asked for.

@@ -138,11 +138,15 @@ func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha
 // RetainLoadBalancer marks lb retained after its Service from (namespace/name) at the time at:
 // it no longer records a Service, so no Service's sync or sweep finds it, and it no longer
 // selects targets, so IronCore stops routing it and the routing is the CCM's to empty. The
-// cluster's marks stay: the LoadBalancer remains provably this cluster's. The write is made
+// cluster's marks stay, and its identity (clusterID, if known) is recorded: the LoadBalancer
+// remains provably this cluster's, and only this cluster may take it over. The write is made
 // only on the version of lb read (a conflict is returned, to be retried on a newer read).
-func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, from string, at time.Time) (*networkingv1alpha1.LoadBalancer, error) {
-	labels := map[string]any{keys.LabelRetained: "true"}
-	annotations := map[string]any{keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at.UTC().Format(time.RFC3339)}
+func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, from string, at time.Time, clusterID string) (*networkingv1alpha1.LoadBalancer, error) {
+	labels := map[string]any{keys.LabelRetained: "true", keys.LabelRetainRequested: nil}
+	if clusterID != "" {
+		labels[keys.LabelClusterID] = clusterID
+	}
+	annotations := map[string]any{keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at.UTC().Format(time.RFC3339), keys.AnnotationRetainedFor: nil}
 	for _, key := range []string{keys.LabelServiceName, keys.LabelServiceNamespace, keys.LabelServiceUID} {
 		labels[key] = nil
 	}
@@ -162,7 +166,7 @@ func (c *Client) AdoptRetainedLoadBalancer(ctx context.Context, lb *networkingv1
 	for key, value := range ownerLabels {
 		labels[key] = value
 	}
-	annotations := map[string]any{keys.AnnotationRetainedFrom: nil, keys.AnnotationRetainedAt: nil}
+	annotations := map[string]any{keys.AnnotationRetainedFrom: nil, keys.AnnotationRetainedAt: nil, keys.AnnotationRetainedFor: nil}
 	for key, value := range ownerAnnotations {
 		annotations[key] = value
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,15 @@ type NotAdoptable struct {
 	Name, Why string
 	// Until says what would make the Service get a LoadBalancer.
 	Until string
+	// Waiting is set when the refusal is for this CCM to lift (it does not know enough yet).
+	Waiting bool
+	// OtherNamespace is set when the LoadBalancer is retained for another namespace.
+	OtherNamespace bool
+	// Held is set when the LoadBalancer holds an address the Service asks for: a new one with
+	// that address would make two holders of it.
+	Held bool
+	// Fallback is set when the Service gets a new LoadBalancer instead, with other addresses.
+	Fallback bool
 }
 
 func (e *NotAdoptable) Error() string {
@@ -89,19 +99,30 @@ func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, servi
 	case owners.Owns(lb, service):
 		return lb, true, nil
 	}
-	return lb, false, owners.Adoptable(lb, desired)
+	return lb, false, owners.Adoptable(lb, desired, service.Namespace)
 }
 
-// Adoptable tells why lb cannot be taken over by a Service whose LoadBalancer is to be desired,
-// or nil if it can: it must be retained by this cluster, not being deleted, and of the same
-// type, Network and IP families (a LoadBalancer cannot move, nor change its addresses' families
-// in place).
-func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer) error {
+// Adoptable tells why lb cannot be taken over by a Service of namespace whose LoadBalancer is
+// to be desired, or nil if it can: it must be retained by this cluster, provably (it carries
+// this cluster's identity, which must be known: a cluster name may be shared or the default),
+// for the Service's namespace (RetainedFor), not being deleted, and of the same type, Network
+// and IP families (a LoadBalancer cannot move, nor change its addresses' families in place).
+// A refusal for another namespace does not name it: the Service's owner may not see it.
+func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer, namespace string) error {
+	id, known := owners.ID.Known()
 	switch owner := OwnerOf(lb); {
 	case Retained(lb) && !owners.Retains(lb):
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is not retained by this cluster: cluster %q retained it", owner.Cluster)}
 	case !owners.Retains(lb):
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("is not retained by this cluster: it records Service %s/%s of cluster %q", owner.Namespace, owner.Name, owner.Cluster)}
+	case !known:
+		return &NotAdoptable{Name: lb.Name, Why: "is not taken over while this CCM does not know its cluster's identity (the UID of namespace kube-system) to prove the LoadBalancer is this cluster's",
+			Until: "this CCM has read its cluster's identity", Waiting: true}
+	case lb.Labels[keys.LabelClusterID] != id:
+		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("does not carry this cluster's identity (label %s=%s), so it cannot be proven this cluster's", keys.LabelClusterID, id)}
+	case RetainedFor(lb) != namespace:
+		return &NotAdoptable{Name: lb.Name, Why: "is retained for another namespace", OtherNamespace: true,
+			Until: "the platform team hands it to namespace " + namespace + " (annotation " + keys.AnnotationRetainedFor + " on the LoadBalancer)"}
 	case lb.DeletionTimestamp != nil:
 		return &NotAdoptable{Name: lb.Name, Why: "is being deleted"}
 	case lb.Spec.Type != desired.Spec.Type:
@@ -112,6 +133,16 @@ func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer) err
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("has the IP families %v and the Service asks for %v", lb.Spec.IPFamilies, desired.Spec.IPFamilies)}
 	}
 	return nil
+}
+
+// RetainedFor is the namespace whose Services may take over lb, retained: the one the platform
+// team handed it to (keys.AnnotationRetainedFor), or else the one it was retained from.
+func RetainedFor(lb *networkingv1alpha1.LoadBalancer) string {
+	if namespace := strings.TrimSpace(lb.Annotations[keys.AnnotationRetainedFor]); namespace != "" {
+		return namespace
+	}
+	namespace, _, _ := strings.Cut(lb.Annotations[keys.AnnotationRetainedFrom], "/")
+	return namespace
 }
 
 // Addresses are lb's addresses.

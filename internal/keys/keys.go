@@ -25,6 +25,15 @@ const (
 	LabelRoutingCluster = Prefix + "routing-cluster"
 )
 
+// Marks the platform team sets on IronCore Prefixes to give Services addresses from them
+// (see All).
+const (
+	// LabelLoadBalancerPool designates a Prefix as a pool Internal Services may name.
+	LabelLoadBalancerPool = Prefix + "load-balancer-pool"
+	// AnnotationLoadBalancerPoolNamespaces limits a pool to the namespaces it lists.
+	AnnotationLoadBalancerPoolNamespaces = Prefix + "load-balancer-pool-namespaces"
+)
+
 // Labels on Nodes (see All).
 const (
 	// LabelMachinePool is the name of the MachinePool the Node's Machine runs on.
@@ -56,6 +65,12 @@ const (
 	LabelRetained          = Prefix + "retained"
 	AnnotationRetainedFrom = Prefix + "retained-from"
 	AnnotationRetainedAt   = Prefix + "retained-at"
+	// AnnotationRetainedFor hands a retained LoadBalancer to another namespace: only that
+	// namespace's Services may take it over. Only the platform team, on IronCore, sets it.
+	AnnotationRetainedFor = Prefix + "retained-for"
+	// LabelRetainRequested carries a Service's wish to retain its LoadBalancer onto the
+	// LoadBalancer, so that it is kept even if the Service goes while the CCM does not see it.
+	LabelRetainRequested = Prefix + "retain-requested"
 )
 
 // Ownership of IronCore LoadBalancers (see All). The unprefixed annotations are the reference

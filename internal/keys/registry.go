@@ -194,7 +194,35 @@ func ironCoreKeys() []Key {
 		{
 			Name: AnnotationRetainedFrom, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
 			WrittenBy: "service-lb-controller, with `" + LabelRetained + "`", ReadBy: "people",
-			Meaning: "The namespace/name of the Service the LoadBalancer was retained after.",
+			Meaning: "The namespace/name of the Service the LoadBalancer was retained after. Unless `" + AnnotationRetainedFor + "` says otherwise, " +
+				"only Services of that namespace may take the LoadBalancer over.",
+		},
+		{
+			Name: LabelLoadBalancerPool, Kind: Label, Origin: OriginOurs, On: []string{OnPrefix},
+			WrittenBy: "the platform team, on IronCore", ReadBy: "service-lb-controller",
+			Meaning: "`\"true\"`: Internal Services may take their addresses from this Prefix by naming it in `" + AnnotationLoadBalancerPrefix + "` or `" +
+				AnnotationLoadBalancerIPv6Prefix + "`. Any other Prefix is refused (`LoadBalancerPrefixNotGranted`), but the cloud-config's `prefixName` " +
+				"and `ipv6PrefixName`, which every namespace may use; so is a Prefix another object controls or a single address, whatever its labels. " +
+				"See docs/guides/address-grants.md.",
+		},
+		{
+			Name: AnnotationLoadBalancerPoolNamespaces, Kind: Annotation, Origin: OriginOurs, On: []string{OnPrefix},
+			WrittenBy: "the platform team, on IronCore", ReadBy: "service-lb-controller",
+			Meaning: "Comma-separated namespaces: only their Services may name this pool (`" + LabelLoadBalancerPool + "`). Without it, every namespace may.",
+		},
+		{
+			Name: AnnotationRetainedFor, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "the platform team, on IronCore (the CCM removes it when a Service takes the LoadBalancer over)", ReadBy: "service-lb-controller",
+			Meaning: "A namespace: hands the retained LoadBalancer, with its addresses, to that namespace. Only its Services may take it over, " +
+				"the namespace it was retained from included; remove the annotation to give it back. See docs/guides/address-grants.md.",
+		},
+		{
+			Name: LabelRetainRequested, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, while the Service is annotated `" + AnnotationRetainLoadBalancer + "` (removed with the annotation)",
+			ReadBy:    "ironcore-load-balancer-orphans",
+			Meaning: "`\"true\"`: the Service asks to retain the LoadBalancer. If the Service is gone without the CCM having seen it go " +
+				"(its finalizer removed by hand while the CCM was down, its namespace force-deleted), the orphan collector retains the " +
+				"LoadBalancer instead of deleting it.",
 		},
 		{
 			Name: AnnotationRetainedAt, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},

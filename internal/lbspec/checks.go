@@ -97,9 +97,12 @@ func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha
 }
 
 // NeedsApply reports whether the stored LoadBalancer differs from the desired one in anything
-// the CCM sets.
+// the CCM sets, or carries a wish to retain it the Service no longer has (an apply without the
+// label removes it).
 func NeedsApply(existing, desired *networkingv1alpha1.LoadBalancer) bool {
-	return !equality.Semantic.DeepEqual(existing.Spec, desired.Spec) ||
+	_, wishGone := desired.Labels[keys.LabelRetainRequested]
+	wishGone = !wishGone && existing.Labels[keys.LabelRetainRequested] != ""
+	return !equality.Semantic.DeepEqual(existing.Spec, desired.Spec) || wishGone ||
 		!containsAll(existing.Labels, desired.Labels) ||
 		!containsAll(existing.Annotations, desired.Annotations)
 }

@@ -12,6 +12,7 @@ const (
 	ReasonLoadBalancerIPIgnored = "LoadBalancerIPIgnored"
 	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
 	ReasonNotAdopted            = "LoadBalancerNotAdopted"
+	ReasonPrefixNotGranted      = "LoadBalancerPrefixNotGranted"
 )
 
 // Problem is something about a Service that its owner must know or fix. The provider records

@@ -273,8 +273,9 @@ func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalanc
 	return ports, nil
 }
 
-// ownerLabels record the Service and cluster a LoadBalancer is for and, once it is known, the
-// cluster's identity, which the orphan collector requires before it deletes anything. Until
+// ownerLabels record the Service and cluster a LoadBalancer is for, whether the Service asks to
+// retain it and, once it is known, the cluster's identity, which the orphan collector requires
+// before it deletes anything. Until
 // then the label is left out; the first apply after it is known adds it, as NeedsApply sees
 // it missing.
 func ownerLabels(settings Settings, service *corev1.Service) map[string]string {
@@ -286,6 +287,9 @@ func ownerLabels(settings Settings, service *corev1.Service) map[string]string {
 	}
 	if id, known := settings.ClusterID.Known(); known {
 		labels[keys.LabelClusterID] = id
+	}
+	if retain, _ := Retain(service); retain {
+		labels[keys.LabelRetainRequested] = "true"
 	}
 	return labels
 }

@@ -26,7 +26,8 @@ var (
 	}, []string{"version", "commit", "go_version", "ironcore_api", "cloud_provider"})
 
 	// OrphanedLoadBalancers counts IronCore LoadBalancers found orphaned past their grace
-	// period, by what was done: "deleted", "reported", "failed", or "refused" (not provably this cluster's).
+	// period, by what was done: "deleted", "retained" (its Service asked to retain it), "reported",
+	// "failed", or "refused" (not provably this cluster's).
 	OrphanedLoadBalancers = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "orphaned_load_balancers_total",

@@ -253,10 +253,15 @@ func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer
 		c.orphanedSince[lb.UID] = time.Now() // again after another grace period, not every sweep
 		return
 	}
+	wished := lb.Labels[keys.LabelRetainRequested] == "true"
 	if c.mode == config.OrphanCleanupReport {
-		klog.InfoS("Orphaned IronCore LoadBalancer (report only)", "loadBalancer", klog.KObj(lb), "service", service, "reason", why, "orphanedFor", time.Since(since).Round(time.Second))
+		klog.InfoS("Orphaned IronCore LoadBalancer (report only)", "loadBalancer", klog.KObj(lb), "service", service, "reason", why, "orphanedFor", time.Since(since).Round(time.Second), "wouldRetain", wished)
 		metrics.OrphanedLoadBalancers.WithLabelValues("reported").Inc()
 		c.orphanedSince[lb.UID] = time.Now() // report again after another grace period, not every sweep
+		return
+	}
+	if wished {
+		c.retain(ctx, lb, why, since, clusterID)
 		return
 	}
 	if err := c.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
@@ -266,6 +271,24 @@ func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer
 	}
 	klog.InfoS("Deleted orphaned IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", service, "reason", why, "orphanedFor", time.Since(since).Round(time.Second))
 	metrics.OrphanedLoadBalancers.WithLabelValues("deleted").Inc()
+	delete(c.orphanedSince, lb.UID)
+}
+
+// retain keeps lb, orphaned, because its Service asked to retain it (keys.LabelRetainRequested):
+// the Service went without the CCM seeing it go, and the wish outlives it. lb is retained as
+// the Service's deletion would have retained it, on the version read.
+func (c *Collector) retain(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, why string, since time.Time, clusterID string) {
+	owner := ironcore.OwnerOf(lb)
+	from := owner.Namespace + "/" + owner.Name
+	retained, err := c.ironcore.RetainLoadBalancer(ctx, lb, from, time.Now(), clusterID)
+	if err != nil {
+		klog.ErrorS(err, "Cannot retain orphaned IronCore LoadBalancer whose Service asked to retain it", "loadBalancer", klog.KObj(lb), "service", from)
+		metrics.OrphanedLoadBalancers.WithLabelValues("failed").Inc()
+		return
+	}
+	klog.InfoS("Retained orphaned IronCore LoadBalancer: its Service asked to retain it", "loadBalancer", klog.KObj(retained), "service", from,
+		"reason", why, "orphanedFor", time.Since(since).Round(time.Second), "addresses", ironcore.Addresses(retained))
+	metrics.OrphanedLoadBalancers.WithLabelValues("retained").Inc()
 	delete(c.orphanedSince, lb.UID)
 }
 

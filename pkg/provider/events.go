@@ -23,6 +23,7 @@ const (
 	ReasonLoadBalancerRetained  = "LoadBalancerRetained"
 	ReasonLoadBalancerAdopted   = "LoadBalancerAdopted"
 	ReasonNotAdopted            = lbspec.ReasonNotAdopted
+	ReasonPrefixNotGranted      = lbspec.ReasonPrefixNotGranted
 	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
 	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
 	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints

@@ -162,7 +162,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	var lb *networkingv1alpha1.LoadBalancer
 	waitingForTargets, settling := false, time.Duration(0)
 	if existing == nil {
-		if err = l.ironcore.CheckServicePrefixes(ctx, lbspec.ServicePrefixes(service, desired)); err != nil {
+		if err = l.ironcore.CheckServicePrefixes(ctx, lbspec.ServicePrefixes(service, desired), service.Namespace, l.settings.InternalPrefixes); err != nil {
 			return nil, l.report(service, err)
 		} else if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err

@@ -29,7 +29,7 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 	case errors.As(err, &conflict) && owners.Retains(conflict.LoadBalancer) &&
 		conflict.LoadBalancer.Annotations[keys.AnnotationRetainedFrom] == service.Namespace+"/"+service.Name:
 		lb = conflict.LoadBalancer
-		err = owners.Adoptable(lb, desired)
+		err = owners.Adoptable(lb, desired, service.Namespace)
 	case err != nil:
 		return nil, l.conflict(err, service)
 	case lb != nil:
@@ -45,6 +45,14 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 		}
 	}
 	var refused *ironcore.NotAdoptable
+	if errors.As(err, &refused) && refused.Fallback {
+		problem := &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf(
+			"%v; nothing of it was changed, and the Service gets a new LoadBalancer with an address IronCore chooses", refused)}
+		if l.notices.Changed(service.UID, "adoption", problem.Message) {
+			l.warn(service, problem)
+		}
+		return nil, nil
+	}
 	if errors.As(err, &refused) {
 		return nil, &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made until %s",
 			refused, cmp.Or(refused.Until, "the LoadBalancer can be taken over, or is gone"))}

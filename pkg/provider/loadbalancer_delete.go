@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,15 +49,6 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if err != nil {
 		return err
 	}
-	retain, err := lbspec.Retain(service)
-	_ = l.report(service, err) // a misspelt value is a Warning, and the LoadBalancer is kept
-	if retain && lb.DeletionTimestamp == nil {
-		if err := l.retain(ctx, service, lb); err != nil {
-			return err
-		}
-	} else if lb.DeletionTimestamp == nil {
-		replaced = append(replaced, lb)
-	}
 	successor, err := l.liveSuccessor(ctx, clusterName, service, lb, replaced)
 	if err != nil {
 		return err
@@ -64,11 +56,32 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if successor != nil {
 		replaced = append(replaced, successor)
 	}
+	if lb.DeletionTimestamp == nil {
+		replaced = append(replaced, lb)
+	}
+	retain, err := lbspec.Retain(service)
+	_ = l.report(service, err) // a misspelt value is a Warning, and the LoadBalancer is kept
+	if kept := toRetain(service, replaced); retain && kept >= 0 {
+		if err := l.retain(ctx, service, replaced[kept]); err != nil {
+			return err
+		}
+		replaced = slices.Delete(replaced, kept, kept+1)
+	}
 	var errs []error
 	for _, lb := range replaced {
 		errs = append(errs, l.delete(ctx, lb))
 	}
 	return errors.Join(errs...)
+}
+
+// toRetain picks, of the Service's LoadBalancers (during a type switch, more than one; the
+// current one last), the one to retain: the one whose addresses the Service shows, which its
+// clients use, else the current one. -1 if there is none.
+func toRetain(service *corev1.Service, lbs []*networkingv1alpha1.LoadBalancer) int {
+	if i := slices.IndexFunc(lbs, func(lb *networkingv1alpha1.LoadBalancer) bool { return shows(service, lbspec.Status(lb)) }); i >= 0 {
+		return i
+	}
+	return len(lbs) - 1
 }
 
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
@@ -100,7 +113,8 @@ func (l *loadBalancers) retain(ctx context.Context, service *corev1.Service, lb 
 	if l.targets != nil {
 		l.targets.ForgetLoadBalancer(lb.UID)
 	}
-	retained, err := l.ironcore.RetainLoadBalancer(ctx, lb, service.Namespace+"/"+service.Name, time.Now())
+	id, _ := l.settings.ClusterID.Known()
+	retained, err := l.ironcore.RetainLoadBalancer(ctx, lb, service.Namespace+"/"+service.Name, time.Now(), id)
 	if err != nil {
 		return err
 	}

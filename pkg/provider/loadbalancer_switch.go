@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
 )
@@ -34,11 +35,20 @@ func (l *loadBalancers) successor(ctx context.Context, clusterName string, servi
 	case err != nil:
 		return nil, err
 	}
-	lb, err = l.owners(clusterName).Check(lb, service)
-	if err != nil {
+	owners := l.owners(clusterName)
+	if owned, err := owners.Check(lb, service); err == nil {
+		return owned, nil
+	} else if !retainedAfter(lb, service) || owners.Adoptable(lb, desired, service.Namespace) != nil {
 		return nil, l.report(service, l.conflict(err, service))
 	}
-	return lb, nil
+	// The Service switches back to the type of a LoadBalancer it retained when it switched
+	// away: it takes it, and its addresses, back.
+	return l.adopt(ctx, service, desired, lb)
+}
+
+// retainedAfter tells whether lb was retained after the Service, by namespace and name.
+func retainedAfter(lb *networkingv1alpha1.LoadBalancer, service *corev1.Service) bool {
+	return ironcore.Retained(lb) && lb.Annotations[keys.AnnotationRetainedFrom] == service.Namespace+"/"+service.Name
 }
 
 // completeSwitch returns the status of a Service whose type switches from the replaced
@@ -103,9 +113,17 @@ func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string,
 	return l.deleteReplaced(ctx, service, replaced)
 }
 
+// deleteReplaced deletes the LoadBalancers a type switch replaced or, if the Service asks to
+// retain its LoadBalancer, retains them: their addresses are what it asked to keep.
 func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Service, replaced []*networkingv1alpha1.LoadBalancer) error {
+	retain, err := lbspec.Retain(service)
+	_ = l.report(service, err) // a misspelt value is a Warning, and the LoadBalancer is kept
 	var errs []error
 	for _, lb := range replaced {
+		if retain {
+			errs = append(errs, l.retain(ctx, service, lb))
+			continue
+		}
 		if err := l.delete(ctx, lb); err != nil {
 			errs = append(errs, err)
 			continue

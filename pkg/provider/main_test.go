@@ -30,6 +30,9 @@ var (
 	recorder record.EventRecorder
 )
 
+// testClusterID is the identity of the stack's cluster that the package's provider knows.
+const testClusterID = "5e1f0000-0000-4000-8000-0000000000a1"
+
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
@@ -65,6 +68,8 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "start the cloud provider: %v\n", err)
 		return 1
 	}
+	// As the CCM reads it at start-up: LoadBalancers are retained and taken over only with it.
+	cloud.ClusterID().Set(testClusterID)
 	return m.Run()
 }
 

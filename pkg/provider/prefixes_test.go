@@ -20,7 +20,7 @@ func TestAnInternalServiceTakesItsAddressFromItsOwnPrefix(t *testing.T) {
 	ctx := context.Background()
 	lbs := loadBalancerOf(t, cloud)
 	nodes := workerNodes(t, "own-prefix-1")
-	if _, err := stack.CreateRootPrefix(ctx, "team-a-lbs", "10.77.0.0/24", nil); err != nil {
+	if _, err := stack.CreateRootPrefix(ctx, "team-a-lbs", "10.77.0.0/24", map[string]string{keys.LabelLoadBalancerPool: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	internal := func(prefix string) testenv.ServiceOptions {

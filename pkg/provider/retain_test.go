@@ -41,6 +41,7 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				explicit.ClusterID().Set(testClusterID)
 				c = explicit
 			}
 			lbs := loadBalancerOf(t, c)

@@ -25,10 +25,11 @@ import (
 // 1 s. A Public Service annotated to retain its LoadBalancer is deleted: the LoadBalancer is
 // never deleted (a watch sees no deletion), its routing is emptied and holds no destination
 // while retained, and the collector, which deletes a real orphan meanwhile, leaves it alone.
-// Services of other names in another namespace then ask for its address at once, by the
-// annotation or by spec.loadBalancerIP: one gets the same LoadBalancer and address, and its
-// routing holds its Nodes; with the annotation the other is refused with an event and gets no
-// LoadBalancer.
+// A Service of another namespace asking for its address is refused, by the annotation or by
+// spec.loadBalancerIP, with an event and nothing of the LoadBalancer changed. Services of other
+// names in the namespace it was retained from then ask for it at once: one gets the same
+// LoadBalancer and address, and its routing holds its Nodes; with the annotation the other is
+// refused with an event and gets no LoadBalancer.
 func TestAnAddressOutlivesItsService(t *testing.T) {
 	ctx := context.Background()
 	startCCM(t, "ccm-retain", "--orphan-load-balancer-grace-period=1s")
@@ -45,13 +46,13 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 
 	for i, ask := range []struct {
 		how  string
-		opts func(address string) testenv.ServiceOptions
+		opts func(namespace, address string) testenv.ServiceOptions
 	}{
-		{"annotation", func(address string) testenv.ServiceOptions {
-			return testenv.ServiceOptions{Namespace: "blue", Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: address}}
+		{"annotation", func(namespace, address string) testenv.ServiceOptions {
+			return testenv.ServiceOptions{Namespace: namespace, Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: address}}
 		}},
-		{"spec", func(address string) testenv.ServiceOptions {
-			return testenv.ServiceOptions{Namespace: "blue", LoadBalancerIP: address}
+		{"spec", func(namespace, address string) testenv.ServiceOptions {
+			return testenv.ServiceOptions{Namespace: namespace, LoadBalancerIP: address}
 		}},
 	} {
 		t.Run(ask.how, func(t *testing.T) {
@@ -80,9 +81,25 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 				}
 			}
 
+			version := currentVersion(t, name)
+			outsider := createService(t, "outsider-"+ask.how, ask.opts("blue", addresses[0]))
+			waitForServiceEvent(t, outsider.Namespace, outsider.Name, provider.ReasonNotAdopted)
+			if ask.how == "spec" {
+				// As for any address it cannot have: a new LoadBalancer of IronCore's choosing.
+				if got := waitForIngress(t, outsider, anyIngress); slices.Equal(got, addresses) {
+					t.Errorf("the Service of another namespace shows the retained addresses %v", got)
+				}
+			}
+			if now := currentVersion(t, name); now != version {
+				t.Errorf("the retained LoadBalancer changed (resource version %s, was %s) when another namespace asked for it", now, version)
+			}
+			if err := deleteService(outsider); err != nil {
+				t.Fatal(err)
+			}
+
 			racers := []*corev1.Service{
-				createService(t, "again-"+ask.how+"-a", ask.opts(addresses[0])),
-				createService(t, "again-"+ask.how+"-b", ask.opts(addresses[0])),
+				createService(t, "again-"+ask.how+"-a", ask.opts(metav1.NamespaceDefault, addresses[0])),
+				createService(t, "again-"+ask.how+"-b", ask.opts(metav1.NamespaceDefault, addresses[0])),
 			}
 			winner := waitForOwner(t, name, racers)
 			if got := waitForIngress(t, racers[winner], anyIngress); !slices.Equal(got, addresses) {
@@ -118,6 +135,16 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 			}
 		})
 	}
+}
+
+// currentVersion is the resource version of the named IronCore LoadBalancer.
+func currentVersion(t *testing.T, name string) string {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{}
+	if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+		t.Fatal(err)
+	}
+	return lb.ResourceVersion
 }
 
 // waitForOwner waits until the LoadBalancer records one of the Services, and returns which.

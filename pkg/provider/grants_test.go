@@ -1,0 +1,307 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// namespace creates a namespace of the target cluster for the test.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// annotateLoadBalancer sets (or, with value "", removes) an annotation of an IronCore
+// LoadBalancer, as the platform team would with kubectl.
+func annotateLoadBalancer(t *testing.T, name, key, value string) {
+	t.Helper()
+	patch := `{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`
+	if value == "" {
+		patch = `{"metadata":{"annotations":{"` + key + `":null}}}`
+	}
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+	if err := stack.IronCore.Client.Patch(context.Background(), lb, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refusedAdoption asks for an adoption the provider must refuse: EnsureLoadBalancer fails with
+// a NotAdopted Problem saying want, an event says it too, and nothing is written to the retained
+// LoadBalancer or made for the Service.
+func refusedAdoption(t *testing.T, service *corev1.Service, retained string, want string) string {
+	t.Helper()
+	lbs := loadBalancerOf(t, cloud)
+	stack.IronCoreProxy.Reset()
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", service, workerNodes(t, service.Name+"-1"))
+	var problem *lbspec.Problem
+	if !errors.As(err, &problem) || problem.Reason != provider.ReasonNotAdopted || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s/%s: EnsureLoadBalancer error %v, want a %s saying %q", service.Namespace, service.Name, err, provider.ReasonNotAdopted, want)
+	}
+	message := waitForEvent(t, service, provider.ReasonNotAdopted)
+	if !strings.Contains(message, want) {
+		t.Errorf("%s/%s: event %q, want it to say %q", service.Namespace, service.Name, message, want)
+	}
+	requireNoWrites(t, retained, provider.LoadBalancerName(service))
+	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	return message
+}
+
+// requireNoWrites fails the test if the proxy saw a write to one of the named LoadBalancers
+// since its last Reset.
+func requireNoWrites(t *testing.T, names ...string) {
+	t.Helper()
+	for _, write := range stack.IronCoreProxy.Writes() {
+		if write.Resource == "loadbalancers" && slices.Contains(names, write.Name) {
+			t.Errorf("wrote to IronCore: %s LoadBalancer %s", write.Verb, write.Name)
+		}
+	}
+}
+
+// TestARetainedAddressStaysWithItsNamespace: a Service of another namespace cannot take over a
+// retained LoadBalancer, by name, by load-balancer-ips or by spec.loadBalancerIP: the first
+// two are refused with an event that does not name the namespace it belongs to, and nothing
+// of it changes; with spec.loadBalancerIP the Service gets a new LoadBalancer with another
+// address, and the event. The platform team's handover mark gives it to exactly the namespace
+// it names (not even the one it came from); removing the mark gives it back.
+func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
+	lbs := loadBalancerOf(t, cloud)
+	other := namespace(t, "grants-other")
+	retained, addresses := retainedLoadBalancer(t, "grants-kept")
+
+	byName := map[string]string{keys.AnnotationLoadBalancerName: retained.Name}
+	for _, tc := range []struct {
+		name string
+		opts testenv.ServiceOptions
+	}{
+		{"grants-by-name", testenv.ServiceOptions{Namespace: other, Annotations: byName}},
+		{"grants-by-annotation", testenv.ServiceOptions{Namespace: other, Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: addresses[0]}}},
+	} {
+		service := createService(t, tc.name, tc.opts)
+		message := refusedAdoption(t, service, retained.Name, "is retained for another namespace")
+		if strings.Contains(message, metav1.NamespaceDefault+"/") || strings.Contains(message, "grants-kept") {
+			t.Errorf("%s: the event names where the LoadBalancer was retained from: %q", tc.name, message)
+		}
+	}
+
+	stack.IronCoreProxy.Reset()
+	bySpec := createService(t, "grants-by-spec", testenv.ServiceOptions{Namespace: other, LoadBalancerIP: addresses[0]})
+	if got := ingressIPs(ensureUntilReady(t, lbs, bySpec, workerNodes(t, "grants-by-spec-1"))); slices.Equal(got, addresses) {
+		t.Errorf("the Service of another namespace got the retained addresses %v", got)
+	}
+	waitForEventWith(t, bySpec, provider.ReasonNotAdopted, "is retained for another namespace")
+	requireNoWrites(t, retained.Name)
+
+	// Handed to the other namespace: its Service takes it over, one of the namespace it came
+	// from may not.
+	annotateLoadBalancer(t, retained.Name, keys.AnnotationRetainedFor, other)
+	mine := createService(t, "grants-mine", testenv.ServiceOptions{Annotations: byName})
+	refusedAdoption(t, mine, retained.Name, "is retained for another namespace")
+	taker := createService(t, "grants-taker", testenv.ServiceOptions{Namespace: other, Annotations: byName})
+	if got := ingressIPs(ensureUntilReady(t, lbs, taker, workerNodes(t, "grants-taker-1"))); !slices.Equal(got, addresses) {
+		t.Errorf("the Service of the namespace it was handed to got %v, want the retained addresses %v", got, addresses)
+	}
+	if lb := ironcoreLoadBalancer(t, retained.Name); lb.UID != retained.UID || ironcore.OwnerOf(lb).UID != string(taker.UID) || lb.Annotations[keys.AnnotationRetainedFor] != "" {
+		t.Errorf("LoadBalancer UID %s (was %s), owner %+v, annotations %v: want the same one, the taker's, without the handover mark", lb.UID, retained.UID, ironcore.OwnerOf(lb), lb.Annotations)
+	}
+
+	// Handed over and back: the namespace it came from takes it.
+	back, backAddresses := retainedLoadBalancer(t, "grants-back")
+	annotateLoadBalancer(t, back.Name, keys.AnnotationRetainedFor, other)
+	annotateLoadBalancer(t, back.Name, keys.AnnotationRetainedFor, "")
+	again := createService(t, "grants-again", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: backAddresses[0]}})
+	if got := ingressIPs(ensureUntilReady(t, lbs, again, workerNodes(t, "grants-again-1"))); !slices.Equal(got, backAddresses) {
+		t.Errorf("the namespace it came from got %v back, want %v", got, backAddresses)
+	}
+}
+
+// TestAdoptionWaitsForTheClusterIdentity: a provider that does not know its cluster's identity
+// yet takes nothing over, whatever the cluster name says: the Service is refused with an event
+// and nothing is written; once the identity is known, the same Service takes it over. A
+// LoadBalancer without this cluster's identity is never taken over.
+func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	unknown, err := startCloud(ctx, stop, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := loadBalancerOf(t, unknown)
+	retained, addresses := retainedLoadBalancer(t, "identity-kept")
+	if retained.Labels[keys.LabelClusterID] != testClusterID {
+		t.Fatalf("retained LoadBalancer labels %v, want the cluster's identity recorded", retained.Labels)
+	}
+	service := createService(t, "identity-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
+	nodes := workerNodes(t, "identity-taker-1")
+	stack.IronCoreProxy.Reset()
+	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	if want := "does not know its cluster's identity"; !errorContains(err, want) {
+		t.Errorf("EnsureLoadBalancer error %v, want one saying %q", err, want)
+	}
+	waitForEventWith(t, service, provider.ReasonNotAdopted, "does not know its cluster's identity")
+	requireNoWrites(t, retained.Name, provider.LoadBalancerName(service))
+	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+
+	unknown.ClusterID().Set(testClusterID)
+	if got := ingressIPs(ensureUntilReady(t, lbs, service, nodes)); !slices.Equal(got, addresses) {
+		t.Errorf("once the identity is known, the Service got %v, want %v", got, addresses)
+	}
+
+	// Retained without the identity (as by a CCM that never learnt it): never taken over.
+	unmarked, _ := retainedLoadBalancer(t, "identity-unmarked")
+	patch := `{"metadata":{"labels":{"` + keys.LabelClusterID + `":null}}}`
+	if err := stack.IronCore.Client.Patch(ctx, unmarked, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	refusedAdoption(t, createService(t, "identity-unmarked-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: unmarked.Name}}),
+		unmarked.Name, "does not carry this cluster's identity")
+}
+
+// TestAPartialMatchIsRefused: an Internal Service asking for an address a retained
+// LoadBalancer holds, which it cannot take over (it is Public), is refused with an event and
+// gets no LoadBalancer of its own with the same address.
+func TestAPartialMatchIsRefused(t *testing.T) {
+	retained, addresses := retainedLoadBalancer(t, "partial-kept")
+	service := createService(t, "partial-internal", testenv.ServiceOptions{Annotations: map[string]string{
+		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: addresses[0],
+	}})
+	refusedAdoption(t, service, retained.Name, "is Public and the Service asks for Internal")
+}
+
+// TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows: a Service asking to retain its
+// LoadBalancer is deleted while its switch from Public to Internal waits for the new
+// LoadBalancer: the Public one, whose address the Service shows, is retained with it, and the
+// new one, whose address no client has seen, is deleted.
+func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "retained-pending-1")
+	service := createService(t, "retained-pending", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	name := provider.LoadBalancerName(service)
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
+	public := ironcoreLoadBalancer(t, name)
+
+	// The simulator holds the new LoadBalancer without addresses, as a provider that has not
+	// got to it yet.
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
+	stack.Simulator.Hold(held)
+	t.Cleanup(func() { stack.Simulator.Release(held) })
+	service = service.DeepCopy()
+	service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
+	err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+held.Name+" to be created", func(ctx context.Context) error {
+		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil && !isRetry(err) {
+			t.Fatalf("EnsureLoadBalancer: %v", err)
+		}
+		_, err := cloud.IronCore().LoadBalancer(ctx, held.Name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	successor := ironcoreLoadBalancer(t, held.Name)
+
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+		t.Fatal(err)
+	}
+	lb := ironcoreLoadBalancer(t, name)
+	if lb.UID != public.UID || lb.DeletionTimestamp != nil || !ironcore.Retained(lb) || !slices.Equal(ipStringsOf(lb), ingressIPs(&service.Status.LoadBalancer)) {
+		t.Errorf("LoadBalancer %s: UID %s (was %s), deleting %v, labels %v, addresses %v: want the one the Service shows (%v) retained",
+			name, lb.UID, public.UID, lb.DeletionTimestamp != nil, lb.Labels, ipStringsOf(lb), ingressIPs(&service.Status.LoadBalancer))
+	}
+	waitForLoadBalancerGone(t, successor)
+}
+
+// TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace: an Internal Service naming a Prefix
+// gets an address from it only if the platform team designated it for Services, and for the
+// Service's namespace if it names namespaces; the cloud-config's Prefix is every namespace's.
+// A Prefix another object controls (as a NetworkInterface controls its pod CIDR's) or a single
+// address is refused even if designated. Each refusal is an event naming the Prefix and why,
+// with no LoadBalancer made.
+func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	other := namespace(t, "pools-other")
+	nodes := workerNodes(t, "pools-1")
+	nic := networkInterface(t, "pools-1")
+	pool := map[string]string{keys.LabelLoadBalancerPool: "true"}
+	for _, prefix := range []struct {
+		name, cidr string
+		labels     map[string]string
+		namespaces string
+		ownedByNIC bool
+	}{
+		{name: "pools-undesignated", cidr: "10.78.0.0/24"},
+		{name: "pools-for-other", cidr: "10.78.1.0/24", labels: pool, namespaces: "team-x, " + other},
+		{name: "pools-nic-owned", cidr: "10.78.2.0/24", labels: pool, ownedByNIC: true},
+		{name: "pools-single", cidr: "10.78.3.7/32", labels: pool},
+	} {
+		object := &ipamv1alpha1.Prefix{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: prefix.name, Labels: prefix.labels}}
+		object.Spec.Prefix = commonv1alpha1.MustParseNewIPPrefix(prefix.cidr)
+		if prefix.namespaces != "" {
+			object.Annotations = map[string]string{keys.AnnotationLoadBalancerPoolNamespaces: prefix.namespaces}
+		}
+		if prefix.ownedByNIC {
+			controller := true
+			object.OwnerReferences = []metav1.OwnerReference{{APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: "NetworkInterface", Name: nic.Name, UID: nic.UID, Controller: &controller}}
+		}
+		if err := stack.IronCore.Client.Create(ctx, object); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), object) })
+	}
+	internal := func(namespace, prefix string) testenv.ServiceOptions {
+		return testenv.ServiceOptions{Namespace: namespace, Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerPrefix: prefix}}
+	}
+
+	for _, tc := range []struct{ service, namespace, prefix, want string }{
+		{"pools-undesignated", metav1.NamespaceDefault, "pools-undesignated", "is not designated for Services' addresses"},
+		{"pools-not-given", metav1.NamespaceDefault, "pools-for-other", "is not given to this namespace"},
+		{"pools-nic-owned", other, "pools-nic-owned", "belongs to NetworkInterface " + nic.Name},
+		{"pools-single", other, "pools-single", "is a single address"},
+	} {
+		service := createService(t, tc.service, internal(tc.namespace, tc.prefix))
+		stack.IronCoreProxy.Reset()
+		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		if !errorContains(err, tc.want) {
+			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
+		}
+		waitForEventWith(t, service, provider.ReasonPrefixNotGranted, tc.prefix)
+		requireNoWrites(t, provider.LoadBalancerName(service))
+		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	}
+
+	for _, tc := range []struct{ service, namespace, prefix, cidr string }{
+		{"pools-given", other, "pools-for-other", "10.78.1.0/24"},
+		{"pools-default", other, testenv.LoadBalancerPrefix, "10.1.0.0/16"},
+	} {
+		service := createService(t, tc.service, internal(tc.namespace, tc.prefix))
+		ips := ingressIPs(ensureUntilReady(t, lbs, service, nodes))
+		if len(ips) != 1 || !netip.MustParsePrefix(tc.cidr).Contains(netip.MustParseAddr(ips[0])) {
+			t.Errorf("%s: ingress %v, want one address from Prefix %s (%s)", tc.service, ips, tc.prefix, tc.cidr)
+		}
+	}
+}

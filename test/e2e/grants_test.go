@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
+)
+
+// waitForLoadBalancer waits until the named IronCore LoadBalancer passes check, and returns it.
+func waitForLoadBalancer(t *testing.T, name, what string, check func(*networkingv1alpha1.LoadBalancer) error) *networkingv1alpha1.LoadBalancer {
+	t.Helper()
+	lb := &networkingv1alpha1.LoadBalancer{}
+	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" "+what, func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
+			return err
+		}
+		return check(lb)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
+// labelled checks that a LoadBalancer's label key is value ("" for absent).
+func labelled(key, value string) func(*networkingv1alpha1.LoadBalancer) error {
+	return func(lb *networkingv1alpha1.LoadBalancer) error {
+		if got := lb.Labels[key]; got != value {
+			return fmt.Errorf("label %s is %q", key, got)
+		}
+		return nil
+	}
+}
+
+// TestAWishToRetainOutlivesTheService: while a Service asks to retain its LoadBalancer, the
+// LoadBalancer carries the wish, and removing the annotation removes it. A Service that asks
+// goes while the CCM is down, its finalizer stripped by hand: the CCM that comes up finds the
+// LoadBalancer orphaned and retains it, with its addresses, instead of deleting it.
+func TestAWishToRetainOutlivesTheService(t *testing.T) {
+	ctx := context.Background()
+	ccm := startCCMWithoutCrashCheck(t, "ccm-wish-1")
+	worker(t, "wish-1")
+	service := createService(t, "wish", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	addresses := waitForIngress(t, service, anyIngress)
+	name := provider.LoadBalancerName(service)
+	waitForLoadBalancer(t, name, "carrying the wish", labelled(keys.LabelRetainRequested, "true"))
+	setAnnotation(t, service, keys.AnnotationRetainLoadBalancer, "false")
+	waitForLoadBalancer(t, name, "without the wish", labelled(keys.LabelRetainRequested, ""))
+	setAnnotation(t, service, keys.AnnotationRetainLoadBalancer, "true")
+	waitForLoadBalancer(t, name, "carrying the wish again", labelled(keys.LabelRetainRequested, "true"))
+
+	if err := ccm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	err := updateService(ctx, service, func(current *corev1.Service) { current.Finalizers = nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteService(service); err != nil {
+		t.Fatal(err)
+	}
+	waitForServiceGone(t, service)
+	deletions := watchLoadBalancerDeletions(t, name)
+
+	startCCM(t, "ccm-wish-2", "--orphan-load-balancer-grace-period=1s")
+	lb := waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	if from := lb.Annotations[keys.AnnotationRetainedFrom]; from != service.Namespace+"/"+service.Name {
+		t.Errorf("retained from %q, want %s/%s", from, service.Namespace, service.Name)
+	}
+	if got := ipsOf(lb); !slices.Equal(got, addresses) {
+		t.Errorf("the retained LoadBalancer holds %v, want the Service's addresses %v", got, addresses)
+	}
+	// A real orphan is collected past the grace period: the sweep that saw the retained one
+	// has come and gone.
+	kubeSystem, err := stack.TargetClientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := orphanLoadBalancer(t, "wish-orphan", stack.ClusterName, "5a4c1d1e-0000-4000-8000-000000000201", string(kubeSystem.UID))
+	waitForNoLeftovers(t, []string{orphan.Name})
+	if n := deletions.Load(); n > 0 {
+		t.Errorf("the LoadBalancer whose Service asked to retain it was deleted or marked for deletion (%d events)", n)
+	}
+}
+
+// TestARetainedSwitchKeepsTheLoadBalancerItLeaves: a Service asking to retain its LoadBalancer
+// switches from Public to Internal: the Public LoadBalancer is retained with its address, never
+// deleted, instead of being released. Switched back, the Service takes it back with its address.
+func TestARetainedSwitchKeepsTheLoadBalancerItLeaves(t *testing.T) {
+	startCCM(t, "ccm-retained-switch")
+	worker(t, "retained-switch-1")
+	service := createService(t, "retained-switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	public := waitForIngress(t, service, anyIngress)
+	name := provider.LoadBalancerName(service)
+	deletions := watchLoadBalancerDeletions(t, name)
+
+	setAnnotation(t, service, keys.AnnotationInternalLoadBalancer, "true")
+	internal := waitForIngress(t, service, func(ips []string) error {
+		if len(ips) == 0 || slices.Equal(ips, public) {
+			return errors.New("not switched yet")
+		}
+		return nil
+	})
+	lb := waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	if got := ipsOf(lb); !slices.Equal(got, public) {
+		t.Errorf("the retained Public LoadBalancer holds %v, want %v", got, public)
+	}
+
+	setAnnotation(t, service, keys.AnnotationInternalLoadBalancer, "false")
+	if got := waitForIngress(t, service, func(ips []string) error {
+		if slices.Equal(ips, internal) {
+			return errors.New("not switched back yet")
+		}
+		return nil
+	}); !slices.Equal(got, public) {
+		t.Errorf("switched back, the Service shows %v, want its retained address %v", got, public)
+	}
+	waitForLoadBalancer(t, name, "taken back", labelled(keys.LabelServiceUID, string(service.UID)))
+	if n := deletions.Load(); n > 0 {
+		t.Errorf("the retained Public LoadBalancer was deleted or marked for deletion (%d events)", n)
+	}
+}
+
+// ipsOf are a LoadBalancer's addresses.
+func ipsOf(lb *networkingv1alpha1.LoadBalancer) []string {
+	ips := make([]string, 0, len(lb.Status.IPs))
+	for _, ip := range lb.Status.IPs {
+		ips = append(ips, ip.String())
+	}
+	return ips
+}
