@@ -13,6 +13,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -141,10 +142,12 @@ func loadBalancerOfService(ctx context.Context, stack *testenv.Stack, namespace,
 }
 
 // keepAnAddress annotates web to retain its LoadBalancer, deletes it, and installs it again in
-// another namespace asking for its address: it gets the same LoadBalancer and address.
+// another namespace asking for its address: refused, as the address stays with its namespace,
+// until the platform team hands the LoadBalancer to that namespace; then it gets the same
+// LoadBalancer and address.
 func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	fmt.Println("\nKeeping an address: web annotated " + keys.AnnotationRetainLoadBalancer + "=true, deleted, and installed again in namespace shop with " +
-		keys.AnnotationLoadBalancerIPs + " set to its old address...")
+		keys.AnnotationLoadBalancerIPs + " set to its old address; the platform team hands the address to shop...")
 	services := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault)
 	web, err := services.Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
@@ -184,6 +187,17 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if err != nil {
 		return err
 	}
+	refusal, err := waitForEvent(ctx, stack, again, provider.ReasonNotAdopted)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  shop/web before the handover: no address, event %s: %s\n", provider.ReasonNotAdopted, refusal)
+	handover := `{"metadata":{"annotations":{"` + keys.AnnotationRetainedFor + `":"shop"}}}`
+	retained := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbName}}
+	if err := stack.IronCore.Client.Patch(ctx, retained, client.RawPatch(types.MergePatchType, []byte(handover))); err != nil {
+		return err
+	}
+	fmt.Printf("  platform team: kubectl annotate loadbalancers.networking.ironcore.dev %s %s=shop\n", lbName, keys.AnnotationRetainedFor)
 	err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service shop/web", func(ctx context.Context) error {
 		current, err := stack.TargetClientset.CoreV1().Services("shop").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
@@ -217,4 +231,22 @@ func ingressOf(service *corev1.Service) []string {
 		ips = append(ips, ingress.IP)
 	}
 	return ips
+}
+
+// waitForEvent waits for an event of the reason on the Service and returns its message.
+func waitForEvent(ctx context.Context, stack *testenv.Stack, service *corev1.Service, reason string) (string, error) {
+	var message string
+	err := testenv.WaitFor(ctx, convergeTimeout, "event "+reason+" on Service "+service.Namespace+"/"+service.Name, func(ctx context.Context) error {
+		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return errors.New("none yet")
+		}
+		message = events.Items[0].Message
+		return nil
+	})
+	return message, err
 }

@@ -61,6 +61,11 @@ func EventReasons() []EventReason {
 				"The sync fails and no LoadBalancer is made; an existing LoadBalancer keeps its address.",
 			"Name a pool given to the namespace, remove the annotation to use the cloud-config's Prefix, or ask the platform team to designate "+
 				"the Prefix (see docs/guides/address-grants.md)."),
+		warning(provider.ReasonAddressUnavailable,
+			"An Internal Service asks ("+ipsKey+", `spec.loadBalancerIP`) for an address that is not in the Prefix it would be allocated from "+
+				"(the one the Service names, else the cloud-config's), is already allocated from it, or is held by another LoadBalancer. "+
+				"Requested addresses are allocated through IronCore's IPAM, so no two objects hold one. The sync fails and no LoadBalancer is made.",
+			"Request a free address of a Prefix given to the namespace, or none to get any."),
 		warning(provider.ReasonOwnershipConflict,
 			"The IronCore LoadBalancer under the Service's name, or under the name the reference CCM used, belongs to another cluster or Service. "+
 				"It is never changed or deleted: syncing the Service fails, and deleting it leaves that LoadBalancer alone.",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -146,6 +147,48 @@ func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.I
 			return &lbspec.Problem{Reason: lbspec.ReasonPrefixNotGranted, Message: fmt.Sprintf(
 				"the Service's %s address cannot come from IronCore Prefix %s: it %s; no LoadBalancer was made: name a Prefix the platform team gave this namespace, "+
 					"or remove the annotation to use the cloud-config's", family, name, why)}
+		}
+	}
+	return nil
+}
+
+// CheckRequestedAddresses confirms, before a LoadBalancer asking IronCore's IPAM for exact
+// addresses (lbspec.RequestedAddresses, by pool) is made, that each is inside its pool and free:
+// not allocated from the pool, nor held by a LoadBalancer outside IPAM (a literal address, as
+// the reference CCM and earlier versions set them). One that is not is a *lbspec.Problem that
+// names no other holder. IPAM refuses a taken address all the same; this says so at once.
+func (c *Client) CheckRequestedAddresses(ctx context.Context, requested map[string]netip.Addr) error {
+	if len(requested) == 0 {
+		return nil
+	}
+	unavailable := func(addr netip.Addr, why string) error {
+		return &lbspec.Problem{Reason: lbspec.ReasonAddressUnavailable, Message: fmt.Sprintf(
+			"the requested address %s %s; no LoadBalancer was made: request a free address of a Prefix given to the namespace, or none", addr, why)}
+	}
+	lbs, err := c.LoadBalancers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, pool := range slices.Sorted(maps.Keys(requested)) {
+		addr := requested[pool]
+		prefix := &ipamv1alpha1.Prefix{}
+		if err := c.checkExists(ctx, "Prefix", pool, prefix); err != nil {
+			return err
+		}
+		if prefix.Spec.Prefix != nil && !prefix.Spec.Prefix.Contains(addr) {
+			return unavailable(addr, fmt.Sprintf("is not in Prefix %s (%s), the one it would be allocated from", pool, prefix.Spec.Prefix))
+		}
+		for _, used := range prefix.Status.Used {
+			if used.Contains(addr) {
+				return unavailable(addr, fmt.Sprintf("is already allocated from Prefix %s", pool))
+			}
+		}
+		for i := range lbs {
+			if holdsAny(&lbs[i], []netip.Addr{addr}) || slices.ContainsFunc(lbs[i].Spec.IPs, func(source networkingv1alpha1.IPSource) bool {
+				return source.Value != nil && source.Value.Unmap() == addr
+			}) {
+				return unavailable(addr, "is held by another LoadBalancer")
+			}
 		}
 	}
 	return nil

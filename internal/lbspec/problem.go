@@ -13,6 +13,7 @@ const (
 	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
 	ReasonNotAdopted            = "LoadBalancerNotAdopted"
 	ReasonPrefixNotGranted      = "LoadBalancerPrefixNotGranted"
+	ReasonAddressUnavailable    = "LoadBalancerAddressUnavailable"
 )
 
 // Problem is something about a Service that its owner must know or fix. The provider records

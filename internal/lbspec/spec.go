@@ -216,35 +216,59 @@ func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[core
 	return requested, nil
 }
 
-// internalIPs gives each family the requested address, or one allocated from the family's
-// Prefix. The prefix template is spelled out in full, as IronCore would default it, so that
-// the desired spec compares equal to the stored one and an unchanged Service causes no write.
+// internalIPs gives each family an address allocated from the family's Prefix: the requested
+// one, as an exact child Prefix, so that IronCore's IPAM refuses an address already allocated
+// and no two objects hold one address, or else any. The prefix template is spelled out in full,
+// as IronCore would default it, so that the desired spec compares equal to the stored one and
+// an unchanged Service causes no write.
 func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip.Addr, prefixes map[corev1.IPFamily]string) ([]networkingv1alpha1.IPSource, error) {
 	var sources []networkingv1alpha1.IPSource
 	for _, family := range families {
-		if addr, ok := requested[family]; ok {
-			sources = append(sources, networkingv1alpha1.IPSource{Value: &commonv1alpha1.IP{Addr: addr}})
-			continue
-		}
 		parent := prefixes[family]
+		addr, wanted := requested[family]
 		if parent == "" {
 			key := "prefixName"
 			if family == corev1.IPv6Protocol {
 				key = "ipv6PrefixName"
 			}
+			what := "an " + string(family) + " address"
+			if wanted {
+				what = "its requested address " + addr.String()
+			}
 			return nil, &Problem{Reason: ReasonInternalPrefixMissing, Message: fmt.Sprintf(
-				"an Internal LoadBalancer needs an %s address, but the cloud-config names no Prefix to allocate it from (%s); request one with %s, or ask the cluster operator to set %s",
-				family, key, keys.AnnotationLoadBalancerIPs, key)}
+				"an Internal LoadBalancer needs %s allocated from a Prefix, but neither the Service nor the cloud-config names one for %s (%s); "+
+					"name a Prefix given to the namespace with %s, or ask the cluster operator to set %s",
+				what, family, key, keys.AnnotationLoadBalancerPrefix, key)}
+		}
+		spec := ipamv1alpha1.PrefixSpec{
+			IPFamily:     family,
+			PrefixLength: hostPrefixLength(family),
+			ParentRef:    &corev1.LocalObjectReference{Name: parent},
+		}
+		if wanted {
+			spec.Prefix = commonv1alpha1.NewIPPrefix(netip.PrefixFrom(addr, int(hostPrefixLength(family))))
 		}
 		sources = append(sources, networkingv1alpha1.IPSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
-			PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{Spec: ipamv1alpha1.PrefixSpec{
-				IPFamily:     family,
-				PrefixLength: hostPrefixLength(family),
-				ParentRef:    &corev1.LocalObjectReference{Name: parent},
-			}},
+			PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{Spec: spec},
 		}})
 	}
 	return sources, nil
+}
+
+// RequestedAddresses are the exact addresses desired asks IronCore's IPAM for, by the Prefix
+// each is to come from.
+func RequestedAddresses(desired *networkingv1alpha1.LoadBalancer) map[string]netip.Addr {
+	requested := map[string]netip.Addr{}
+	for _, source := range desired.Spec.IPs {
+		if source.Ephemeral == nil || source.Ephemeral.PrefixTemplate == nil {
+			continue
+		}
+		spec := source.Ephemeral.PrefixTemplate.Spec
+		if spec.Prefix != nil && spec.ParentRef != nil {
+			requested[spec.ParentRef.Name] = spec.Prefix.Addr()
+		}
+	}
+	return requested
 }
 
 // loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid

@@ -77,19 +77,39 @@ func TestDesiredRejects(t *testing.T) {
 	}
 }
 
+// TestDesiredInternalMixesRequestedAndAllocated: a requested Internal address is asked of
+// IronCore's IPAM as an exact child of the family's Prefix, beside one IPAM chooses; without a
+// Prefix for its family it is refused, never set as a literal.
 func TestDesiredInternalMixesRequestedAndAllocated(t *testing.T) {
 	service := testService(func(s *corev1.Service) {
 		s.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: " fd00::7 "}
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	})
-	lb, err := Desired(service, testSettings())
+	settings := testSettings()
+	settings.InternalPrefixes[corev1.IPv6Protocol] = "v6"
+	lb, err := Desired(service, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ips := lb.Spec.IPs
 	if len(ips) != 2 || ips[0].Ephemeral == nil || ips[0].Ephemeral.PrefixTemplate.Spec.ParentRef.Name != "v4" ||
-		ips[0].Ephemeral.PrefixTemplate.Spec.PrefixLength != 32 || ips[1].Value == nil || ips[1].Value.String() != "fd00::7" {
-		t.Fatalf("IPs %+v, want IPv4 allocated from v4 and the requested IPv6 address", ips)
+		ips[0].Ephemeral.PrefixTemplate.Spec.PrefixLength != 32 || ips[0].Ephemeral.PrefixTemplate.Spec.Prefix != nil {
+		t.Fatalf("IPs %+v, want IPv4 allocated from v4", ips)
+	}
+	if v6 := ips[1]; v6.Value != nil || v6.Ephemeral == nil || v6.Ephemeral.PrefixTemplate.Spec.ParentRef.Name != "v6" ||
+		v6.Ephemeral.PrefixTemplate.Spec.Prefix == nil || v6.Ephemeral.PrefixTemplate.Spec.Prefix.String() != "fd00::7/128" ||
+		v6.Ephemeral.PrefixTemplate.Spec.PrefixLength != 128 {
+		t.Fatalf("IPv6 source %+v, want fd00::7/128 allocated from v6", v6)
+	}
+	if got := RequestedAddresses(lb); len(got) != 1 || got["v6"].String() != "fd00::7" {
+		t.Fatalf("RequestedAddresses = %v, want fd00::7 from v6", got)
+	}
+
+	delete(settings.InternalPrefixes, corev1.IPv6Protocol)
+	_, err = Desired(service, settings)
+	var problem *Problem
+	if !errors.As(err, &problem) || problem.Reason != ReasonInternalPrefixMissing || !strings.Contains(err.Error(), "fd00::7") {
+		t.Fatalf("Desired without an IPv6 Prefix: %v, want a %s naming the address", err, ReasonInternalPrefixMissing)
 	}
 }
 

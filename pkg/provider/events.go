@@ -24,6 +24,7 @@ const (
 	ReasonLoadBalancerAdopted   = "LoadBalancerAdopted"
 	ReasonNotAdopted            = lbspec.ReasonNotAdopted
 	ReasonPrefixNotGranted      = lbspec.ReasonPrefixNotGranted
+	ReasonAddressUnavailable    = lbspec.ReasonAddressUnavailable
 	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
 	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
 	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints

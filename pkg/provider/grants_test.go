@@ -305,3 +305,58 @@ func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestARequestedInternalAddressComesThroughIPAM: an Internal Service's requested address is
+// allocated as an exact child of its Prefix; one outside the Prefix (a NetworkInterface's, from
+// the Nodes' Prefix), one already allocated from it (another LoadBalancer's) or one a
+// LoadBalancer holds as a literal (as the reference CCM made them) is refused with an event,
+// and no LoadBalancer is made.
+func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "ipam-1")
+	internal := func(address string) testenv.ServiceOptions {
+		return testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: address}}
+	}
+	first := createService(t, "ipam-first", internal("10.1.222.1"))
+	if got := ingressIPs(ensureUntilReady(t, lbs, first, nodes)); !slices.Equal(got, []string{"10.1.222.1"}) {
+		t.Fatalf("ingress %v, want the requested 10.1.222.1", got)
+	}
+	lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(first))
+	if source := lb.Spec.IPs[0]; source.Value != nil || source.Ephemeral == nil || source.Ephemeral.PrefixTemplate.Spec.Prefix.String() != "10.1.222.1/32" ||
+		source.Ephemeral.PrefixTemplate.Spec.ParentRef.Name != testenv.LoadBalancerPrefix {
+		t.Fatalf("the LoadBalancer's address source %+v, want 10.1.222.1/32 allocated from %s", source, testenv.LoadBalancerPrefix)
+	}
+	// Held as a literal, outside IPAM, inside the Prefix.
+	const held = "10.1.223.9"
+	literal := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "ipam-literal"},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type: networkingv1alpha1.LoadBalancerTypeInternal, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+			IPs:        []networkingv1alpha1.IPSource{{Value: commonv1alpha1.MustParseNewIP(held)}},
+		},
+	}
+	if err := stack.IronCore.Client.Create(ctx, literal); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), literal) })
+	waitForCachedLoadBalancer(t, cloud, literal.Name)
+	nicAddress := networkInterface(t, "ipam-1").Status.IPs[0].String()
+
+	for _, tc := range []struct{ service, address, want string }{
+		{"ipam-nic", nicAddress, "is not in Prefix " + testenv.LoadBalancerPrefix},
+		{"ipam-taken", "10.1.222.1", "is already allocated from Prefix " + testenv.LoadBalancerPrefix},
+		{"ipam-literal", held, "is held by another LoadBalancer"},
+	} {
+		service := createService(t, tc.service, internal(tc.address))
+		stack.IronCoreProxy.Reset()
+		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		if !errorContains(err, tc.want) {
+			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
+		}
+		waitForEventWith(t, service, provider.ReasonAddressUnavailable, tc.address)
+		requireNoWrites(t, provider.LoadBalancerName(service))
+		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	}
+}

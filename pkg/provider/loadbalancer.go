@@ -164,6 +164,8 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if existing == nil {
 		if err = l.ironcore.CheckServicePrefixes(ctx, lbspec.ServicePrefixes(service, desired), service.Namespace, l.settings.InternalPrefixes); err != nil {
 			return nil, l.report(service, err)
+		} else if err = l.ironcore.CheckRequestedAddresses(ctx, lbspec.RequestedAddresses(desired)); err != nil {
+			return nil, l.report(service, err)
 		} else if lb, err = l.apply(ctx, service, desired); err != nil {
 			return nil, err
 		}

@@ -359,8 +359,8 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 }
 
 // TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch: while a type switch waits for the
-// new LoadBalancer (here forever: it asks for an internal address another LoadBalancer has),
-// the old one carries the Service's traffic, and its routing follows the Nodes as the new
+// new LoadBalancer (here until the test ends: the simulator holds it without addresses), the
+// old one carries the Service's traffic, and its routing follows the Nodes as the new
 // one's does.
 func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
@@ -372,17 +372,17 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	}
 	lbs := loadBalancerOf(t, explicit)
 	nodes := workerNodes(t, "lb-pending-1", "lb-pending-2")
-	holder := createService(t, "pending-holder", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
-	taken := ingressIPs(ensureUntilReady(t, lbs, holder, nodes))
-
 	service := createService(t, "pending-switch", testenv.ServiceOptions{})
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
 	name := provider.LoadBalancerName(service)
 	waitForRouting(t, name, nicIPs(t, "lb-pending-1"))
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
+	stack.Simulator.Hold(held)
+	t.Cleanup(func() { stack.Simulator.Release(held) })
 
 	// A copy: the provider's controllers still read the Service given before.
 	service = service.DeepCopy()
-	service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: taken[0]}
+	service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err == nil {
 		t.Fatal("the switch completed although the new LoadBalancer cannot get its address")
 	}
