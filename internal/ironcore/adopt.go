@@ -14,8 +14,8 @@ import (
 	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/grants"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
@@ -143,7 +143,7 @@ func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.I
 		if name == defaults[family] {
 			continue
 		}
-		if why := PoolGranted(prefix, namespace); why != "" {
+		if why := grants.Pool(prefix, namespace); why != "" {
 			return &lbspec.Problem{Reason: lbspec.ReasonPrefixNotGranted, Message: fmt.Sprintf(
 				"the Service's %s address cannot come from IronCore Prefix %s: it %s; no LoadBalancer was made: name a Prefix the platform team gave this namespace, "+
 					"or remove the annotation to use the cloud-config's", family, name, why)}
@@ -192,40 +192,4 @@ func (c *Client) CheckRequestedAddresses(ctx context.Context, requested map[stri
 		}
 	}
 	return nil
-}
-
-// PoolGranted says why a Service of namespace may not take addresses from prefix, or is "" if it
-// may: the platform team designated it for Services (keys.LabelLoadBalancerPool), and for the
-// namespace if it names namespaces (keys.AnnotationLoadBalancerPoolNamespaces). A Prefix
-// another object controls (a NetworkInterface's pod CIDR, a LoadBalancer's address) or a single
-// address is never a pool, whatever its labels.
-func PoolGranted(prefix *ipamv1alpha1.Prefix, namespace string) string {
-	if owner := metav1.GetControllerOf(prefix); owner != nil {
-		return fmt.Sprintf("belongs to %s %s, and is no pool for Services", owner.Kind, owner.Name)
-	}
-	if single(prefix) {
-		return "is a single address, and no pool for Services"
-	}
-	if prefix.Labels[keys.LabelLoadBalancerPool] != "true" {
-		return fmt.Sprintf("is not designated for Services' addresses (label %s=true on the Prefix, set by the platform team)", keys.LabelLoadBalancerPool)
-	}
-	list, limited := prefix.Annotations[keys.AnnotationLoadBalancerPoolNamespaces]
-	if !limited {
-		return ""
-	}
-	for _, allowed := range strings.Split(list, ",") {
-		if strings.TrimSpace(allowed) == namespace {
-			return ""
-		}
-	}
-	return "is not given to this namespace"
-}
-
-// single tells whether prefix is (or is to be) a single address.
-func single(prefix *ipamv1alpha1.Prefix) bool {
-	if prefix.Spec.Prefix != nil {
-		return prefix.Spec.Prefix.Bits() == prefix.Spec.Prefix.Addr().BitLen()
-	}
-	length := prefix.Spec.PrefixLength
-	return (prefix.Spec.IPFamily == corev1.IPv4Protocol && length == 32) || (prefix.Spec.IPFamily == corev1.IPv6Protocol && length == 128)
 }

@@ -1,16 +1,17 @@
 package ironcore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/grants"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
@@ -77,6 +78,16 @@ type NotAdoptable struct {
 	Fallback bool
 }
 
+// Problem is the refusal as its event on the Service reports it.
+func (e *NotAdoptable) Problem() *lbspec.Problem {
+	if e.Fallback {
+		return &lbspec.Problem{Reason: lbspec.ReasonNotAdopted, Message: fmt.Sprintf(
+			"%v; nothing of it was changed, and the Service gets a new LoadBalancer with an address IronCore chooses", e)}
+	}
+	return &lbspec.Problem{Reason: lbspec.ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made until %s",
+		e, cmp.Or(e.Until, "the LoadBalancer can be taken over, or is gone"))}
+}
+
 func (e *NotAdoptable) Error() string {
 	if e.Name == "" {
 		return e.Why
@@ -105,7 +116,7 @@ func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, servi
 // Adoptable tells why lb cannot be taken over by a Service of namespace whose LoadBalancer is
 // to be desired, or nil if it can: it must be retained by this cluster, provably (it carries
 // this cluster's identity, which must be known: a cluster name may be shared or the default),
-// for the Service's namespace (RetainedFor), not being deleted, and of the same type, Network
+// for the Service's namespace (grants.RetainedFor), not being deleted, and of the same type, Network
 // and IP families (a LoadBalancer cannot move, nor change its addresses' families in place).
 // A refusal for another namespace does not name it: the Service's owner may not see it.
 func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer, namespace string) error {
@@ -120,7 +131,7 @@ func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer, nam
 			Until: "this CCM has read its cluster's identity", Waiting: true}
 	case lb.Labels[keys.LabelClusterID] != id:
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("does not carry this cluster's identity (label %s=%s), so it cannot be proven this cluster's", keys.LabelClusterID, id)}
-	case RetainedFor(lb) != namespace:
+	case grants.RetainedFor(lb) != namespace:
 		return &NotAdoptable{Name: lb.Name, Why: "is retained for another namespace", OtherNamespace: true,
 			Until: "the platform team hands it to namespace " + namespace + " (annotation " + keys.AnnotationRetainedFor + " on the LoadBalancer)"}
 	case lb.DeletionTimestamp != nil:
@@ -133,16 +144,6 @@ func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer, nam
 		return &NotAdoptable{Name: lb.Name, Why: fmt.Sprintf("has the IP families %v and the Service asks for %v", lb.Spec.IPFamilies, desired.Spec.IPFamilies)}
 	}
 	return nil
-}
-
-// RetainedFor is the namespace whose Services may take over lb, retained: the one the platform
-// team handed it to (keys.AnnotationRetainedFor), or else the one it was retained from.
-func RetainedFor(lb *networkingv1alpha1.LoadBalancer) string {
-	if namespace := strings.TrimSpace(lb.Annotations[keys.AnnotationRetainedFor]); namespace != "" {
-		return namespace
-	}
-	namespace, _, _ := strings.Cut(lb.Annotations[keys.AnnotationRetainedFrom], "/")
-	return namespace
 }
 
 // Addresses are lb's addresses.
@@ -167,6 +168,21 @@ type OwnershipConflict struct {
 func (e *OwnershipConflict) Error() string {
 	return fmt.Sprintf("IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q",
 		e.LoadBalancer.Namespace, e.LoadBalancer.Name, e.Owner.Namespace, e.Owner.Name, e.Owner.UID, e.Owner.Cluster)
+}
+
+// Problem is the conflict as its event on the Service of cluster reports it, with a hint of what
+// to do.
+func (e *OwnershipConflict) Problem(service *corev1.Service, cluster string) *lbspec.Problem {
+	lb, owner := e.LoadBalancer, e.Owner
+	hint := ""
+	if e.OtherID != "" {
+		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", e.OtherID)
+	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
+		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
+	}
+	return &lbspec.Problem{Reason: lbspec.ReasonOwnershipConflict, Message: fmt.Sprintf(
+		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
+		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, cluster)}
 }
 
 // ServiceLoadBalancer returns the Service's LoadBalancer, or nil if it has none. It looks for

@@ -12,6 +12,7 @@ const (
 	ReasonLoadBalancerIPIgnored = "LoadBalancerIPIgnored"
 	ReasonLoadBalancerIPKept    = "LoadBalancerAddressKept"
 	ReasonNotAdopted            = "LoadBalancerNotAdopted"
+	ReasonOwnershipConflict     = "LoadBalancerOwnershipConflict"
 	ReasonPrefixNotGranted      = "LoadBalancerPrefixNotGranted"
 	ReasonAddressUnavailable    = "LoadBalancerAddressUnavailable"
 )

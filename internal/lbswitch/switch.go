@@ -7,6 +7,7 @@
 package lbswitch
 
 import (
+	"slices"
 	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -73,4 +74,27 @@ func SuccessorName(service *corev1.Service, existing *networkingv1alpha1.LoadBal
 		return name
 	}
 	return name + "-" + strings.ToLower(string(lbType))
+}
+
+// Shows tells whether the Service's status shows exactly the addresses in status.
+func Shows(service *corev1.Service, status *corev1.LoadBalancerStatus) bool {
+	if len(status.Ingress) == 0 || len(service.Status.LoadBalancer.Ingress) != len(status.Ingress) {
+		return false
+	}
+	for i, ingress := range status.Ingress {
+		if service.Status.LoadBalancer.Ingress[i].IP != ingress.IP {
+			return false
+		}
+	}
+	return true
+}
+
+// ToRetain picks, of a Service's LoadBalancers (during a switch, more than one; the current
+// one last), the one to retain when the Service goes: the one whose addresses it shows, which
+// its clients use, else the current one. -1 if there is none.
+func ToRetain(service *corev1.Service, lbs []*networkingv1alpha1.LoadBalancer) int {
+	if i := slices.IndexFunc(lbs, func(lb *networkingv1alpha1.LoadBalancer) bool { return Shows(service, lbspec.Status(lb)) }); i >= 0 {
+		return i
+	}
+	return len(lbs) - 1
 }

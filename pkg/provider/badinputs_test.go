@@ -176,6 +176,10 @@ func badInputs(t *testing.T) []badInput {
 			annotate(keys.AnnotationInternalLoadBalancer, "true", keys.AnnotationLoadBalancerPrefix, "no-such-prefix")),
 		service("A Prefix annotation naming a Prefix of the other family", provider.ReasonInternalPrefixMissing, "is IPv6, not IPv4",
 			annotate(keys.AnnotationInternalLoadBalancer, "true", keys.AnnotationLoadBalancerPrefix, testenv.LoadBalancerPrefixV6)),
+		service("A Prefix annotation naming a Prefix not designated for Services", provider.ReasonPrefixNotGranted, "IronCore Prefix "+testenv.NodePrefixV4+": it is not designated for Services' addresses",
+			annotate(keys.AnnotationInternalLoadBalancer, "true", keys.AnnotationLoadBalancerPrefix, testenv.NodePrefixV4)),
+		service("A requested Internal address outside the Service's Prefix", provider.ReasonAddressUnavailable, "the requested address 10.0.0.5 is not in Prefix "+testenv.LoadBalancerPrefix,
+			annotate(keys.AnnotationInternalLoadBalancer, "true", keys.AnnotationLoadBalancerIPs, "10.0.0.5")),
 		service("A requested address that is not an address", provider.ReasonInvalidLoadBalancerIP, `"10.1.0.300" (annotation `+keys.AnnotationLoadBalancerIPs+`) is not an IP address`,
 			annotate(keys.AnnotationInternalLoadBalancer, "true", keys.AnnotationLoadBalancerIPs, "10.1.0.300")),
 		service("`spec.loadBalancerIP` that is not an address", provider.ReasonInvalidLoadBalancerIP, `"10.1.0.x" (spec.loadBalancerIP) is not an IP address`,
@@ -238,6 +242,20 @@ func badInputs(t *testing.T) []badInput {
 		}),
 		{category: catIronCore, input: "A LoadBalancer of the Service's name recorded as another cluster's", answer: answerEvent(provider.ReasonOwnershipConflict),
 			message: `of cluster "other-cluster"`, check: checkForeignLoadBalancer},
+		{category: catIronCore, input: "`load-balancer-name` naming a LoadBalancer retained from another namespace", answer: answerEvent(provider.ReasonNotAdopted),
+			message: "is retained for another namespace", check: func(t *testing.T, in badInput) {
+				retained, _ := retainedLoadBalancer(t, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
+				service := createService(t, fmt.Sprintf("bad-input-taker-%d", uniqueSuffix()), testenv.ServiceOptions{
+					Namespace: namespace(t, "bad-input-other"), Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
+				refusedAdoption(t, service, retained.Name, in.message)
+			}},
+		{category: catIronCore, input: "An Internal Service asking for the address of a retained Public LoadBalancer", answer: answerEvent(provider.ReasonNotAdopted),
+			message: "is Public and the Service asks for Internal", check: func(t *testing.T, in badInput) {
+				retained, addresses := retainedLoadBalancer(t, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
+				service := createService(t, fmt.Sprintf("bad-input-taker-%d", uniqueSuffix()), testenv.ServiceOptions{Annotations: map[string]string{
+					keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: addresses[0]}})
+				refusedAdoption(t, service, retained.Name, in.message)
+			}},
 		{category: catIronCore, input: "A Machine without a MachineClass", answer: "IronCore's API refuses to create it, so the CCM never meets one.",
 			message: "must specify a machine class ref", check: checkMachineWithoutClass},
 		{category: catIronCore, input: "An Internal Service whose Prefix (`prefixName`) has no free address", message: "IronCore has not allocated all addresses of the Service's LoadBalancer",

@@ -13,7 +13,7 @@ const (
 	ReasonInvalidLoadBalancerIP = lbspec.ReasonInvalidLoadBalancerIP
 	ReasonUnsupportedPort       = lbspec.ReasonUnsupportedPort
 	ReasonInternalPrefixMissing = lbspec.ReasonInternalPrefixMissing
-	ReasonOwnershipConflict     = "LoadBalancerOwnershipConflict"
+	ReasonOwnershipConflict     = lbspec.ReasonOwnershipConflict
 	ReasonNetworkChanged        = "LoadBalancerNetworkChanged"
 	ReasonTypeChanged           = "LoadBalancerTypeChanged"
 	ReasonSourceRangesOnNodes   = lbspec.ReasonSourceRangesOnNodes

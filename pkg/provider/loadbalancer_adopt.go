@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,17 +44,13 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 		}
 	}
 	var refused *ironcore.NotAdoptable
-	if errors.As(err, &refused) && refused.Fallback {
-		problem := &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf(
-			"%v; nothing of it was changed, and the Service gets a new LoadBalancer with an address IronCore chooses", refused)}
-		if l.notices.Changed(service.UID, "adoption", problem.Message) {
+	if errors.As(err, &refused) {
+		if problem := refused.Problem(); !refused.Fallback {
+			return nil, problem
+		} else if l.notices.Changed(service.UID, "adoption", problem.Message) {
 			l.warn(service, problem)
 		}
 		return nil, nil
-	}
-	if errors.As(err, &refused) {
-		return nil, &lbspec.Problem{Reason: ReasonNotAdopted, Message: fmt.Sprintf("%v; nothing was changed, and no other LoadBalancer is made until %s",
-			refused, cmp.Or(refused.Until, "the LoadBalancer can be taken over, or is gone"))}
 	}
 	if err != nil {
 		return nil, err

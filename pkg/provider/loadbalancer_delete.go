@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
@@ -61,7 +62,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	}
 	retain, err := lbspec.Retain(service)
 	_ = l.report(service, err) // a misspelt value is a Warning, and the LoadBalancer is kept
-	if kept := toRetain(service, replaced); retain && kept >= 0 {
+	if kept := lbswitch.ToRetain(service, replaced); retain && kept >= 0 {
 		if err := l.retain(ctx, service, replaced[kept]); err != nil {
 			return err
 		}
@@ -72,16 +73,6 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 		errs = append(errs, l.delete(ctx, lb))
 	}
 	return errors.Join(errs...)
-}
-
-// toRetain picks, of the Service's LoadBalancers (during a type switch, more than one; the
-// current one last), the one to retain: the one whose addresses the Service shows, which its
-// clients use, else the current one. -1 if there is none.
-func toRetain(service *corev1.Service, lbs []*networkingv1alpha1.LoadBalancer) int {
-	if i := slices.IndexFunc(lbs, func(lb *networkingv1alpha1.LoadBalancer) bool { return shows(service, lbspec.Status(lb)) }); i >= 0 {
-		return i
-	}
-	return len(lbs) - 1
 }
 
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.

@@ -3,13 +3,11 @@ package provider
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 // owners tells which LoadBalancers are the cluster's: see ironcore.Owners.
@@ -37,14 +35,5 @@ func (l *loadBalancers) conflict(err error, service *corev1.Service) error {
 	if !errors.As(err, &conflict) {
 		return err
 	}
-	lb, owner := conflict.LoadBalancer, conflict.Owner
-	hint := ""
-	if conflict.OtherID != "" {
-		hint = fmt.Sprintf(" (the CCM of the cluster with identity %s manages it)", conflict.OtherID)
-	} else if owner.UID == string(service.UID) && owner.Cluster != "" {
-		hint = fmt.Sprintf(" (if %q is an earlier name of this cluster, add it to the cloud-config's clusterNameAliases)", owner.Cluster)
-	}
-	return &lbspec.Problem{Reason: ReasonOwnershipConflict, Message: fmt.Sprintf(
-		"IronCore LoadBalancer %s/%s belongs to Service %s/%s (UID %q) of cluster %q%s, not to this Service of cluster %q; it is left alone",
-		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, l.settings.Cluster)}
+	return conflict.Problem(service, l.settings.Cluster)
 }

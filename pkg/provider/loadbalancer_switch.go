@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/grants"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
 )
@@ -38,17 +38,12 @@ func (l *loadBalancers) successor(ctx context.Context, clusterName string, servi
 	owners := l.owners(clusterName)
 	if owned, err := owners.Check(lb, service); err == nil {
 		return owned, nil
-	} else if !retainedAfter(lb, service) || owners.Adoptable(lb, desired, service.Namespace) != nil {
+	} else if !grants.RetainedAfter(lb, service.Namespace, service.Name) || owners.Adoptable(lb, desired, service.Namespace) != nil {
 		return nil, l.report(service, l.conflict(err, service))
 	}
 	// The Service switches back to the type of a LoadBalancer it retained when it switched
 	// away: it takes it, and its addresses, back.
 	return l.adopt(ctx, service, desired, lb)
-}
-
-// retainedAfter tells whether lb was retained after the Service, by namespace and name.
-func retainedAfter(lb *networkingv1alpha1.LoadBalancer, service *corev1.Service) bool {
-	return ironcore.Retained(lb) && lb.Annotations[keys.AnnotationRetainedFrom] == service.Namespace+"/"+service.Name
 }
 
 // completeSwitch returns the status of a Service whose type switches from the replaced
@@ -67,7 +62,7 @@ func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Serv
 		ready = routes
 	}
 	status := lbspec.Status(lb)
-	switch lbswitch.Next(lbswitch.State{Replaced: len(replaced), SuccessorReady: ready, ShowsSuccessor: shows(service, status)}) {
+	switch lbswitch.Next(lbswitch.State{Replaced: len(replaced), SuccessorReady: ready, ShowsSuccessor: lbswitch.Shows(service, status)}) {
 	case lbswitch.Prepare:
 		if l.addressesReported.Load() {
 			// The repair controller hands over when lb's addresses or routing arrive.
@@ -106,7 +101,7 @@ func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string,
 	}
 	// Ready as far as the Service's status goes: it shows lb's addresses only once they lead
 	// somewhere.
-	state := lbswitch.State{Replaced: len(replaced), SuccessorReady: lbspec.Allocated(lb, desired), ShowsSuccessor: shows(service, lbspec.Status(lb))}
+	state := lbswitch.State{Replaced: len(replaced), SuccessorReady: lbspec.Allocated(lb, desired), ShowsSuccessor: lbswitch.Shows(service, lbspec.Status(lb))}
 	if lbswitch.Next(state) != lbswitch.Release {
 		return nil
 	}
@@ -131,19 +126,6 @@ func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Serv
 		klog.InfoS("Deleted the IronCore LoadBalancer a type switch replaced", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
 	}
 	return errors.Join(errs...)
-}
-
-// shows tells whether the Service's status shows exactly the addresses in status.
-func shows(service *corev1.Service, status *corev1.LoadBalancerStatus) bool {
-	if len(status.Ingress) == 0 || len(service.Status.LoadBalancer.Ingress) != len(status.Ingress) {
-		return false
-	}
-	for i, ingress := range status.Ingress {
-		if service.Status.LoadBalancer.Ingress[i].IP != ingress.IP {
-			return false
-		}
-	}
-	return true
 }
 
 // liveSuccessor returns the LoadBalancer a type switch of the Service may have just created
