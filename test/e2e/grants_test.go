@@ -10,6 +10,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -139,4 +140,72 @@ func ipsOf(lb *networkingv1alpha1.LoadBalancer) []string {
 		ips = append(ips, ip.String())
 	}
 	return ips
+}
+
+// TestAddressesStayWithWhomTheyWereGiven runs the CCM binary in a cluster shared by namespaces.
+// A retained LoadBalancer is refused to a Service of another namespace, with an event and, as
+// the proxy's write log shows, no write to it and no LoadBalancer made, until the platform team
+// hands it to that namespace; then exactly that namespace's Service takes it over. An Internal
+// Service naming a Prefix not given to it (the Nodes' Prefix) and one requesting a
+// NetworkInterface's address are refused the same way.
+func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
+	ctx := context.Background()
+	startCCM(t, "ccm-grants")
+	worker(t, "grants-1")
+	nodes := nicIPs(t, "grants-1")
+	for _, namespace := range []string{"green", "grey"} {
+		if _, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := createService(t, "grants-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	addresses := waitForIngress(t, first, anyIngress)
+	name := provider.LoadBalancerName(first)
+	if err := deleteService(first); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+
+	byName := map[string]string{keys.AnnotationLoadBalancerName: name}
+	internal := func(key, value string) map[string]string {
+		return map[string]string{keys.AnnotationInternalLoadBalancer: "true", key: value}
+	}
+	refused := func(service *corev1.Service, reason string, untouched ...string) {
+		t.Helper()
+		waitForServiceEvent(t, service.Namespace, service.Name, reason)
+		for _, write := range stack.IronCoreProxy.Writes() {
+			if write.Resource == "loadbalancers" && (write.Name == provider.LoadBalancerName(service) || slices.Contains(untouched, write.Name)) {
+				t.Errorf("%s/%s: refused, yet the CCM wrote: %s LoadBalancer %s", service.Namespace, service.Name, write.Verb, write.Name)
+			}
+		}
+		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+			t.Errorf("%s/%s: refused, yet it shows %v", service.Namespace, service.Name, got)
+		}
+	}
+
+	stack.IronCoreProxy.Reset()
+	outsider := createService(t, "grants-outsider", testenv.ServiceOptions{Namespace: "grey", Annotations: byName})
+	refused(outsider, provider.ReasonNotAdopted, name)
+	nicAddress := nodes[0] // a NetworkInterface's, outside the Prefix Internal Services get theirs from
+	pool := createService(t, "grants-pool", testenv.ServiceOptions{Namespace: "grey", Annotations: internal(keys.AnnotationLoadBalancerPrefix, testenv.NodePrefixV4)})
+	refused(pool, provider.ReasonPrefixNotGranted)
+	taken := createService(t, "grants-taken", testenv.ServiceOptions{Namespace: "grey", Annotations: internal(keys.AnnotationLoadBalancerIPs, nicAddress)})
+	refused(taken, provider.ReasonAddressUnavailable)
+
+	patch := `{"metadata":{"annotations":{"` + keys.AnnotationRetainedFor + `":"green"}}}`
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+	if err := stack.IronCore.Client.Patch(ctx, lb, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	taker := createService(t, "grants-taker", testenv.ServiceOptions{Namespace: "green", Annotations: byName})
+	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
+		t.Errorf("the Service of the namespace it was handed to shows %v, want the retained %v", got, addresses)
+	}
+	waitForRouting(t, name, nodes)
+	if owner := waitForOwner(t, name, []*corev1.Service{taker}); owner != 0 {
+		t.Errorf("owner %d", owner)
+	}
+	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
+		t.Errorf("the Service of the other namespace shows %v", got)
+	}
 }
