@@ -182,14 +182,28 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 }
 
 // TestAPartialMatchIsRefused: an Internal Service asking for an address a retained
-// LoadBalancer holds, which it cannot take over (it is Public), is refused with an event and
-// gets no LoadBalancer of its own with the same address.
+// LoadBalancer holds, which it cannot take over (it is Public, or it holds another address of
+// the other family too), is refused with an event and gets no LoadBalancer of its own with the
+// same address.
 func TestAPartialMatchIsRefused(t *testing.T) {
 	retained, addresses := retainedLoadBalancer(t, "partial-kept")
 	service := createService(t, "partial-internal", testenv.ServiceOptions{Annotations: map[string]string{
 		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: addresses[0],
 	}})
 	refusedAdoption(t, service, retained.Name, "is Public and the Service asks for Internal")
+
+	// Dual-stack, Internal, retained; asked for its IPv4 address alone.
+	lbs := loadBalancerOf(t, cloud)
+	internal := map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationRetainLoadBalancer: "true"}
+	both := createService(t, "partial-both", testenv.ServiceOptions{Annotations: internal, DualStack: true})
+	pair := ingressIPs(ensureUntilReady(t, lbs, both, workerNodes(t, "partial-both-1")))
+	if err := lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", both); err != nil {
+		t.Fatal(err)
+	}
+	one := createService(t, "partial-one", testenv.ServiceOptions{DualStack: true, Annotations: map[string]string{
+		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: pair[0],
+	}})
+	refusedAdoption(t, one, provider.LoadBalancerName(both), "not exactly the requested addresses")
 }
 
 // TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows: a Service asking to retain its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -207,5 +209,49 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	}
 	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service of the other namespace shows %v", got)
+	}
+}
+
+// TestAdoptionWaitsForTheClusterIdentity: the CCM cannot read its cluster's identity (the
+// target API server fails its reads of namespaces). A Service naming a LoadBalancer retained by
+// this cluster gets an event and no LoadBalancer, and nothing is written to the retained one, as
+// the proxy's write log shows: the cluster name alone proves nothing. Once the identity can be
+// read, the Service takes it over.
+func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
+	first := startCCMWithoutCrashCheck(t, "ccm-identity-1")
+	worker(t, "identity-1")
+	kept := createService(t, "identity-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	addresses := waitForIngress(t, kept, anyIngress)
+	name := provider.LoadBalancerName(kept)
+	if err := deleteService(kept); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	namespaceReads := func(r apiproxy.Request) bool { return r.Verb == "get" && r.Resource == "namespaces" }
+	stack.TargetProxy.SetFaults(1, apiproxy.Fault{Kind: apiproxy.ServerError, Rate: 1, Match: namespaceReads})
+	t.Cleanup(func() { stack.TargetProxy.SetFaults(0) })
+	startCCM(t, "ccm-identity-2")
+	stack.IronCoreProxy.Reset()
+	taker := createService(t, "identity-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: name}})
+	waitForServiceEvent(t, taker.Namespace, taker.Name, provider.ReasonNotAdopted)
+	if events := serviceEvents(t, taker.Namespace, taker.Name, provider.ReasonNotAdopted); !strings.Contains(strings.Join(events, "\n"), "does not know its cluster's identity") {
+		t.Errorf("events %q, want one saying the CCM does not know its cluster's identity", events)
+	}
+	for _, write := range stack.IronCoreProxy.Writes() {
+		if write.Resource == "loadbalancers" && (write.Name == name || write.Name == provider.LoadBalancerName(taker)) {
+			t.Errorf("the CCM wrote %s LoadBalancer %s without knowing its cluster's identity", write.Verb, write.Name)
+		}
+	}
+	if got := liveService(t, taker).Status.LoadBalancer.Ingress; len(got) > 0 {
+		t.Errorf("the Service shows %v before the identity is known", got)
+	}
+
+	stack.TargetProxy.SetFaults(0)
+	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
+		t.Errorf("once the identity is known, the Service shows %v, want the retained %v", got, addresses)
 	}
 }
