@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/grants"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -25,8 +26,7 @@ func (l *loadBalancers) findOrAdopt(ctx context.Context, clusterName string, ser
 	lb, err := l.ironcore.ServiceLoadBalancer(ctx, owners, service, false)
 	var conflict *ironcore.OwnershipConflict
 	switch {
-	case errors.As(err, &conflict) && owners.Retains(conflict.LoadBalancer) &&
-		conflict.LoadBalancer.Annotations[keys.AnnotationRetainedFrom] == service.Namespace+"/"+service.Name:
+	case errors.As(err, &conflict) && owners.Retains(conflict.LoadBalancer) && grants.RetainedAfter(conflict.LoadBalancer, service.Namespace, service.Name):
 		lb = conflict.LoadBalancer
 		err = owners.Adoptable(lb, desired, service.Namespace)
 	case err != nil:
