@@ -267,6 +267,13 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 	if err := c.watchLoadBalancers(informer); err != nil {
 		return err
 	}
+	// AddLabel writes Machines' labels (NetworkInterfaces' go through their writer).
+	if informer, err = c.cache.GetInformer(ctx, &computev1alpha1.Machine{}); err != nil {
+		return fmt.Errorf("register informer for Machines: %w", err)
+	}
+	if err := c.labelled.watch(c.kindOf(&computev1alpha1.Machine{}), informer); err != nil {
+		return err
+	}
 	if informer, err = c.cache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{}); err != nil {
 		return fmt.Errorf("register informer for NetworkInterfaces: %w", err)
 	}

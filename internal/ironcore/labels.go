@@ -10,7 +10,9 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -71,15 +73,36 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 	}
 	if wrote {
 		c.labelled.record(c.kindOf(obj), current, key, value)
+		c.forgetIfCached(ctx, current)
 	}
 	return wrote, nil
 }
 
+// forgetIfCached forgets the label write just recorded on obj if the cache shows it already,
+// or shows the object gone: the cache's event may have come before the record.
+func (c *Client) forgetIfCached(ctx context.Context, obj client.Object) {
+	kind := c.kindOf(obj)
+	cached, err := c.newObjectLike(obj)
+	if err != nil {
+		return
+	}
+	err = c.cache.Get(ctx, client.ObjectKeyFromObject(obj), cached)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.labelled.gone(kind, obj)
+	case err == nil:
+		c.labelled.mu.Lock()
+		defer c.labelled.mu.Unlock()
+		c.labelled.caughtUp(labelWriteID(kind, cached), cached)
+	}
+}
+
 // labelWrites remembers, by object, the label AddLabel last added and the resource version its
-// write left, until the cache shows that version or a newer one. Asked again on a cached copy
-// older than its write (another event of the object's controller came first), AddLabel then
-// knows the label is there: its patch, which tests that the label is absent, would be refused,
-// and the object read again. The NetworkInterfaces' writer keeps its own (see nicWriter).
+// write left, until the cache shows that version or a newer one, or the object deleted. Asked
+// again on a cached copy older than its write (another event of the object's controller came
+// first), AddLabel then knows the label is there: its patch, which tests that the label is
+// absent, would be refused, and the object read again. The NetworkInterfaces' writer keeps its
+// own (see nicWriter).
 type labelWrites struct {
 	mu       sync.Mutex
 	versions map[string]labelWrite
@@ -87,6 +110,7 @@ type labelWrites struct {
 
 type labelWrite struct {
 	key, value, resourceVersion string
+	uid                         types.UID
 }
 
 // written tells whether this client wrote key=value on the object at a version newer than obj,
@@ -96,14 +120,21 @@ func (w *labelWrites) written(kind string, obj client.Object, key, value string)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.versions[id]
-	if !ok {
-		return false
-	}
-	if !NewerVersion(last.resourceVersion, obj.GetResourceVersion()) {
-		delete(w.versions, id)
+	if !ok || w.caughtUp(id, obj) {
 		return false
 	}
 	return last.key == key && last.value == value
+}
+
+// caughtUp forgets the write to the object once obj, the cached copy, is as new as it, and
+// reports whether it did; w.mu must be held.
+func (w *labelWrites) caughtUp(id string, obj client.Object) bool {
+	last, ok := w.versions[id]
+	if !ok || NewerVersion(last.resourceVersion, obj.GetResourceVersion()) {
+		return false
+	}
+	delete(w.versions, id)
+	return true
 }
 
 // record remembers that key=value was written on obj, as the write returned it.
@@ -114,7 +145,44 @@ func (w *labelWrites) record(kind string, obj client.Object, key, value string) 
 	if w.versions == nil {
 		w.versions = map[string]labelWrite{}
 	}
-	w.versions[id] = labelWrite{key: key, value: value, resourceVersion: obj.GetResourceVersion()}
+	w.versions[id] = labelWrite{key: key, value: value, resourceVersion: obj.GetResourceVersion(), uid: obj.GetUID()}
+}
+
+// watch has the writes to objects of the kind forgotten as its informer shows them, or shows
+// the objects deleted: AddLabel is not asked again about an object that is gone, nor always
+// about one whose labeller has lost interest in it (a Machine whose Node went away).
+func (w *labelWrites) watch(kind string, informer cache.Informer) error {
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, newObj any) {
+			if obj, ok := newObj.(client.Object); ok {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				w.caughtUp(labelWriteID(kind, obj), obj)
+			}
+		},
+		DeleteFunc: func(deleted any) {
+			if tombstone, ok := deleted.(toolscache.DeletedFinalStateUnknown); ok {
+				deleted = tombstone.Obj
+			}
+			if obj, ok := deleted.(client.Object); ok {
+				w.gone(kind, obj)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch %s labels: %w", kind, err)
+	}
+	return nil
+}
+
+// gone forgets the write to a deleted object; one to a newer object of its name is kept.
+func (w *labelWrites) gone(kind string, obj client.Object) {
+	id := labelWriteID(kind, obj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last, ok := w.versions[id]; ok && last.uid == obj.GetUID() {
+		delete(w.versions, id)
+	}
 }
 
 func labelWriteID(kind string, obj client.Object) string {
@@ -153,6 +221,22 @@ func (c *Client) addLabelOnce(ctx context.Context, obj client.Object, key, value
 // readLive reads obj's object from the API server into a new object of its type, so that
 // nothing of obj (a map, say) survives into the result.
 func (c *Client) readLive(ctx context.Context, obj client.Object) (client.Object, error) {
+	fresh, err := c.newObjectLike(obj)
+	if err != nil {
+		return nil, err
+	}
+	kind := c.kindOf(obj)
+	if err := c.api.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s: %w", kind, client.ObjectKeyFromObject(obj), ErrNotFound)
+		}
+		return nil, fmt.Errorf("read %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return fresh, nil
+}
+
+// newObjectLike returns a new, empty object of obj's type.
+func (c *Client) newObjectLike(obj client.Object) (client.Object, error) {
 	gvk, err := c.api.GroupVersionKindFor(obj)
 	if err != nil {
 		return nil, err
@@ -164,12 +248,6 @@ func (c *Client) readLive(ctx context.Context, obj client.Object) (client.Object
 	fresh, ok := created.(client.Object)
 	if !ok {
 		return nil, fmt.Errorf("%s is not an object", gvk)
-	}
-	if err := c.api.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), ErrNotFound)
-		}
-		return nil, fmt.Errorf("read %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err)
 	}
 	return fresh, nil
 }

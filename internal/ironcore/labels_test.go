@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,8 +104,9 @@ func staleMachine(t *testing.T, name string, stale, server map[string]string) *c
 
 // TestAddLabelAgainOnACopyOlderThanItsWrite asks AddLabel again for a label it has just
 // written, on a copy of the object read before that write, as a cache that has not caught up
-// gives it: the label is there, and no request is made (a patch testing that the label is
-// absent would be refused). A copy newer than the write, without the label, gets it again.
+// (its watch held back) gives it: the label is there, and no request is made (a patch testing
+// that the label is absent would be refused). A copy newer than the write, without the label,
+// gets it again.
 func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -113,6 +115,16 @@ func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := staleMachine(t, "relabel", nil, nil)
+	err = testenv.WaitFor(ctx, time.Minute, "the Machine in the cache", func(ctx context.Context) error {
+		_, err := c.Machine(ctx, old.Name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held behind: once the cache shows the write, the write is forgotten.
+	release := stack.IronCoreProxy.HoldWatches("machines.compute.ironcore.dev")
+	t.Cleanup(release)
 	if added, err := c.AddLabel(ctx, old.DeepCopy(), keys.LabelCluster, stack.ClusterName); err != nil || !added {
 		t.Fatalf("AddLabel = %v, %v; want true, nil", added, err)
 	}
@@ -123,6 +135,7 @@ func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 	if counts := stack.IronCoreProxy.Counts(); len(counts) != 0 {
 		t.Errorf("AddLabel on the copy older than its write made requests: %v", counts)
 	}
+	release()
 
 	live := &computev1alpha1.Machine{}
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(old), live); err != nil {
@@ -135,5 +148,52 @@ func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 	}
 	if added, err := c.AddLabel(ctx, live, keys.LabelCluster, stack.ClusterName); err != nil || !added {
 		t.Fatalf("AddLabel on a newer copy without the label = %v, %v; want true, nil", added, err)
+	}
+}
+
+// TestLabelWritesAreForgottenOnceTheCacheShowsThem: AddLabel's record of its write to a Machine
+// is dropped when the cache shows the write, though AddLabel is not asked about the Machine
+// again (its Node went away, say): when the cache's event for it comes before the write is
+// recorded (as it does for some of several), and when it comes later (the watch held back), so
+// that the records do not grow with the Machines labelled.
+func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		machine := staleMachine(t, fmt.Sprintf("forget-label-%d", i), nil, nil)
+		if added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName); err != nil || !added {
+			t.Fatalf("AddLabel = %v, %v; want true, nil", added, err)
+		}
+	}
+	// One more, written while the cache is behind: its watch brings the write later.
+	machine := staleMachine(t, "forget-label-behind", nil, nil)
+	err = testenv.WaitFor(ctx, time.Minute, "the Machine in the cache", func(ctx context.Context) error {
+		_, err := c.Machine(ctx, machine.Name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := stack.IronCoreProxy.HoldWatches("machines.compute.ironcore.dev")
+	t.Cleanup(release)
+	if added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName); err != nil || !added {
+		t.Fatalf("AddLabel = %v, %v; want true, nil", added, err)
+	}
+	if n := c.LabelWritesKnown(); n == 0 {
+		t.Fatal("the write is forgotten while the cache does not show it")
+	}
+	release()
+	err = testenv.WaitFor(ctx, time.Minute, "the label writes forgotten", func(context.Context) error {
+		if n := c.LabelWritesKnown(); n != 0 {
+			return fmt.Errorf("%d writes remembered", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

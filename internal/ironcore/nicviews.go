@@ -35,12 +35,21 @@ func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterf
 	return written.DeepCopy(), true
 }
 
-// watch has the writer forget its writes as the cache's informer shows them.
+// watch has the writer forget its writes as the cache's informer shows them, or shows their
+// NetworkInterfaces deleted.
 func (w *nicWriter) watch(informer cache.Informer) error {
 	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
 				w.seen(nic)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
+				w.gone(nic)
 			}
 		},
 	})

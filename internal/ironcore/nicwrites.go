@@ -324,6 +324,7 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, 
 		switch {
 		case err == nil:
 			w.remember(changed)
+			w.forgetIfCached(ctx, changed)
 			for _, change := range open {
 				finish(change, true, nil)
 			}
@@ -346,6 +347,29 @@ func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alp
 		return nil, fmt.Errorf("read NetworkInterface %s/%s: got a %T", w.client.namespace, name, fresh)
 	}
 	return nic, nil
+}
+
+// gone forgets the write to a deleted NetworkInterface: the cache may never show that write
+// (a relist after a lost watch finds the NetworkInterface gone), and nothing asks for it again.
+// A write to a newer NetworkInterface of the same name is kept.
+func (w *nicWriter) gone(nic *networkingv1alpha1.NetworkInterface) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if written, ok := w.written[nic.Name]; ok && written.UID == nic.UID {
+		delete(w.written, nic.Name)
+	}
+}
+
+// forgetIfCached forgets the write just remembered if the cache shows it already, or shows the
+// NetworkInterface gone: the cache's event may have come before the write was remembered.
+func (w *nicWriter) forgetIfCached(ctx context.Context, written *networkingv1alpha1.NetworkInterface) {
+	cached, err := w.client.NetworkInterface(ctx, written.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		w.gone(written)
+	case err == nil:
+		w.seen(cached)
+	}
 }
 
 // nicPatch is the JSON patch from base to changed of the fields this CCM writes on a

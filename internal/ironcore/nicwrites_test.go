@@ -12,6 +12,8 @@ import (
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -311,5 +313,59 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 	}
 	if patches != 2 {
 		t.Errorf("%d patches, want 2: one failing on the stale read, one on the object read afresh", patches)
+	}
+}
+
+// TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem: the writer's record of its last
+// write of a NetworkInterface is dropped when the cache shows the write, also when the cache's
+// event for it comes before the write is recorded (as it does for some of several), so that the
+// records do not grow with the NetworkInterfaces written.
+func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range 5 {
+		nic := &networkingv1alpha1.NetworkInterface{
+			ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: fmt.Sprintf("forget-write-%d", i)},
+			Spec: networkingv1alpha1.NetworkInterfaceSpec{
+				NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
+				IPs:        []networkingv1alpha1.IPSource{{Value: commonv1alpha1.MustParseNewIP(fmt.Sprintf("10.99.0.%d", i+1))}},
+			},
+		}
+		if err := stack.IronCore.Client.Create(ctx, nic); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), nic) })
+		names = append(names, nic.Name)
+	}
+	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterfaces in the cache", func(ctx context.Context) error {
+		for _, name := range names {
+			if _, err := c.NetworkInterface(ctx, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+		if err := c.SetLabel(ctx, nic, "example.org/forget", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = testenv.WaitFor(ctx, time.Minute, "the writes forgotten", func(context.Context) error {
+		if n := c.NetworkInterfaceWritesKnown(); n != 0 {
+			return fmt.Errorf("%d writes remembered", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -212,13 +212,21 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 	}
 	// A Service turning Local or back changes who routes it, and its targets; the service
 	// controller's call may come with a Service newer than this cache, so the routing is
-	// synced again when the cache shows the change.
+	// synced again when the cache shows the change. A deleted Service's records are dropped.
 	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
 			if ok1 && ok2 && targetrules.Local(old) != targetrules.Local(service) {
 				t.QueueRouting(service.Namespace, service.Name)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if service, ok := obj.(*corev1.Service); ok {
+				t.serviceDeleted(service)
 			}
 		},
 	}); err != nil {
@@ -280,6 +288,9 @@ func (t *Controller) Run(ctx context.Context) {
 	}
 	if err := t.ironcore.OnLoadBalancerRoutingChange(t.queueRoutingOwner); err != nil {
 		klog.ErrorS(err, "Cannot watch LoadBalancerRoutings; drift is repaired on resyncs only")
+	}
+	if err := t.ironcore.OnLoadBalancerDelete(t.loadBalancerDeleted); err != nil {
+		klog.ErrorS(err, "Cannot watch LoadBalancers for their deletion; what was recorded of those deleted by others is kept")
 	}
 	if !t.ironcore.WaitForCacheSync(ctx) {
 		return

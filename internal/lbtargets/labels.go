@@ -366,8 +366,17 @@ func (t *Controller) nudgeSelecting(ctx context.Context, targets map[string]bool
 		}
 		t.labels.nudged[lb.UID] = writtenDigest{digest: digest, resourceVersion: written.ResourceVersion}
 		t.labels.mu.Unlock()
+		if t.deletedMeanwhile(ctx, lb) {
+			t.forgetNudged(lb.UID)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+func (t *Controller) forgetNudged(uid types.UID) {
+	t.labels.mu.Lock()
+	defer t.labels.mu.Unlock()
+	delete(t.labels.nudged, uid)
 }
 
 // nudgedDigest is the digest lb carries as this process knows it newest.

@@ -22,6 +22,7 @@ import (
 func (t *Controller) syncNode(ctx context.Context, name string) error {
 	node, err := t.lister().nodes.Get(name)
 	if apierrors.IsNotFound(err) {
+		t.leftOut.Delete(name)
 		if t.forgetNode(name) {
 			t.queue.AddAfter(allKey, t.coalesce)
 		}

@@ -95,6 +95,9 @@ func (n *Notices) Changed(uid types.UID, kind, content string) bool {
 	}
 	if content == "" {
 		delete(n.last[uid], kind)
+		if len(n.last[uid]) == 0 {
+			delete(n.last, uid)
+		}
 	} else {
 		n.last[uid][kind] = content
 	}

@@ -98,6 +98,34 @@ func (t *Controller) forgetRouting(uid types.UID) {
 	delete(t.routing.written, uid)
 }
 
+// loadBalancerDeleted forgets what was recorded for a deleted LoadBalancer, whoever deleted it:
+// the provider forgets those it deletes, not those the orphan collector or a hand delete.
+func (t *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
+	t.ForgetLoadBalancer(lb.UID)
+	t.forgetNudged(lb.UID)
+}
+
+// deletedMeanwhile tells whether the cache no longer holds lb: a record of a write to it made
+// now may have come after its delete event, and is dropped by the caller.
+func (t *Controller) deletedMeanwhile(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) bool {
+	cached, err := t.ironcore.LoadBalancer(ctx, lb.Name)
+	return errors.Is(err, ironcore.ErrNotFound) || (err == nil && cached.UID != lb.UID)
+}
+
+// serviceDeleted drops the records of a deleted Service, and queues its routing key: a sync
+// under way may record it again, and the next one, finding the Service gone, forgets it.
+func (t *Controller) serviceDeleted(service *corev1.Service) {
+	key := routingPrefix + service.Namespace + "/" + service.Name
+	t.routing.mu.Lock()
+	request, requested := t.routing.requests[key]
+	t.routing.mu.Unlock()
+	if !requested || request.service == nil || request.service.UID == service.UID {
+		t.forgetRoutingKey(key)
+	}
+	t.notices.Forget(service.UID)
+	t.queue.Add(key)
+}
+
 // firstTargets is how many Nodes a Service's first routing holds: those of the chosen it
 // holds already, then the longest-standing. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
 // while IronCore has given it no address, and, once it has one, for the one write that gives
@@ -359,6 +387,9 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 		}
 		t.routing.written[lb.UID] = written
 		t.routing.mu.Unlock()
+		if t.deletedMeanwhile(ctx, lb) {
+			t.forgetRouting(lb.UID)
+		}
 		metrics.LoadBalancerRoutingSyncs.WithLabelValues("changed").Inc()
 		if service == nil {
 			klog.V(2).InfoS("Emptied the IronCore LoadBalancerRouting of a retained LoadBalancer", "loadBalancer", klog.KObj(lb))
@@ -407,12 +438,18 @@ func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node,
 	return service, request.nodes, nil
 }
 
+// forgetRoutingKey drops what was recorded for the routing key of a Service that is gone or
+// wants no load balancer, its target count included.
 func (t *Controller) forgetRoutingKey(key string) {
 	t.routing.reaching.Delete(key)
 	t.routing.mu.Lock()
-	defer t.routing.mu.Unlock()
 	delete(t.routing.requests, key)
 	delete(t.routing.reports, key)
+	delete(t.routing.verify, key)
+	t.routing.mu.Unlock()
+	if namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix)); err == nil {
+		metrics.LoadBalancerTargets.DeleteLabelValues(namespace, name)
+	}
 }
 
 // routingInPlace reports whether lb's routing already is the desired one, comparing it with

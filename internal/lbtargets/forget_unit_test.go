@@ -1,0 +1,116 @@
+package lbtargets
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+)
+
+// TestADeletedLoadBalancerIsForgotten: the routing written, the digest nudged and the selector's
+// settling time recorded for a LoadBalancer go with it; another's stay.
+func TestADeletedLoadBalancerIsForgotten(t *testing.T) {
+	c := New(Config{})
+	t.Cleanup(c.queue.ShutDown)
+	c.routing.written = map[types.UID]writtenRouting{"deleted": {}, "kept": {}}
+	c.labels.nudged = map[types.UID]writtenDigest{"deleted": {}, "kept": {}}
+	c.labelledSince.Store(types.UID("deleted"), time.Now())
+	c.loadBalancerDeleted(&networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "lb", UID: "deleted"}})
+	_, settling := c.labelledSince.Load(types.UID("deleted"))
+	_, written := c.routing.written["deleted"]
+	_, nudged := c.labels.nudged["deleted"]
+	if settling || written || nudged {
+		t.Errorf("still recorded of the deleted LoadBalancer: settling %v, routing written %v, digest nudged %v", settling, written, nudged)
+	}
+	if len(c.routing.written) != 1 || len(c.labels.nudged) != 1 {
+		t.Errorf("%d routings, %d digests recorded; want the other LoadBalancer's", len(c.routing.written), len(c.labels.nudged))
+	}
+}
+
+// TestADeletedServiceIsForgotten: a deleted Service's request, report, verify mark, destinations
+// mark, events and target count are dropped at once, and its key queued, whose sync drops what a
+// sync under way recorded again; a request of a newer Service of the name is kept.
+func TestADeletedServiceIsForgotten(t *testing.T) {
+	metrics.Register() // unregistered, the target count is never exported
+	c := New(Config{})
+	t.Cleanup(c.queue.ShutDown)
+	c.listers.Store(&listers{services: corelisters.NewServiceLister(toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))})
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "forget", UID: "old"}}
+	key := routingPrefix + "ns/forget"
+	record := func(request bool) {
+		if request {
+			c.RequestRouting(service, nil)
+		}
+		c.routing.mu.Lock()
+		c.routing.reports = map[string]Report{key: {Targets: 1}}
+		c.routing.mu.Unlock()
+		c.markVerify(key)
+		c.routing.reaching.Store(key, true)
+		c.notices.Changed(service.UID, ReasonTargetsIncomplete, "some Nodes skipped")
+	}
+	record(true)
+	c.serviceDeleted(service)
+	if n := c.RoutingKeysRemembered(); n != 0 {
+		t.Errorf("%d routing keys remembered after the Service's deletion, want 0", n)
+	}
+	if len(c.notices.last) != 0 {
+		t.Errorf("events remembered after the Service's deletion: %v", c.notices.last)
+	}
+	if metrics.LoadBalancerTargets.DeleteLabelValues("ns", "forget") {
+		t.Error("the Service's target count is still exported")
+	}
+
+	// A sync under way records it all again; the key's next sync finds the Service gone.
+	record(false)
+	for c.queue.Len() > 0 {
+		queued, _ := c.queue.Get()
+		if err := c.sync(context.Background(), queued); err != nil {
+			t.Fatal(err)
+		}
+		c.queue.Done(queued)
+	}
+	if n := c.RoutingKeysRemembered(); n != 0 {
+		t.Errorf("%d routing keys remembered after the key's sync, want 0", n)
+	}
+
+	newer := service.DeepCopy()
+	newer.UID = "new"
+	c.RequestRouting(newer, nil)
+	c.serviceDeleted(service)
+	if _, ok := c.routing.requests[key]; !ok {
+		t.Error("the deletion of a Service dropped the request of a newer one of its name")
+	}
+}
+
+// TestADeletedNodeIsNoLongerRememberedAsLeftOut: the record that a Node was logged as no
+// target goes with the Node.
+func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
+	c := New(Config{})
+	t.Cleanup(c.queue.ShutDown)
+	c.listers.Store(&listers{nodes: corelisters.NewNodeLister(toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))})
+	c.logLeftOut(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, "provider ID of another cloud")
+	if err := c.syncNode(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.leftOut.Load("gone"); ok {
+		t.Error("a deleted Node is still remembered as left out")
+	}
+}
+
+// TestNoticesClearedLeaveNothing: a Service whose events were all cleared takes no room.
+func TestNoticesClearedLeaveNothing(t *testing.T) {
+	var n Notices
+	n.Changed("uid", ReasonTargetsIncomplete, "some Nodes skipped")
+	n.Changed("uid", ReasonTargetsIncomplete, "")
+	if len(n.last) != 0 {
+		t.Errorf("notices remembered: %v", n.last)
+	}
+}
