@@ -91,17 +91,33 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 }
 
 // TestADeletedNodeIsNoLongerRememberedAsLeftOut: the record that a Node was logged as no
-// target goes with the Node.
+// target goes with the Node, also when a sync under way logs it after its deletion was handled.
 func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
 	c := New(Config{})
 	t.Cleanup(c.queue.ShutDown)
-	c.listers.Store(&listers{nodes: corelisters.NewNodeLister(toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))})
-	c.logLeftOut(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, "provider ID of another cloud")
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	c.listers.Store(&listers{nodes: corelisters.NewNodeLister(indexer)})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}
+	if err := indexer.Add(node); err != nil {
+		t.Fatal(err)
+	}
+	c.logLeftOut(node, "provider ID of another cloud")
+	if _, ok := c.leftOut.Load("gone"); !ok {
+		t.Fatal("a Node logged as no target is not remembered as such")
+	}
+	if err := indexer.Delete(node); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.syncNode(context.Background(), "gone"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := c.leftOut.Load("gone"); ok {
 		t.Error("a deleted Node is still remembered as left out")
+	}
+
+	c.logLeftOut(node, "provider ID of another cloud")
+	if _, ok := c.leftOut.Load("gone"); ok {
+		t.Error("a Node logged after its deletion was handled is remembered as left out")
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -232,6 +233,13 @@ func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
 		return
 	}
 	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
+	// A sync under way may log a Node whose deletion was handled meanwhile: the lister, updated
+	// before that, no longer shows it.
+	if lister := t.lister().nodes; lister != nil {
+		if _, err := lister.Get(node.Name); apierrors.IsNotFound(err) {
+			t.leftOut.Delete(node.Name)
+		}
+	}
 }
 
 // candidates returns the Nodes the target rules choose from. A list given may be older than
