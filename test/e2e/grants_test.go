@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,8 +149,9 @@ func ipsOf(lb *networkingv1alpha1.LoadBalancer) []string {
 // TestAddressesStayWithWhomTheyWereGiven runs the CCM binary in a cluster shared by namespaces.
 // A retained LoadBalancer is refused to a Service of another namespace, with an event and, as
 // the proxy's write log shows, no write to it and no LoadBalancer made, until the platform team
-// hands it to that namespace; then exactly that namespace's Service takes it over. An Internal
-// Service naming a Prefix not given to it (the Nodes' Prefix) and one requesting a
+// hands it to that namespace; then exactly that namespace's Service takes it over, and, handed
+// back, the namespace it came from takes it back. An Internal Service naming a Prefix not given
+// to it (the Nodes' Prefix, a NetworkInterface's, a single address) and one requesting a
 // NetworkInterface's address are refused the same way.
 func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	ctx := context.Background()
@@ -193,13 +196,37 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	refused(pool, provider.ReasonPrefixNotGranted)
 	taken := createService(t, "grants-taken", testenv.ServiceOptions{Namespace: "grey", Annotations: internal(keys.AnnotationLoadBalancerIPs, nicAddress)})
 	refused(taken, provider.ReasonAddressUnavailable)
-
-	patch := `{"metadata":{"annotations":{"` + keys.AnnotationRetainedFor + `":"green"}}}`
-	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
-	if err := stack.IronCore.Client.Patch(ctx, lb, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	// The Prefix of the NetworkInterface's address belongs to the NetworkInterface; a single
+	// address is no pool, though the platform team labelled it one.
+	nicPrefix := networkingv1alpha1.NetworkInterfaceIPIPAMPrefixName(testenv.NetworkInterfaceName("grants-1"), 0)
+	owned := createService(t, "grants-owned", testenv.ServiceOptions{Namespace: "grey", Annotations: internal(keys.AnnotationLoadBalancerPrefix, nicPrefix)})
+	refused(owned, provider.ReasonPrefixNotGranted)
+	single := &ipamv1alpha1.Prefix{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "grants-single", Labels: map[string]string{keys.LabelLoadBalancerPool: "true"}},
+		Spec: ipamv1alpha1.PrefixSpec{
+			IPFamily:  corev1.IPv4Protocol,
+			Prefix:    commonv1alpha1.MustParseNewIPPrefix("10.1.250.1/32"),
+			ParentRef: &corev1.LocalObjectReference{Name: testenv.LoadBalancerPrefix},
+		},
+	}
+	if err := stack.IronCore.Client.Create(ctx, single); err != nil {
 		t.Fatal(err)
 	}
-	taker := createService(t, "grants-taker", testenv.ServiceOptions{Namespace: "green", Annotations: byName})
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), single) })
+	one := createService(t, "grants-single", testenv.ServiceOptions{Namespace: "grey", Annotations: internal(keys.AnnotationLoadBalancerPrefix, single.Name)})
+	refused(one, provider.ReasonPrefixNotGranted)
+
+	// Handed to green: exactly green's Service takes it over, not even one of the namespace it
+	// came from.
+	handTo(t, name, "green")
+	mine := createService(t, "grants-mine", testenv.ServiceOptions{Annotations: byName})
+	refused(mine, provider.ReasonNotAdopted, name)
+	if err := deleteService(mine); err != nil {
+		t.Fatal(err)
+	}
+	waitForServiceGone(t, mine)
+	retained := map[string]string{keys.AnnotationLoadBalancerName: name, keys.AnnotationRetainLoadBalancer: "true"}
+	taker := createService(t, "grants-taker", testenv.ServiceOptions{Namespace: "green", Annotations: retained})
 	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("the Service of the namespace it was handed to shows %v, want the retained %v", got, addresses)
 	}
@@ -207,8 +234,81 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	if owner := waitForOwner(t, name, []*corev1.Service{taker}); owner != 0 {
 		t.Errorf("owner %d", owner)
 	}
+
+	// Retained by green, and handed back: the namespace it first came from takes it back.
+	if err := deleteService(taker); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancer(t, name, "retained by green", labelled(keys.LabelRetained, "true"))
+	handTo(t, name, metav1.NamespaceDefault)
+	back := createService(t, "grants-back", testenv.ServiceOptions{Annotations: byName})
+	if got := waitForIngress(t, back, anyIngress); !slices.Equal(got, addresses) {
+		t.Errorf("handed back, the namespace it came from shows %v, want the retained %v", got, addresses)
+	}
+	waitForRouting(t, name, nodes)
 	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service of the other namespace shows %v", got)
+	}
+}
+
+// handTo marks the retained LoadBalancer for namespace, as the platform team does with kubectl.
+func handTo(t *testing.T, name, namespace string) {
+	t.Helper()
+	patch := `{"metadata":{"annotations":{"` + keys.AnnotationRetainedFor + `":"` + namespace + `"}}}`
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+	if err := stack.IronCore.Client.Patch(context.Background(), lb, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAPartialMatchMakesNoSecondHolder: an Internal Service asks for an address a retained
+// LoadBalancer holds but cannot be taken over with: the LoadBalancer is Public, or it holds an
+// address of the other family too. Each is refused with an event; the proxy's write log shows no
+// LoadBalancer made with the same address and nothing written to the retained one.
+func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
+	startCCM(t, "ccm-partial")
+	worker(t, "partial-1")
+	retainedWith := func(name string, annotations map[string]string, dualStack bool) (string, []string) {
+		t.Helper()
+		annotations[keys.AnnotationRetainLoadBalancer] = "true"
+		service := createService(t, name, testenv.ServiceOptions{Annotations: annotations, DualStack: dualStack})
+		addresses := waitForIngress(t, service, anyIngress)
+		if err := deleteService(service); err != nil {
+			t.Fatal(err)
+		}
+		lb := provider.LoadBalancerName(service)
+		waitForLoadBalancer(t, lb, "retained", labelled(keys.LabelRetained, "true"))
+		return lb, addresses
+	}
+	public, publicAddresses := retainedWith("partial-public", map[string]string{}, false)
+	internal, pair := retainedWith("partial-pair", map[string]string{keys.AnnotationInternalLoadBalancer: "true"}, true)
+	if len(pair) != 2 {
+		t.Fatalf("the dual-stack Service showed %v, want an address of each family", pair)
+	}
+
+	stack.IronCoreProxy.Reset()
+	for _, ask := range []struct {
+		name, address, retained, says string
+		dualStack                     bool
+	}{
+		{"partial-other-type", publicAddresses[0], public, "is Public and the Service asks for Internal", false},
+		{"partial-one-family", pair[0], internal, "not exactly the requested addresses", true},
+	} {
+		service := createService(t, ask.name, testenv.ServiceOptions{DualStack: ask.dualStack, Annotations: map[string]string{
+			keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: ask.address,
+		}})
+		waitForServiceEvent(t, service.Namespace, service.Name, provider.ReasonNotAdopted)
+		if events := serviceEvents(t, service.Namespace, service.Name, provider.ReasonNotAdopted); !strings.Contains(strings.Join(events, "\n"), ask.says) {
+			t.Errorf("%s: events %q, want one saying %q", ask.name, events, ask.says)
+		}
+		for _, write := range stack.IronCoreProxy.Writes() {
+			if write.Resource == "loadbalancers" && (write.Name == ask.retained || write.Name == provider.LoadBalancerName(service)) {
+				t.Errorf("%s: refused, yet the CCM wrote: %s LoadBalancer %s", ask.name, write.Verb, write.Name)
+			}
+		}
+		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+			t.Errorf("%s: refused, yet it shows %v", ask.name, got)
+		}
 	}
 }
 
