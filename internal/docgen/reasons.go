@@ -109,8 +109,9 @@ func EventReasons() []EventReason {
 		warning(provider.ReasonTargetsFailedOpen,
 			"Every Node that could serve the Service is unhealthy by the Node health rule (`--load-balancer-node-health`): its Machine is not Running, "+
 				"its Ready condition is not True (past the grace period for a target), it is tainted as shut down or for deletion by the cluster autoscaler, "+
-				"or it is being deleted. The rule fails open: all those Nodes stay targets, since leaving none would serve no one (a Node whose Machine is "+
-				"gone or being deleted, or without an Available NetworkInterface with an address, never does). "+
+				"or it is being deleted. The rule fails open: the Nodes that may still serve (not Ready, a Machine not Running yet, the autoscaler's taint) "+
+				"stay targets, since leaving none would serve no one; a Node that certainly cannot serve never does (its Machine gone, being deleted, "+
+				"shut down or terminated; no Available NetworkInterface with an address; being deleted or tainted as shut down). "+
 				"The message names the Nodes and why. Recorded when that changes.",
 			"Check the named Nodes and their Machines; the targets follow as soon as a Node is healthy again."),
 		warning(provider.ReasonNotAdopted,
@@ -170,7 +171,8 @@ func EventReasons() []EventReason {
 				"NetworkInterfaces on the cluster Network is Available with an address, its Ready condition has been False or Unknown longer than " +
 				"`--load-balancer-unready-grace-period`, it is tainted as shut down or for deletion by the cluster autoscaler, or it is being deleted; " +
 				"the message says which. Its NetworkInterfaces stop being load balancer targets, unless no Node that could serve a Service is healthy " +
-				"(then the Service gets `" + provider.ReasonTargetsFailedOpen + "`; a Node whose Machine or NetworkInterface cannot serve stays out even then). " +
+				"(then the Service gets `" + provider.ReasonTargetsFailedOpen + "`; a Node whose Machine is gone, being deleted or stopped, whose NetworkInterface cannot serve, " +
+				"or that is being deleted or tainted as shut down stays out even then). " +
 				"Recorded when the reason changes; not for a Node that has not served yet (not initialized, never Ready), which joins once Ready.",
 			Action: "Nothing, if the Node is being drained or removed. Otherwise find out why it is unhealthy; it gets traffic again when it is healthy.",
 		},

@@ -169,8 +169,9 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 	for _, node := range choice.WithoutEndpoint {
 		report.LeftOut = append(report.LeftOut, LeftOut{Node: node, Reason: "no serving endpoint of the Service on it (externalTrafficPolicy Local)"})
 	}
-	if !choice.FailedOpen {
-		for node, verdict := range choice.Unhealthy {
+	for node, verdict := range choice.Unhealthy {
+		// Failing open keeps the Nodes that may still serve; never one that cannot.
+		if !choice.FailedOpen || !verdict.FailsOpen() {
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node, Reason: "unhealthy: " + verdict.Reason})
 		}
 	}

@@ -86,8 +86,12 @@ func (t *Controller) recordVerdict(node *corev1.Node, verdict targetrules.Verdic
 	case verdict.Kind != "" && (!seen || previous.unhealthy != verdict.Kind) && !joining(verdict.Kind):
 		metrics.NodeHealthExclusions.WithLabelValues(verdict.Kind).Inc()
 		if t.recorder != nil {
+			unless := ", unless no Node that could serve a Service is healthy"
+			if !verdict.FailsOpen() {
+				unless = ""
+			}
 			t.recorder.Eventf(node, corev1.EventTypeWarning, ReasonTargetExcluded,
-				"The Node no longer receives load balancer traffic, unless no Node that could serve a Service is healthy: %s", verdict.Reason)
+				"The Node no longer receives load balancer traffic%s: %s", unless, verdict.Reason)
 		}
 		klog.InfoS("Node cannot serve; it is no longer a load balancer target", "node", klog.KObj(node), "reason", verdict.Reason)
 	case verdict.Kind == "" && seen && joining(previous.unhealthy):

@@ -115,7 +115,7 @@ var (
 	NodeHealthExclusions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "load_balancer_node_health_exclusions_total",
-		Help:           "Nodes taken out of load balancer targets by the Node health rule, by reason (deleting, autoscaler-deletion, shutdown-taint, machine-state, not-ready).",
+		Help:           "Nodes taken out of load balancer targets by the Node health rule, by reason (deleting, autoscaler-deletion, shutdown-taint, machine-stopped, machine-state, not-ready).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 

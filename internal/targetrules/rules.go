@@ -14,13 +14,16 @@
 //   - the Node is not being deleted, nor tainted for deletion by the cluster autoscaler or as
 //     shut down;
 //   - its Machine is Running (with no state reported yet, the Node's Ready condition decides);
+//     Shut down, terminating or terminated, it has stopped;
 //   - its Ready condition is True. A Node that is a target already and stops being Ready stays
 //     one for the grace period; a Node that is not a target becomes one only once Ready, however
 //     long it has existed.
 //
-// The first two are facts IronCore routes by: a Node failing them is never a target. The others
-// fail open: when no Node that could serve a Service passes them, all such Nodes stay targets,
-// as a load balancer's health check fails open, since none would serve at all.
+// The first two are facts IronCore routes by: a Node failing them is never a target. Nor is a
+// Node that certainly cannot serve: being deleted, tainted as shut down, or on a Machine that
+// has stopped. The others fail open: when no Node that could serve a Service passes them, all
+// such Nodes stay targets, as a load balancer's health check fails open, since none would serve
+// at all.
 package targetrules
 
 import (
@@ -70,6 +73,7 @@ const (
 	KindAutoscaler       = "autoscaler-deletion"
 	KindShutdown         = "shutdown-taint"
 	KindMachineState     = "machine-state"
+	KindMachineStopped   = "machine-stopped"
 	KindNotReady         = "not-ready"
 	KindNeverReady       = "never-ready"
 )
@@ -89,10 +93,11 @@ type Verdict struct {
 func (v Verdict) Healthy() bool { return v.Kind == "" }
 
 // FailsOpen reports whether the Node may still be a target when no Node that could serve
-// passes the rule: false for the facts IronCore routes by, which no fail-open changes.
+// passes the rule: false for the facts IronCore routes by, which no fail-open changes, and for
+// a Node that certainly cannot serve (being deleted, shut down, its Machine stopped).
 func (v Verdict) FailsOpen() bool {
 	switch v.Kind {
-	case KindNotInitialized, KindMachineGone, KindMachineDeleting, KindNetworkInterface:
+	case KindNotInitialized, KindMachineGone, KindMachineDeleting, KindNetworkInterface, KindDeleting, KindShutdown, KindMachineStopped:
 		return false
 	}
 	return true
@@ -131,7 +136,11 @@ func (h Health) Check(in Inputs, now time.Time) Verdict {
 	case hasTaint(node, cloudproviderapi.TaintNodeShutdown):
 		return Verdict{Kind: KindShutdown, Reason: "the Node is shut down (taint " + cloudproviderapi.TaintNodeShutdown + ")"}
 	}
-	if state := machine.Status.State; state != "" && state != computev1alpha1.MachineStateRunning {
+	switch state := machine.Status.State; state {
+	case "", computev1alpha1.MachineStateRunning:
+	case computev1alpha1.MachineStateShutdown, computev1alpha1.MachineStateTerminating, computev1alpha1.MachineStateTerminated:
+		return Verdict{Kind: KindMachineStopped, Reason: fmt.Sprintf("its Machine %s is %s", machine.Name, state)}
+	default:
 		return Verdict{Kind: KindMachineState, Reason: fmt.Sprintf("its Machine %s is %s", machine.Name, state)}
 	}
 	return h.ready(node, in.Target, now)

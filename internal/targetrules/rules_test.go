@@ -84,8 +84,9 @@ func TestHealthCheck(t *testing.T) {
 		{name: "autoscaler taint", node: both(isReady, taint("ToBeDeletedByClusterAutoscaler")), kind: KindAutoscaler},
 		{name: "shutdown taint", node: both(isReady, taint("node.cloudprovider.kubernetes.io/shutdown")), kind: KindShutdown},
 		{name: "cordoned still serves", node: both(isReady, taint(corev1.TaintNodeUnschedulable))},
-		{name: "machine shut down", node: isReady, machine: machine(computev1alpha1.MachineStateShutdown), kind: KindMachineState},
-		{name: "machine terminating", node: isReady, machine: machine(computev1alpha1.MachineStateTerminating), kind: KindMachineState},
+		{name: "machine shut down", node: isReady, machine: machine(computev1alpha1.MachineStateShutdown), kind: KindMachineStopped},
+		{name: "machine terminating", node: isReady, machine: machine(computev1alpha1.MachineStateTerminating), kind: KindMachineStopped},
+		{name: "machine terminated", node: isReady, machine: machine(computev1alpha1.MachineStateTerminated), kind: KindMachineStopped},
 		{name: "machine pending", node: isReady, machine: machine(computev1alpha1.MachineStatePending), kind: KindMachineState},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,6 +217,41 @@ func TestChoose(t *testing.T) {
 			if !slices.Equal(choice.Targets, tc.targets) || len(choice.Unhealthy) != tc.unhealthy ||
 				choice.FailedOpen != tc.failedOpen || choice.NoLocalEndpoints != tc.noEndpoint {
 				t.Fatalf("Choose = %+v", choice)
+			}
+		})
+	}
+}
+
+// TestFailingOpenNeverBringsBackANodeThatCannotServe: when every Node that could serve a
+// Service is unhealthy, the targets fail open to those that may still serve (not Ready, a
+// Machine pending, the autoscaler's taint), never to one that certainly cannot.
+func TestFailingOpenNeverBringsBackANodeThatCannotServe(t *testing.T) {
+	for _, tc := range []struct {
+		kind      string
+		failsOpen bool
+	}{
+		{KindNotReady, true},
+		{KindNeverReady, true},
+		{KindMachineState, true},
+		{KindAutoscaler, true},
+		{KindNotInitialized, false},
+		{KindMachineGone, false},
+		{KindMachineDeleting, false},
+		{KindNetworkInterface, false},
+		{KindDeleting, false},
+		{KindShutdown, false},
+		{KindMachineStopped, false},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			notReady := Candidate{Node: "not-ready", Verdict: Verdict{Kind: KindNotReady, Reason: "not ready"}}
+			other := Candidate{Node: tc.kind, Verdict: Verdict{Kind: tc.kind, Reason: tc.kind}}
+			choice := Choose([]Candidate{notReady, other}, false, nil)
+			want := []string{notReady.Node}
+			if tc.failsOpen {
+				want = append(want, other.Node)
+			}
+			if !choice.FailedOpen || !slices.Equal(choice.Targets, want) {
+				t.Errorf("Choose = %+v, want failed open to %v", choice, want)
 			}
 		})
 	}
