@@ -168,7 +168,7 @@ func EventReasons() []EventReason {
 		{
 			Reason: lbtargets.ReasonTargetExcluded, Type: corev1.EventTypeWarning, Object: "Node", Controller: lbtargets.Name,
 			When: "The target rules found that the Node cannot serve: its Machine is gone, being deleted or not Running, none of its " +
-				"NetworkInterfaces on the cluster Network is Available with an address, its Ready condition has been False or Unknown longer than " +
+				"NetworkInterfaces on the cluster Network is attached to it, not being deleted, and Available with an address, its Ready condition has been False or Unknown longer than " +
 				"`--load-balancer-unready-grace-period`, it is tainted as shut down or for deletion by the cluster autoscaler, or it is being deleted; " +
 				"the message says which. Its NetworkInterfaces stop being load balancer targets, unless no Node that could serve a Service is healthy " +
 				"(then the Service gets `" + provider.ReasonTargetsFailedOpen + "`; a Node whose Machine is gone, being deleted or stopped, whose NetworkInterface cannot serve, " +

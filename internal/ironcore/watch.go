@@ -42,12 +42,10 @@ func (c *Client) OnLoadBalancerAddedOrAddressed(handler func(*networkingv1alpha1
 	}, handler)
 }
 
-// OnNetworkInterfaceAddressesChange calls handler with each NetworkInterface whose state or
-// addresses (status.ips) the cache sees change, with each new one and each deleted one.
-func (c *Client) OnNetworkInterfaceAddressesChange(handler func(*networkingv1alpha1.NetworkInterface)) error {
-	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", true, func(old, nic *networkingv1alpha1.NetworkInterface) bool {
-		return old.Status.State != nic.Status.State || !equality.Semantic.DeepEqual(old.Status.IPs, nic.Status.IPs)
-	}, handler)
+// OnNetworkInterfaceChangeOf calls handler with each NetworkInterface whose update changed
+// says matters, with each new one and each deleted one.
+func (c *Client) OnNetworkInterfaceChangeOf(changed func(old, nic *networkingv1alpha1.NetworkInterface) bool, handler func(*networkingv1alpha1.NetworkInterface)) error {
+	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", true, changed, handler)
 }
 
 // onAddOrChange calls handler with each object of obj's kind the cache sees added, with each

@@ -251,14 +251,15 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 	if err := t.ironcore.OnMachineChange(func(machine *computev1alpha1.Machine) { t.machineChanged(machine.Name) }); err != nil {
 		return err
 	}
-	// A NetworkInterface that becomes Available with an address, or stops being one, or is
-	// deleted, joins or leaves the routings the CCM writes, which hold only those, as IronCore's
-	// selector-based routing does; its Node's verdict may change too.
-	if err := t.ironcore.OnNetworkInterfaceAddressesChange(func(nic *networkingv1alpha1.NetworkInterface) {
+	// A NetworkInterface that becomes Available with an address, or stops being one, is being
+	// deleted or deleted, or is detached, joins or leaves the routings the CCM writes, which hold
+	// only those, as IronCore's selector-based routing does; its Node's verdict may change too
+	// (a detached one's Machine changes as well, which queues its Node).
+	if err := t.ironcore.OnNetworkInterfaceChangeOf(targetrules.NetworkInterfaceChanged, func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
 			t.machineChanged(nic.Spec.MachineRef.Name)
-			t.queue.AddAfter(routedKey, t.coalesce)
 		}
+		t.queue.AddAfter(routedKey, t.coalesce)
 	}); err != nil {
 		return err
 	}

@@ -95,8 +95,7 @@ func (t *Controller) watchNetworkInterfaces() {
 func targetInputsChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
 	return old.Labels[keys.LabelLoadBalancerTarget] != nic.Labels[keys.LabelLoadBalancerTarget] ||
 		old.Labels[keys.LabelCluster] != nic.Labels[keys.LabelCluster] ||
-		old.Status.State != nic.Status.State || !slices.Equal(old.Status.IPs, nic.Status.IPs) ||
-		(old.Spec.MachineRef == nil) != (nic.Spec.MachineRef == nil)
+		targetrules.NetworkInterfaceChanged(old, nic)
 }
 
 // syncLabels labels the NetworkInterfaces of the Nodes the target rules choose and unlabels

@@ -150,7 +150,7 @@ type resolvedNode struct {
 
 // serving are the NetworkInterfaces traffic can be sent to.
 func (r resolvedNode) serving() []*networkingv1alpha1.NetworkInterface {
-	return targetrules.ServingNetworkInterfaces(r.nics)
+	return targetrules.ServingNetworkInterfaces(r.machine, r.nics)
 }
 
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.

@@ -9,8 +9,9 @@
 //
 //   - the Node is initialized (it has a provider ID) and its Machine exists and is not being
 //     deleted;
-//   - at least one of its NetworkInterfaces on the cluster Network exists, is Available and has
-//     an address (IronCore's own rule for the routings it computes); only those are destinations;
+//   - at least one of its NetworkInterfaces on the cluster Network exists, is claimed by the
+//     Machine (spec.machineRef), is not being deleted, is Available and has an address (IronCore's
+//     own rule for the routings it computes); only those are destinations;
 //   - the Node is not being deleted, nor tainted for deletion by the cluster autoscaler or as
 //     shut down;
 //   - its Machine is Running (with no state reported yet, the Node's Ready condition decides);
@@ -37,6 +38,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 )
@@ -125,8 +127,8 @@ func (h Health) Check(in Inputs, now time.Time) Verdict {
 		return Verdict{Kind: KindMachineGone, Reason: "its Machine does not exist"}
 	case !machine.DeletionTimestamp.IsZero():
 		return Verdict{Kind: KindMachineDeleting, Reason: fmt.Sprintf("its Machine %s is being deleted", machine.Name)}
-	case len(ServingNetworkInterfaces(in.NetworkInterfaces)) == 0:
-		return Verdict{Kind: KindNetworkInterface, Reason: describeNetworkInterfaces(in.NetworkInterfaces)}
+	case len(ServingNetworkInterfaces(machine, in.NetworkInterfaces)) == 0:
+		return Verdict{Kind: KindNetworkInterface, Reason: describeNetworkInterfaces(machine, in.NetworkInterfaces)}
 	case !h.Enabled:
 		return Verdict{}
 	case !node.DeletionTimestamp.IsZero():
@@ -178,25 +180,44 @@ func (h Health) ready(node *corev1.Node, target bool, now time.Time) Verdict {
 		condition.Status, since.Round(time.Second), h.ReadyGrace)}
 }
 
-// ServingNetworkInterfaces returns the NetworkInterfaces traffic can be sent to: Available,
-// not being deleted, with an address. IronCore's own routing keeps only Available ones.
-func ServingNetworkInterfaces(nics []*networkingv1alpha1.NetworkInterface) []*networkingv1alpha1.NetworkInterface {
+// ServingNetworkInterfaces returns the NetworkInterfaces of machine traffic can be sent to:
+// claimed by it, not being deleted, Available, with an address. IronCore's own routing keeps
+// only Available ones.
+func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface) []*networkingv1alpha1.NetworkInterface {
 	var serving []*networkingv1alpha1.NetworkInterface
 	for _, nic := range nics {
-		if nic.DeletionTimestamp.IsZero() && nic.Status.State == networkingv1alpha1.NetworkInterfaceStateAvailable && len(nic.Status.IPs) > 0 {
+		if claimed(machine, nic) && nic.DeletionTimestamp.IsZero() && nic.Status.State == networkingv1alpha1.NetworkInterfaceStateAvailable && len(nic.Status.IPs) > 0 {
 			serving = append(serving, nic)
 		}
 	}
 	return serving
 }
 
-// describeNetworkInterfaces says why none of the NetworkInterfaces can serve.
-func describeNetworkInterfaces(nics []*networkingv1alpha1.NetworkInterface) string {
+// NetworkInterfaceChanged tells whether a NetworkInterface changed in what the rule reads of
+// it (ServingNetworkInterfaces): its claim, deletion, state and addresses. A controller applying
+// the rule syncs again exactly then.
+func NetworkInterfaceChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
+	return !equality.Semantic.DeepEqual(old.Spec.MachineRef, nic.Spec.MachineRef) || !old.DeletionTimestamp.Equal(nic.DeletionTimestamp) ||
+		old.Status.State != nic.Status.State || !slices.Equal(old.Status.IPs, nic.Status.IPs)
+}
+
+// claimed tells whether the NetworkInterface is attached to the Machine: a Machine lists its
+// NetworkInterfaces, and a NetworkInterface names the Machine that claimed it. One detached
+// (IronCore releases it when its Machine goes) or claimed by another Machine serves neither.
+func claimed(machine *computev1alpha1.Machine, nic *networkingv1alpha1.NetworkInterface) bool {
+	ref := nic.Spec.MachineRef
+	return machine != nil && ref != nil && ref.Name == machine.Name && (ref.UID == "" || ref.UID == machine.UID)
+}
+
+// describeNetworkInterfaces says why none of the Machine's NetworkInterfaces can serve.
+func describeNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface) string {
 	if len(nics) == 0 {
 		return "it has no NetworkInterface on the cluster Network"
 	}
 	nic := nics[0]
 	switch {
+	case !claimed(machine, nic):
+		return fmt.Sprintf("its NetworkInterface %s is not attached to Machine %s", nic.Name, machine.Name)
 	case !nic.DeletionTimestamp.IsZero():
 		return fmt.Sprintf("its NetworkInterface %s is being deleted", nic.Name)
 	case nic.Status.State != networkingv1alpha1.NetworkInterfaceStateAvailable:

@@ -37,7 +37,7 @@ func TestHealthCheck(t *testing.T) {
 	deleting := func(n *corev1.Node) { n.DeletionTimestamp = ptr.To(metav1.NewTime(now)) }
 	uninitialized := func(n *corev1.Node) { n.Spec.ProviderID = "" }
 	machine := func(state computev1alpha1.MachineState) *computev1alpha1.Machine {
-		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m"}}
+		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"}}
 		m.Status.State = state
 		return m
 	}
@@ -47,6 +47,10 @@ func TestHealthCheck(t *testing.T) {
 	available := nic("nic", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")
 	nicDeleting := nic("gone", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.2")
 	nicDeleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+	detached := nic("detached", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.6")
+	detached.Spec.MachineRef = nil
+	elsewhere := nic("elsewhere", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.7")
+	elsewhere.Spec.MachineRef.UID = "an-earlier-m"
 	for _, tc := range []struct {
 		name      string
 		node      func(*corev1.Node)
@@ -78,6 +82,9 @@ func TestHealthCheck(t *testing.T) {
 		{name: "network interface without address", node: isReady, kind: KindNetworkInterface, off: KindNetworkInterface,
 			nics: []*networkingv1alpha1.NetworkInterface{nic("bare", networkingv1alpha1.NetworkInterfaceStateAvailable)}},
 		{name: "network interface being deleted", node: isReady, nics: []*networkingv1alpha1.NetworkInterface{nicDeleting}, kind: KindNetworkInterface, off: KindNetworkInterface},
+		{name: "network interface detached", node: isReady, nics: []*networkingv1alpha1.NetworkInterface{detached}, kind: KindNetworkInterface, off: KindNetworkInterface},
+		{name: "network interface claimed by an earlier Machine of the name", node: isReady, nics: []*networkingv1alpha1.NetworkInterface{elsewhere},
+			kind: KindNetworkInterface, off: KindNetworkInterface},
 		{name: "one of two network interfaces serves", node: isReady,
 			nics: []*networkingv1alpha1.NetworkInterface{nic("bare", networkingv1alpha1.NetworkInterfaceStateAvailable), available}},
 		{name: "being deleted", node: both(isReady, deleting), kind: KindDeleting},
@@ -117,6 +124,7 @@ func TestHealthCheck(t *testing.T) {
 // nic is a NetworkInterface in the state with the addresses.
 func nic(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...string) *networkingv1alpha1.NetworkInterface {
 	n := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n.Spec.MachineRef = &commonv1alpha1.LocalUIDReference{Name: "m", UID: "m-uid"}
 	n.Status.State = state
 	for _, ip := range ips {
 		n.Status.IPs = append(n.Status.IPs, commonv1alpha1.MustParseIP(ip))
@@ -125,7 +133,10 @@ func nic(name string, state networkingv1alpha1.NetworkInterfaceState, ips ...str
 }
 
 func TestServingNetworkInterfaces(t *testing.T) {
-	got := ServingNetworkInterfaces([]*networkingv1alpha1.NetworkInterface{
+	detached := nic("detached", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.6")
+	detached.Spec.MachineRef = nil
+	got := ServingNetworkInterfaces(&computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"}}, []*networkingv1alpha1.NetworkInterface{
+		detached,
 		nic("available", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1"),
 		nic("error", networkingv1alpha1.NetworkInterfaceStateError, "10.0.0.2"),
 		nic("pending", networkingv1alpha1.NetworkInterfaceStatePending, "10.0.0.3"),
@@ -139,6 +150,45 @@ func TestServingNetworkInterfaces(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"available", "dual"}) {
 		t.Fatalf("ServingNetworkInterfaces = %v, want [available dual]", names)
+	}
+}
+
+// TestEveryNetworkInterfaceInputTriggers walks the NetworkInterface fields the rule reads: each
+// change of one turns a serving NetworkInterface into one that cannot serve, and
+// NetworkInterfaceChanged reports it, so that the controllers sync again at once; changes of
+// fields the rule does not read are not reported.
+func TestEveryNetworkInterfaceInputTriggers(t *testing.T) {
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"}}
+	base := nic("nic", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")
+	for _, tc := range []struct {
+		name   string
+		change func(*networkingv1alpha1.NetworkInterface)
+		input  bool
+	}{
+		{"detached", func(n *networkingv1alpha1.NetworkInterface) { n.Spec.MachineRef = nil }, true},
+		{"claimed by another Machine", func(n *networkingv1alpha1.NetworkInterface) { n.Spec.MachineRef.Name = "other" }, true},
+		{"being deleted", func(n *networkingv1alpha1.NetworkInterface) { n.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+		{"not Available", func(n *networkingv1alpha1.NetworkInterface) {
+			n.Status.State = networkingv1alpha1.NetworkInterfaceStateError
+		}, true},
+		{"no address", func(n *networkingv1alpha1.NetworkInterface) { n.Status.IPs = nil }, true},
+		{"a label", func(n *networkingv1alpha1.NetworkInterface) { n.Labels = map[string]string{"example.org/x": "y"} }, false},
+		{"an annotation", func(n *networkingv1alpha1.NetworkInterface) { n.Annotations = map[string]string{"example.org/x": "y"} }, false},
+		{"a prefix", func(n *networkingv1alpha1.NetworkInterface) {
+			n.Spec.Prefixes = []networkingv1alpha1.PrefixSource{{Value: commonv1alpha1.MustParseNewIPPrefix("10.244.0.0/24")}}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := base.DeepCopy()
+			tc.change(changed)
+			serves := len(ServingNetworkInterfaces(machine, []*networkingv1alpha1.NetworkInterface{changed})) == 1
+			if serves == tc.input {
+				t.Errorf("serves after the change: %t; the rule reads the field: %t", serves, tc.input)
+			}
+			if got := NetworkInterfaceChanged(base, changed); got != tc.input {
+				t.Errorf("NetworkInterfaceChanged = %t, want %t", got, tc.input)
+			}
+		})
 	}
 }
 

@@ -24,8 +24,9 @@ const servingNodes = 20
 // TestOnlyNodesThatCanServeGetTraffic runs the binary in both target modes at 20 Nodes: a Node
 // that registers NotReady and has never been Ready is in no routing until it is Ready, then
 // joins; a Machine being deleted while its Node still looks Ready leaves the routing; a
-// NetworkInterface in Error (addresses kept) leaves it and comes back once Available. How long
-// each took is logged, not asserted.
+// NetworkInterface in Error (addresses kept) leaves it and comes back once Available; one being
+// deleted, and one released from its Machine, each with its state and addresses kept, leave it.
+// How long each took is logged, not asserted.
 func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
@@ -96,6 +97,19 @@ func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
 			t.Logf("a NetworkInterface in Error left the routing in %s", watcher.waitFor(t, brokenIP, false, time.Now()))
 			setNICState(t, broken, networkingv1alpha1.NetworkInterfaceStateAvailable)
 			t.Logf("a NetworkInterface Available again joined the routing in %s", watcher.waitFor(t, brokenIP, true, time.Now()))
+
+			// A NetworkInterface being deleted, held by a finalizer, its state and addresses kept.
+			deleting := names[3]
+			deletingIP := nicIPs(t, deleting)[0]
+			holdAndDelete(t, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(deleting)}})
+			t.Logf("a NetworkInterface being deleted left the routing in %s", watcher.waitFor(t, deletingIP, false, time.Now()))
+
+			// A NetworkInterface released from its Machine (spec.machineRef cleared, as IronCore
+			// releases one), its state and addresses kept, the Machine still listing it.
+			detached := names[4]
+			detachedIP := nicIPs(t, detached)[0]
+			detach(t, detached)
+			t.Logf("a NetworkInterface released from its Machine left the routing in %s", watcher.waitFor(t, detachedIP, false, time.Now()))
 			if fewest := watcher.fewestSince(); fewest == 0 {
 				t.Fatal("the routing fell to 0 destinations")
 			}
@@ -116,20 +130,48 @@ func taint(t *testing.T, name string) {
 // removes.
 func holdAndDeleteMachine(t *testing.T, name string) {
 	t.Helper()
-	ctx := context.Background()
-	const finalizer = "test.ironcore.dev/held"
-	patch := []byte(`{"metadata":{"finalizers":["` + finalizer + `"]}}`)
 	machine := &metav1.PartialObjectMetadata{}
 	machine.SetGroupVersionKind(computeMachineGVK)
 	machine.SetNamespace(stack.Namespace)
 	machine.SetName(name)
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	holdAndDelete(t, machine)
+}
+
+// holdAndDelete deletes the IronCore object with a finalizer on it, which the test's cleanup
+// removes.
+func holdAndDelete(t *testing.T, obj client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	const finalizer = "test.ironcore.dev/held"
+	patch := []byte(`{"metadata":{"finalizers":["` + finalizer + `"]}}`)
+	if err := stack.IronCore.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = stack.IronCore.Client.Patch(context.Background(), machine, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = stack.IronCore.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 	})
-	if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
+	if err := stack.IronCore.Client.Delete(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// detach clears the claim of the Machine's NetworkInterface on it, with the provider held so
+// that it neither claims it again nor changes its state.
+func detach(t *testing.T, machine string) {
+	t.Helper()
+	ctx := context.Background()
+	nic := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
+		t.Fatal(err)
+	}
+	held := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: machine}}
+	stack.Simulator.Hold(held)
+	stack.Simulator.Hold(nic)
+	t.Cleanup(func() {
+		stack.Simulator.Release(nic)
+		stack.Simulator.Release(held)
+	})
+	if err := stack.IronCore.Client.Patch(ctx, nic, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"machineRef":null}}`))); err != nil {
 		t.Fatal(err)
 	}
 }
