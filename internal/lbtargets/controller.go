@@ -202,7 +202,7 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Node)
 			node, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && healthInputsChanged(old, node) {
+			if ok1 && ok2 && targetrules.NodeChanged(old, node) {
 				queueNode(node)
 			}
 		},
@@ -445,31 +445,6 @@ func (t *Controller) machineChanged(machine string) {
 	if ok {
 		t.queue.Add(nodePrefix + node)
 	}
-}
-
-// healthInputsChanged reports whether anything the target rules read from a Node changed.
-func healthInputsChanged(old, node *corev1.Node) bool {
-	if !old.DeletionTimestamp.Equal(node.DeletionTimestamp) || old.Spec.ProviderID != node.Spec.ProviderID ||
-		old.Labels[corev1.LabelNodeExcludeBalancers] != node.Labels[corev1.LabelNodeExcludeBalancers] ||
-		len(old.Spec.Taints) != len(node.Spec.Taints) {
-		return true
-	}
-	for i := range node.Spec.Taints {
-		if old.Spec.Taints[i].Key != node.Spec.Taints[i].Key {
-			return true
-		}
-	}
-	oldReady, ready := readyCondition(old), readyCondition(node)
-	return oldReady.Status != ready.Status || !oldReady.LastTransitionTime.Equal(&ready.LastTransitionTime)
-}
-
-func readyCondition(node *corev1.Node) corev1.NodeCondition {
-	for _, condition := range node.Status.Conditions {
-		if condition.Type == corev1.NodeReady {
-			return condition
-		}
-	}
-	return corev1.NodeCondition{}
 }
 
 // nodeVerdicts is the controller's record of each Node's verdict, for the events and metrics

@@ -193,6 +193,33 @@ func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networki
 	return serving
 }
 
+// NodeChanged tells whether a Node changed in what the rules read of it (Check, Eligible,
+// Excluded): its provider ID, deletion, exclusion label, the taints they know and its Ready
+// condition. A controller applying the rules syncs again exactly then; a heartbeat or a cordon
+// alone is no change.
+func NodeChanged(old, node *corev1.Node) bool {
+	if !old.DeletionTimestamp.Equal(node.DeletionTimestamp) || old.Spec.ProviderID != node.Spec.ProviderID ||
+		old.Labels[corev1.LabelNodeExcludeBalancers] != node.Labels[corev1.LabelNodeExcludeBalancers] {
+		return true
+	}
+	for _, key := range []string{servicecontroller.ToBeDeletedTaint, cloudproviderapi.TaintNodeShutdown} {
+		if hasTaint(old, key) != hasTaint(node, key) {
+			return true
+		}
+	}
+	oldReady, ready := readyCondition(old), readyCondition(node)
+	return oldReady.Status != ready.Status || !oldReady.LastTransitionTime.Equal(&ready.LastTransitionTime)
+}
+
+func readyCondition(node *corev1.Node) corev1.NodeCondition {
+	for _, condition := range node.Status.Conditions {
+		if condition.Type == corev1.NodeReady {
+			return condition
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
 // NetworkInterfaceChanged tells whether a NetworkInterface changed in what the rule reads of
 // it (ServingNetworkInterfaces): its claim, deletion, state and addresses. A controller applying
 // the rule syncs again exactly then.

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/utils/ptr"
 )
 
@@ -150,6 +152,65 @@ func TestServingNetworkInterfaces(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"available", "dual"}) {
 		t.Fatalf("ServingNetworkInterfaces = %v, want [available dual]", names)
+	}
+}
+
+// TestEveryNodeInputTriggers walks the Node fields the rules read: each change of one changes
+// the verdict on a Node or whether the service controller passes it on, and NodeChanged reports
+// it, so that the controller syncs again at once; changes of fields the rules do not read (a
+// heartbeat, a cordon, another label) are not reported.
+func TestEveryNodeInputTriggers(t *testing.T) {
+	now := time.Now()
+	readySince := func(status corev1.ConditionStatus, since time.Duration) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status,
+				LastTransitionTime: metav1.NewTime(now.Add(-since)), LastHeartbeatTime: metav1.NewTime(now.Add(-time.Second))}}
+		}
+	}
+	taint := func(key string) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"}}
+	machine.Status.State = computev1alpha1.MachineStateRunning
+	nics := []*networkingv1alpha1.NetworkInterface{nic("nic", networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")}
+	rules := Health{Enabled: true, ReadyGrace: time.Minute}
+	outcome := func(n *corev1.Node) string {
+		verdict := rules.Check(Inputs{Node: n, Machine: machine, NetworkInterfaces: nics, Target: true}, now)
+		return fmt.Sprintf("%s %s eligible=%t excluded=%t", verdict.Kind, verdict.RecheckIn, Eligible(n), Excluded(n))
+	}
+	for _, tc := range []struct {
+		name   string
+		base   func(*corev1.Node)
+		change func(*corev1.Node)
+		input  bool
+	}{
+		{"provider ID cleared", readySince(corev1.ConditionTrue, time.Hour), func(n *corev1.Node) { n.Spec.ProviderID = "" }, true},
+		{"being deleted", readySince(corev1.ConditionTrue, time.Hour), func(n *corev1.Node) { n.DeletionTimestamp = ptr.To(metav1.NewTime(now)) }, true},
+		{"excluded by label", readySince(corev1.ConditionTrue, time.Hour), func(n *corev1.Node) {
+			n.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "true"}
+		}, true},
+		{"autoscaler taint", readySince(corev1.ConditionTrue, time.Hour), taint(servicecontroller.ToBeDeletedTaint), true},
+		{"shutdown taint", readySince(corev1.ConditionTrue, time.Hour), taint(cloudproviderapi.TaintNodeShutdown), true},
+		{"not Ready", readySince(corev1.ConditionTrue, time.Hour), readySince(corev1.ConditionFalse, 0), true},
+		{"not Ready for longer", readySince(corev1.ConditionFalse, 20*time.Second), readySince(corev1.ConditionFalse, 2*time.Minute), true},
+		{"a heartbeat", readySince(corev1.ConditionTrue, time.Hour), func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(now) }, false},
+		{"cordoned", readySince(corev1.ConditionTrue, time.Hour), taint(corev1.TaintNodeUnschedulable), false},
+		{"another label", readySince(corev1.ConditionTrue, time.Hour), func(n *corev1.Node) { n.Labels = map[string]string{"example.org/x": "y"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{ProviderID: "ironcore://ns/m"}}
+			tc.base(base)
+			changed := base.DeepCopy()
+			tc.change(changed)
+			if read := outcome(base) != outcome(changed); read != tc.input {
+				t.Errorf("the outcome changes from %q to %q; the rules read the field: %t", outcome(base), outcome(changed), tc.input)
+			}
+			if got := NodeChanged(base, changed); got != tc.input {
+				t.Errorf("NodeChanged = %t, want %t", got, tc.input)
+			}
+		})
 	}
 }
 
