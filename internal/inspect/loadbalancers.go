@@ -150,6 +150,10 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 				report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "cannot read its Machine: " + err.Error()})
 				continue
 			}
+			if foreign := targetrules.ForeignNetworkInterface(inputs.NetworkInterfaces, in.cluster); foreign != "" {
+				report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: foreign})
+				continue
+			}
 			candidates = append(candidates, targetrules.Candidate{Node: node.Name, Verdict: in.health.Check(inputs, now)})
 		}
 	}

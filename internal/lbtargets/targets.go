@@ -25,7 +25,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
@@ -208,12 +207,7 @@ func (t *Controller) resolveNode(ctx context.Context, node *corev1.Node) (r reso
 	if r.nics, err = t.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, t.network); err != nil {
 		return r, "", false, err
 	}
-	for _, nic := range r.nics {
-		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != t.cluster {
-			return r, fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, cluster), false, nil
-		}
-	}
-	return r, "", false, nil
+	return r, targetrules.ForeignNetworkInterface(r.nics, t.cluster), false, nil
 }
 
 // servingInterfacesOf lists the NetworkInterfaces traffic can be sent to of the resolved

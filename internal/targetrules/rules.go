@@ -20,6 +20,9 @@
 //     one for the grace period; a Node that is not a target becomes one only once Ready, however
 //     long it has existed.
 //
+// Before all of them, a Node whose NetworkInterface carries another cluster's label is no target
+// of this cluster's at all (ForeignNetworkInterface).
+//
 // The first two are facts IronCore routes by: a Node failing them is never a target. Nor is a
 // Node that certainly cannot serve: being deleted, tainted as shut down, or on a Machine that
 // has stopped. The others fail open: when no Node that could serve a Service passes them, all
@@ -41,6 +44,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // ErrNodesSkipped marks the error naming Nodes that could not be made targets for a reason
@@ -191,6 +196,18 @@ func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networki
 		}
 	}
 	return serving
+}
+
+// ForeignNetworkInterface says why a Node whose Machine has these NetworkInterfaces belongs to
+// another cluster, or is "" if it does not: one of them carries another cluster's label. Such a
+// Node is never a target; traffic to it would leave the cluster.
+func ForeignNetworkInterface(nics []*networkingv1alpha1.NetworkInterface, cluster string) string {
+	for _, nic := range nics {
+		if owner := nic.Labels[keys.LabelCluster]; owner != "" && owner != cluster {
+			return fmt.Sprintf("NetworkInterface %s belongs to cluster %q", nic.Name, owner)
+		}
+	}
+	return ""
 }
 
 // NodeChanged tells whether a Node changed in what the rules read of it (Check, Eligible,

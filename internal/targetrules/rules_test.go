@@ -15,6 +15,8 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"k8s.io/utils/ptr"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 func TestHealthCheck(t *testing.T) {
@@ -250,6 +252,31 @@ func TestEveryNetworkInterfaceInputTriggers(t *testing.T) {
 				t.Errorf("NetworkInterfaceChanged = %t, want %t", got, tc.input)
 			}
 		})
+	}
+}
+
+func TestForeignNetworkInterface(t *testing.T) {
+	labelled := func(name, cluster string) *networkingv1alpha1.NetworkInterface {
+		n := nic(name, networkingv1alpha1.NetworkInterfaceStateAvailable, "10.0.0.1")
+		if cluster != "" {
+			n.Labels = map[string]string{keys.LabelCluster: cluster}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		nics []*networkingv1alpha1.NetworkInterface
+		want string
+	}{
+		{"none", nil, ""},
+		{"not labelled yet", []*networkingv1alpha1.NetworkInterface{labelled("a", "")}, ""},
+		{"this cluster's", []*networkingv1alpha1.NetworkInterface{labelled("a", "mine")}, ""},
+		{"another cluster's among them", []*networkingv1alpha1.NetworkInterface{labelled("a", "mine"), labelled("b", "theirs")},
+			`NetworkInterface b belongs to cluster "theirs"`},
+	} {
+		if got := ForeignNetworkInterface(tc.nics, "mine"); got != tc.want {
+			t.Errorf("%s: ForeignNetworkInterface = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 
