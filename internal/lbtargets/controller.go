@@ -18,14 +18,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -171,13 +169,6 @@ func (t *Controller) waitsForFirstTraffic(key string) bool {
 	}
 	service, err := lister.Services(namespace).Get(name)
 	return err == nil && len(service.Status.LoadBalancer.Ingress) == 0
-}
-
-// nodeState is what a Node's sync found: the verdict's kind and whether the service controller
-// passes the Node to load balancers.
-type nodeState struct {
-	unhealthy string
-	eligible  bool
 }
 
 // Watch registers the controller's handlers on the CCM's informers and gives it their
@@ -395,62 +386,4 @@ func (t *Controller) RecheckSoon(service *corev1.Service) {
 // LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
 func (t *Controller) routedByCCM(service *corev1.Service) bool {
 	return !t.selecting || targetrules.Local(service)
-}
-
-// queueAllTargets queues the target labels and every Service of type LoadBalancer.
-func (t *Controller) queueAllTargets() {
-	t.queue.Add(labelsKey)
-	t.queueServices(func(*corev1.Service) bool { return true })
-}
-
-// queueServices queues the routing keys of the Services of type LoadBalancer that match.
-func (t *Controller) queueServices(match func(*corev1.Service) bool) {
-	lister := t.lister().services
-	if lister == nil {
-		return
-	}
-	services, err := lister.List(labels.Everything())
-	if err != nil {
-		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
-		return
-	}
-	for _, service := range services {
-		if t.class.Wants(service) && match(service) {
-			t.QueueRouting(service.Namespace, service.Name)
-		}
-	}
-}
-
-// endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
-// to, after the coalescing delay; the queue holds a key once however many changes come.
-func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
-	name := slice.Labels[discoveryv1.LabelServiceName]
-	lister := t.lister().services
-	if name == "" || lister == nil {
-		return
-	}
-	service, err := lister.Services(slice.Namespace).Get(name)
-	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
-		return
-	}
-	t.queue.AddAfter(routingPrefix+service.Namespace+"/"+service.Name, t.coalesce)
-}
-
-// machineChanged queues the Node of the named Machine, whose state, existence and
-// NetworkInterfaces the target rules read.
-func (t *Controller) machineChanged(machine string) {
-	t.nodesMu.Lock()
-	node, ok := t.machineNodes[machine]
-	t.nodesMu.Unlock()
-	if ok {
-		t.queue.Add(nodePrefix + node)
-	}
-}
-
-// nodeVerdicts is the controller's record of each Node's verdict, for the events and metrics
-// that tell a Node's traffic changed, and the Machine → Node map for Machine changes.
-type nodeVerdicts struct {
-	nodesMu      sync.Mutex
-	known        map[string]nodeState
-	machineNodes map[string]string
 }

@@ -2,6 +2,7 @@ package lbtargets
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,4 +129,30 @@ func (t *Controller) countUnhealthy() {
 		}
 	}
 	metrics.UnhealthyNodes.Set(float64(unhealthy))
+}
+
+// nodeState is what a Node's sync found: the verdict's kind and whether the service controller
+// passes the Node to load balancers.
+type nodeState struct {
+	unhealthy string
+	eligible  bool
+}
+
+// machineChanged queues the Node of the named Machine, whose state, existence and
+// NetworkInterfaces the target rules read.
+func (t *Controller) machineChanged(machine string) {
+	t.nodesMu.Lock()
+	node, ok := t.machineNodes[machine]
+	t.nodesMu.Unlock()
+	if ok {
+		t.queue.Add(nodePrefix + node)
+	}
+}
+
+// nodeVerdicts is the controller's record of each Node's verdict, for the events and metrics
+// that tell a Node's traffic changed, and the Machine → Node map for Machine changes.
+type nodeVerdicts struct {
+	nodesMu      sync.Mutex
+	known        map[string]nodeState
+	machineNodes map[string]string
 }

@@ -11,22 +11,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
@@ -137,130 +133,8 @@ func (s Skipped) Err() error {
 	return fmt.Errorf("%w: %s", targetrules.ErrNodesSkipped, strings.Join(s, "; "))
 }
 
-// resolvedNode is a Node with what the target rules read about it: its Machine (nil if it does
-// not exist) and its NetworkInterfaces on the cluster Network. The Machine and
-// NetworkInterfaces are the cache's own objects (see ironcore.ReadOnlyMachine): read them,
-// never change them.
-type resolvedNode struct {
-	node    *corev1.Node
-	machine *computev1alpha1.Machine
-	nics    []*networkingv1alpha1.NetworkInterface
-}
-
-// serving are the NetworkInterfaces traffic can be sent to.
-func (r resolvedNode) serving() []*networkingv1alpha1.NetworkInterface {
-	return targetrules.ServingNetworkInterfaces(r.machine, r.nics)
-}
-
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
 const endpointSlicesSyncWait = 10 * time.Second
-
-// resolve finds the Nodes' Machines and NetworkInterfaces on the cluster Network, from the
-// IronCore cache, which has synced before any sync runs: a Machine it does not hold is gone. A
-// Node that is not initialized yet is resolved to nothing (the rules leave it out until it is).
-// A Node that is not an IronCore Machine of this namespace is passed over quietly: it can never
-// be a target, and failing every Service's sync over it would help no one. A NetworkInterface
-// of another cluster is reported as skipped.
-func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, Skipped, error) {
-	resolved := make([]resolvedNode, 0, len(nodes))
-	var skipped Skipped
-	for _, node := range nodes {
-		r, reason, quiet, err := t.resolveNode(ctx, node)
-		switch {
-		case err != nil:
-			return nil, nil, err
-		case quiet:
-			t.logLeftOut(node, reason)
-		case reason != "":
-			skipped = append(skipped, fmt.Sprintf("Node %s: %s", node.Name, reason))
-		default:
-			resolved = append(resolved, r)
-		}
-	}
-	return resolved, skipped, nil
-}
-
-// resolveNode resolves one Node, or returns the reason it cannot be a target at all; quiet
-// reasons are facts about the Node that no retry changes. Errors are failures to read, not
-// facts about the Node.
-func (t *Controller) resolveNode(ctx context.Context, node *corev1.Node) (r resolvedNode, reason string, quiet bool, err error) {
-	r.node = node
-	if node.Spec.ProviderID == "" {
-		return r, "", false, nil
-	}
-	id, parseErr := providerid.Parse(node.Spec.ProviderID)
-	if parseErr != nil {
-		// A provider ID of another cloud is a fact about the Node, not a failure to report.
-		return r, parseErr.Error(), true, nil //nolint:nilerr
-	}
-	if id.Namespace != t.ironcore.Namespace() {
-		return r, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
-	}
-	machine, err := t.ironcore.ReadOnlyMachine(ctx, id.Machine)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return r, "", false, nil
-	case err != nil:
-		return r, "", false, err
-	}
-	r.machine = machine
-	if r.nics, err = t.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, t.network); err != nil {
-		return r, "", false, err
-	}
-	return r, targetrules.ForeignNetworkInterface(r.nics, t.cluster), false, nil
-}
-
-// servingInterfacesOf lists the NetworkInterfaces traffic can be sent to of the resolved
-// Nodes, sorted by name.
-func servingInterfacesOf(resolved []resolvedNode) []*networkingv1alpha1.NetworkInterface {
-	var nics []*networkingv1alpha1.NetworkInterface
-	for _, r := range resolved {
-		nics = append(nics, r.serving()...)
-	}
-	slices.SortFunc(nics, func(a, b *networkingv1alpha1.NetworkInterface) int { return cmp.Compare(a.Name, b.Name) })
-	return nics
-}
-
-// logLeftOut logs once per Node and reason that the Node is not a load balancer target.
-func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
-	if previous, loaded := t.leftOut.Swap(node.Name, reason); loaded && previous == reason {
-		return
-	}
-	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
-	// A sync under way may log a Node whose deletion was handled meanwhile: the lister, updated
-	// before that, no longer shows it.
-	if lister := t.lister().nodes; lister != nil {
-		if _, err := lister.Get(node.Name); apierrors.IsNotFound(err) {
-			t.leftOut.Delete(node.Name)
-		}
-	}
-}
-
-// candidates returns the Nodes the target rules choose from. A list given may be older than
-// the CCM's Node lister, which the service controller's lists come from, so once the lister is
-// set it alone decides: a Node of an old list that was deleted or excluded since is not
-// brought back. Without a lister the list decides. With the health rule on, a Node being
-// deleted or tainted for deletion by the cluster autoscaler is a candidate that the rule
-// finds unhealthy, so that it is never the reason a load balancer has no targets; without it,
-// such Nodes are left out here, as the service controller leaves them out.
-func (t *Controller) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
-	lister := t.lister().nodes
-	if lister == nil {
-		return nodes, nil
-	}
-	known, err := lister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
-	}
-	result := make([]*corev1.Node, 0, len(known))
-	for _, node := range known {
-		if targetrules.Excluded(node) || (!t.health.Enabled && !targetrules.Eligible(node)) {
-			continue
-		}
-		result = append(result, node)
-	}
-	return result, nil
-}
 
 // targetsNow tells which NetworkInterfaces are targets now, as IronCore shows them: the rule
 // keeps a target that stops being Ready for the grace period, and adds a Node only once Ready.

@@ -1,0 +1,74 @@
+package lbtargets
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+)
+
+// What the controller records of Services and LoadBalancers, and when it drops it: as they
+// go, whoever deletes them, and after a sync under way recorded them again.
+
+// ForgetLoadBalancer drops what this process recorded for the LoadBalancer: the routing it
+// last wrote (someone else, IronCore while the LoadBalancer still selected, may have written
+// it since, and the next sync compares with IronCore's) and whether its selector may move.
+func (t *Controller) ForgetLoadBalancer(uid types.UID) {
+	t.labelledSince.Delete(uid)
+	t.forgetRouting(uid)
+}
+
+func (t *Controller) forgetRouting(uid types.UID) {
+	t.routing.mu.Lock()
+	defer t.routing.mu.Unlock()
+	delete(t.routing.written, uid)
+}
+
+// loadBalancerDeleted forgets what was recorded for a deleted LoadBalancer, whoever deleted it:
+// the provider forgets those it deletes, not those the orphan collector or a hand delete.
+func (t *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
+	t.ForgetLoadBalancer(lb.UID)
+	t.forgetNudged(lb.UID)
+}
+
+// deletedMeanwhile tells whether the cache no longer holds lb: a record of a write to it made
+// now may have come after its delete event, and is dropped by the caller.
+func (t *Controller) deletedMeanwhile(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) bool {
+	cached, err := t.ironcore.LoadBalancer(ctx, lb.Name)
+	return errors.Is(err, ironcore.ErrNotFound) || (err == nil && cached.UID != lb.UID)
+}
+
+// serviceDeleted drops the records of a deleted Service, and queues its routing key: a sync
+// under way may record it again, and the next one, finding the Service gone, forgets it.
+func (t *Controller) serviceDeleted(service *corev1.Service) {
+	key := routingPrefix + service.Namespace + "/" + service.Name
+	t.routing.mu.Lock()
+	request, requested := t.routing.requests[key]
+	t.routing.mu.Unlock()
+	if !requested || request.service == nil || request.service.UID == service.UID {
+		t.forgetRoutingKey(key)
+	}
+	t.notices.Forget(service.UID)
+	t.queue.Add(key)
+}
+
+// forgetRoutingKey drops what was recorded for the routing key of a Service that is gone or
+// wants no load balancer, its target count included.
+func (t *Controller) forgetRoutingKey(key string) {
+	t.routing.reaching.Delete(key)
+	t.routing.mu.Lock()
+	delete(t.routing.requests, key)
+	delete(t.routing.reports, key)
+	delete(t.routing.verify, key)
+	t.routing.mu.Unlock()
+	if namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix)); err == nil {
+		metrics.LoadBalancerTargets.DeleteLabelValues(namespace, name)
+	}
+}

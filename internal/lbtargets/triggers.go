@@ -1,0 +1,51 @@
+package lbtargets
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+)
+
+// Triggers that queue the Services whose targets a change concerns.
+
+// queueAllTargets queues the target labels and every Service of type LoadBalancer.
+func (t *Controller) queueAllTargets() {
+	t.queue.Add(labelsKey)
+	t.queueServices(func(*corev1.Service) bool { return true })
+}
+
+// queueServices queues the routing keys of the Services of type LoadBalancer that match.
+func (t *Controller) queueServices(match func(*corev1.Service) bool) {
+	lister := t.lister().services
+	if lister == nil {
+		return
+	}
+	services, err := lister.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
+		return
+	}
+	for _, service := range services {
+		if t.class.Wants(service) && match(service) {
+			t.QueueRouting(service.Namespace, service.Name)
+		}
+	}
+}
+
+// endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
+// to, after the coalescing delay; the queue holds a key once however many changes come.
+func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	lister := t.lister().services
+	if name == "" || lister == nil {
+		return
+	}
+	service, err := lister.Services(slice.Namespace).Get(name)
+	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
+		return
+	}
+	t.queue.AddAfter(routingPrefix+service.Namespace+"/"+service.Name, t.coalesce)
+}
