@@ -16,8 +16,6 @@ package lbtargets
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
@@ -62,24 +60,6 @@ const DefaultCoalesce = 250 * time.Millisecond
 // read from IronCore and synced again: IronCore may rewrite it once more from the selector it
 // saw before, sooner or, while it is busy, later.
 var recheckDelays = [...]time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
-
-// Keys of the queue besides labelsKey and the routing keys (routingPrefix).
-const (
-	// nodePrefix + a Node's name: record its verdict.
-	nodePrefix = "node/"
-	// graceEndPrefix + a Node's name: its NotReady grace period ends; every target is synced.
-	graceEndPrefix = "grace-end/"
-	// verifyPrefix + attempt + "/" + namespace/name: compare the Service's routing with the
-	// one on the API server.
-	verifyPrefix = "verify/"
-	// retainedPrefix + a LoadBalancer's name: a LoadBalancer retained after its Service, whose
-	// routing holds no destination.
-	retainedPrefix = "retained/"
-	// allKey queues every Service's targets and the labels; routedKey every routing the CCM
-	// writes. Both are queued after the coalescing delay.
-	allKey    = "all"
-	routedKey = "routed"
-)
 
 // Config builds the controller.
 type Config struct {
@@ -142,33 +122,26 @@ func New(config Config) *Controller {
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},
 	}
-	order := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: Name, Queue: newFirstQueue(t.waitsForFirstTraffic)})
-	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
-			workqueue.TypedDelayingQueueConfig[string]{Name: Name, Queue: order})})
+	order := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[key]{Name: Name, Queue: newFirstQueue(t.waitsForFirstTraffic)})
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: Name, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+			workqueue.TypedDelayingQueueConfig[key]{Name: Name, Queue: order})})
 	return t
 }
 
 // waitsForFirstTraffic tells whether the key is the routing of a Service that shows no address
 // yet and whose routing holds no destination yet: it goes first (firstQueue). The address is
 // shown only once the routing holds a Node, so until then the Service has no traffic at all,
-// while a routing being rewritten for a joining Node carries traffic already. Called under the
-// workqueue's lock: it reads the Service lister and a sync.Map only.
-func (t *Controller) waitsForFirstTraffic(key string) bool {
-	name, ok := strings.CutPrefix(key, routingPrefix)
-	lister := t.lister().services
-	if !ok || lister == nil {
+// while a routing being rewritten for a joining Node carries traffic already. The workqueue
+// calls it under its own lock: it reads two sync.Maps, which the Service handlers and the
+// routing syncs keep.
+func (t *Controller) waitsForFirstTraffic(k key) bool {
+	if k.kind != routingKind {
 		return false
 	}
-	if _, reaching := t.routing.reaching.Load(key); reaching {
-		return false
-	}
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(name)
-	if err != nil {
-		return false
-	}
-	service, err := lister.Services(namespace).Get(name)
-	return err == nil && len(service.Status.LoadBalancer.Ingress) == 0
+	_, unaddressed := t.routing.unaddressed.Load(k.name)
+	_, reaching := t.routing.reaching.Load(k.name)
+	return unaddressed && !reaching
 }
 
 // Watch registers the controller's handlers on the CCM's informers and gives it their
@@ -185,7 +158,7 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 			obj = tombstone.Obj
 		}
 		if node, ok := obj.(*corev1.Node); ok {
-			t.queue.Add(nodePrefix + node.Name)
+			t.queue.Add(key{kind: nodeKind, name: node.Name})
 		}
 	}
 	if _, err := nodes.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -203,12 +176,22 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 	}
 	// A Service turning Local or back changes who routes it, and its targets; the service
 	// controller's call may come with a Service newer than this cache, so the routing is
-	// synced again when the cache shows the change. A deleted Service's records are dropped.
+	// synced again when the cache shows the change. Whether it shows an address is recorded
+	// for the queue's order. A deleted Service's records are dropped.
 	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if service, ok := obj.(*corev1.Service); ok {
+				t.recordAddress(service)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && targetrules.Local(old) != targetrules.Local(service) {
+			if !ok1 || !ok2 {
+				return
+			}
+			t.recordAddress(service)
+			if targetrules.Local(old) != targetrules.Local(service) {
 				t.QueueRouting(service.Namespace, service.Name)
 			}
 		},
@@ -250,7 +233,7 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 		if nic.Spec.MachineRef != nil {
 			t.machineChanged(nic.Spec.MachineRef.Name)
 		}
-		t.queue.AddAfter(routedKey, t.coalesce)
+		t.queueServices(t.routedByCCM, t.coalesce)
 	}); err != nil {
 		return err
 	}
@@ -292,13 +275,13 @@ func (t *Controller) Run(ctx context.Context) {
 			return
 		}
 		// EndpointSlice changes that came before the Services were known were dropped.
-		t.queueServices(targetrules.Local)
+		t.queueServices(targetrules.Local, 0)
 	}
 	for range workers {
 		go wait.UntilWithContext(ctx, t.work, time.Second)
 	}
 	if t.resync > 0 {
-		go wait.NonSlidingUntilWithContext(ctx, func(context.Context) { t.queueAllTargets() }, t.resync)
+		go wait.NonSlidingUntilWithContext(ctx, func(context.Context) { t.queueAllTargets(0) }, t.resync)
 	}
 	<-ctx.Done()
 }
@@ -324,7 +307,7 @@ func (t *Controller) work(ctx context.Context) {
 			// The other Nodes were applied; the skipped ones' own changes bring them in.
 			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", "key", key, "reason", err)
 			t.queue.Forget(key)
-		case err != nil && key == labelsKey && t.lister().nodes == nil:
+		case err != nil && key.kind == labelsKind && t.lister().nodes == nil:
 			// Without a Node lister the desired targets are only the latest request's, and a
 			// retry would apply a list that may be stale by then: the next request retries.
 			klog.ErrorS(err, "Cannot sync load balancer target labels; the next request tries again")
@@ -343,33 +326,27 @@ func (t *Controller) work(ctx context.Context) {
 }
 
 // sync handles one key.
-func (t *Controller) sync(ctx context.Context, key string) error {
-	switch {
-	case key == labelsKey:
+func (t *Controller) sync(ctx context.Context, k key) error {
+	switch k.kind {
+	case labelsKind:
 		return t.syncLabels(ctx)
-	case key == nudgeKey:
+	case nudgeKind:
 		return t.syncNudge(ctx)
-	case key == allKey:
-		t.queueAllTargets()
-	case key == routedKey:
-		t.queueServices(t.routedByCCM)
-	case strings.HasPrefix(key, routingPrefix):
-		return t.syncRouting(ctx, key)
-	case strings.HasPrefix(key, nodePrefix):
-		return t.syncNode(ctx, strings.TrimPrefix(key, nodePrefix))
-	case strings.HasPrefix(key, graceEndPrefix):
-		if err := t.syncNode(ctx, strings.TrimPrefix(key, graceEndPrefix)); err != nil {
+	case routingKind:
+		return t.syncRouting(ctx, k.name)
+	case nodeKind:
+		return t.syncNode(ctx, k.name)
+	case graceEndKind:
+		if err := t.syncNode(ctx, k.name); err != nil {
 			return err
 		}
 		// After a restart this process cannot tell whether the Node was a target.
-		t.queueAllTargets()
-	case strings.HasPrefix(key, retainedPrefix):
-		return t.syncRetained(ctx, strings.TrimPrefix(key, retainedPrefix))
-	case strings.HasPrefix(key, verifyPrefix):
-		_, service, _ := strings.Cut(strings.TrimPrefix(key, verifyPrefix), "/")
-		routing := routingPrefix + service
-		t.markVerify(routing)
-		return t.syncRouting(ctx, routing)
+		t.queueAllTargets(0)
+	case retainedKind:
+		return t.syncRetained(ctx, k.name)
+	case verifyKind:
+		t.markVerify(k.name)
+		return t.syncRouting(ctx, k.name)
 	}
 	return nil
 }
@@ -378,7 +355,7 @@ func (t *Controller) sync(ctx context.Context, key string) error {
 // the next half minute.
 func (t *Controller) RecheckSoon(service *corev1.Service) {
 	for attempt, delay := range recheckDelays {
-		t.queue.AddAfter(verifyPrefix+strconv.Itoa(attempt)+"/"+service.Namespace+"/"+service.Name, delay)
+		t.queue.AddAfter(key{kind: verifyKind, name: serviceName(service.Namespace, service.Name), attempt: attempt}, delay)
 	}
 }
 

@@ -91,7 +91,7 @@ func (t *Controller) driftRepaired(service *corev1.Service, lb *networkingv1alph
 // the LoadBalancer itself if it was retained after its Service.
 func (t *Controller) queueOwnerOf(lb *networkingv1alpha1.LoadBalancer) {
 	if ironcore.Retained(lb) {
-		t.queue.Add(retainedPrefix + lb.Name)
+		t.queue.Add(key{kind: retainedKind, name: lb.Name})
 		return
 	}
 	if owner := ironcore.OwnerOf(lb); owner.Namespace != "" && owner.Name != "" {

@@ -2,6 +2,7 @@ package lbtargets
 
 import (
 	"context"
+	"sync"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
@@ -17,7 +18,7 @@ var ErrCacheBehind = errCacheBehind
 
 // WaitsForFirstTraffic tells whether the Service's routing goes first in the queue.
 func (t *Controller) WaitsForFirstTraffic(namespace, name string) bool {
-	return t.waitsForFirstTraffic(routingPrefix + namespace + "/" + name)
+	return t.waitsForFirstTraffic(routingKey(serviceName(namespace, name)))
 }
 
 // RoutingsRemembered counts the LoadBalancers whose routing this process remembers writing.
@@ -27,26 +28,26 @@ func (t *Controller) RoutingsRemembered() int {
 	return len(t.routing.written)
 }
 
-// RoutingKeysRemembered counts the Services' routing keys with a request, a report, a verify
-// mark or a destination recorded.
-func (t *Controller) RoutingKeysRemembered() int {
-	keys := map[any]bool{}
+// RoutingKeysRemembered counts what is recorded of the Service's routing key: a request, a
+// report, a verify mark, a destination, the lack of an address.
+func (t *Controller) RoutingKeysRemembered(namespace, name string) int {
+	key := serviceName(namespace, name)
 	t.routing.mu.Lock()
-	for key := range t.routing.requests {
-		keys[key] = true
-	}
-	for key := range t.routing.reports {
-		keys[key] = true
-	}
-	for key := range t.routing.verify {
-		keys[key] = true
-	}
+	_, requested := t.routing.requests[key]
+	_, reported := t.routing.reports[key]
+	marked := []bool{requested, reported, t.routing.verify[key]}
 	t.routing.mu.Unlock()
-	t.routing.reaching.Range(func(key, _ any) bool {
-		keys[key] = true
-		return true
-	})
-	return len(keys)
+	for _, m := range []*sync.Map{&t.routing.reaching, &t.routing.unaddressed} {
+		_, ok := m.Load(key)
+		marked = append(marked, ok)
+	}
+	n := 0
+	for _, ok := range marked {
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // IronCoreCache is the controller's IronCore client, whose cache a test waits for.

@@ -3,7 +3,6 @@ package lbtargets
 import (
 	"context"
 	"errors"
-	"strings"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +47,8 @@ func (t *Controller) deletedMeanwhile(ctx context.Context, lb *networkingv1alpha
 // serviceDeleted drops the records of a deleted Service, and queues its routing key: a sync
 // under way may record it again, and the next one, finding the Service gone, forgets it.
 func (t *Controller) serviceDeleted(service *corev1.Service) {
-	key := routingPrefix + service.Namespace + "/" + service.Name
+	key := serviceName(service.Namespace, service.Name)
+	t.routing.unaddressed.Delete(key)
 	t.routing.mu.Lock()
 	request, requested := t.routing.requests[key]
 	t.routing.mu.Unlock()
@@ -56,19 +56,20 @@ func (t *Controller) serviceDeleted(service *corev1.Service) {
 		t.forgetRoutingKey(key)
 	}
 	t.notices.Forget(service.UID)
-	t.queue.Add(key)
+	t.queue.Add(routingKey(key))
 }
 
 // forgetRoutingKey drops what was recorded for the routing key of a Service that is gone or
 // wants no load balancer, its target count included.
 func (t *Controller) forgetRoutingKey(key string) {
 	t.routing.reaching.Delete(key)
+	t.routing.unaddressed.Delete(key)
 	t.routing.mu.Lock()
 	delete(t.routing.requests, key)
 	delete(t.routing.reports, key)
 	delete(t.routing.verify, key)
 	t.routing.mu.Unlock()
-	if namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix)); err == nil {
+	if namespace, name, err := toolscache.SplitMetaNamespaceKey(key); err == nil {
 		metrics.LoadBalancerTargets.DeleteLabelValues(namespace, name)
 	}
 }

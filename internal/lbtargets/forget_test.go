@@ -125,9 +125,17 @@ func TestADeletedServicesRoutingKeyIsForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	loadBalancerFor(t, service)
-	waitForCount(t, "routing keys remembered", controller.RoutingKeysRemembered, 1)
+	remembered := func() int { return controller.RoutingKeysRemembered(service.Namespace, service.Name) }
+	if err := testenv.WaitFor(context.Background(), time.Minute, "the Service's routing key remembered", func(context.Context) error {
+		if remembered() == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(context.Background(), service.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForCount(t, "routing keys remembered", controller.RoutingKeysRemembered, 0)
+	waitForCount(t, "records of the Service's routing key", remembered, 0)
 }

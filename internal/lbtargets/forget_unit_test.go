@@ -43,8 +43,9 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 	c := New(Config{})
 	t.Cleanup(c.queue.ShutDown)
 	c.listers.Store(&listers{services: corelisters.NewServiceLister(toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))})
-	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "forget", UID: "old"}}
-	key := routingPrefix + "ns/forget"
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "forget", UID: "old"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	key := serviceName("ns", "forget")
 	record := func(request bool) {
 		if request {
 			c.RequestRouting(service, nil)
@@ -54,11 +55,12 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 		c.routing.mu.Unlock()
 		c.markVerify(key)
 		c.routing.reaching.Store(key, true)
+		c.recordAddress(service)
 		c.notices.Changed(service.UID, ReasonTargetsIncomplete, "some Nodes skipped")
 	}
 	record(true)
 	c.serviceDeleted(service)
-	if n := c.RoutingKeysRemembered(); n != 0 {
+	if n := c.RoutingKeysRemembered("ns", "forget"); n != 0 {
 		t.Errorf("%d routing keys remembered after the Service's deletion, want 0", n)
 	}
 	if len(c.notices.last) != 0 {
@@ -77,7 +79,7 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 		}
 		c.queue.Done(queued)
 	}
-	if n := c.RoutingKeysRemembered(); n != 0 {
+	if n := c.RoutingKeysRemembered("ns", "forget"); n != 0 {
 		t.Errorf("%d routing keys remembered after the key's sync, want 0", n)
 	}
 

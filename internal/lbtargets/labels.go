@@ -26,7 +26,6 @@ import (
 // labels from the listers and the IronCore cache, and compares them with the labels as this
 // process knows them newest, from the cache or, where the cache does not show them yet, from
 // its own last write of the NetworkInterface. Retries are the queue's.
-const labelsKey = "target-labels"
 
 // errCacheBehind is returned by a sync that must not act before the cache shows this process's
 // own writes; the queue retries it, and the cache's event for the write queues it too.
@@ -62,7 +61,7 @@ func (t *Controller) RequestLabels(service *corev1.Service, nodes []*corev1.Node
 	t.requested, t.asked = nodes, true
 	last := t.last
 	t.mu.Unlock()
-	t.queue.Add(labelsKey)
+	t.queue.Add(key{kind: labelsKind})
 	t.report(service, last)
 	return last
 }
@@ -77,7 +76,7 @@ func (t *Controller) watchNetworkInterfaces() {
 	}
 	if err := t.ironcore.OnNetworkInterfaceUpdate(func(old, nic *networkingv1alpha1.NetworkInterface) {
 		if old == nil || targetInputsChanged(old, nic) {
-			t.queue.Add(labelsKey)
+			t.queue.Add(key{kind: labelsKind})
 		}
 	}); err != nil {
 		klog.ErrorS(err, "Cannot watch NetworkInterfaces for their load balancer target labels; they are synced on requests and resyncs only")
@@ -161,12 +160,9 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	t.labels.mu.Unlock()
 	// The nudge is a key of its own: written one LoadBalancer at a time, it takes seconds at
 	// hundreds of Services, and a target change meanwhile must not wait for it.
-	t.queue.Add(nudgeKey)
+	t.queue.Add(key{kind: nudgeKind})
 	return nil
 }
-
-// nudgeKey nudges IronCore for the targets the last label sync left (nudgeSelecting).
-const nudgeKey = "target-nudge"
 
 // reportSelecting records what a label sync found on every Service whose LoadBalancer selects
 // the targets (not only on those the service controller happens to sync next).

@@ -25,7 +25,7 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	if apierrors.IsNotFound(err) {
 		t.leftOut.Delete(name)
 		if t.forgetNode(name) {
-			t.queue.AddAfter(allKey, t.coalesce)
+			t.queueAllTargets(t.coalesce)
 		}
 		return nil
 	}
@@ -59,7 +59,7 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 
 	if graceLeft > 0 {
 		// A moment past the end, so that the verdict has turned.
-		t.queue.AddAfter(graceEndPrefix+name, graceLeft+100*time.Millisecond)
+		t.queue.AddAfter(key{kind: graceEndKind, name: name}, graceLeft+100*time.Millisecond)
 	}
 	if seen && previous == state {
 		return nil
@@ -73,7 +73,7 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	// A Node seen for the first time joins too, whether or not the service controller syncs
 	// the load balancers for it (it does not for a Node that was never Ready).
-	t.queue.AddAfter(allKey, t.coalesce)
+	t.queueAllTargets(t.coalesce)
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (t *Controller) machineChanged(machine string) {
 	node, ok := t.machineNodes[machine]
 	t.nodesMu.Unlock()
 	if ok {
-		t.queue.Add(nodePrefix + node)
+		t.queue.Add(key{kind: nodeKind, name: node})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,28 +25,28 @@ import (
 
 // The routing reconciler writes the LoadBalancerRoutings the CCM owns: every one with
 // --use-nic-selector=false, and those of Local Services, whose targets are their own. Its keys
-// are routingPrefix + the Service's namespace/name, on the label reconciler's queue: one sync
-// per Service at a time, retries by the queue. The sync computes the destinations from the
+// are routing keys, named by the Service's namespace/name, on the label reconciler's queue: one
+// sync per Service at a time, retries by the queue. The sync computes the destinations from the
 // listers and compares them with the routing as this process knows it newest: the one it last
 // wrote while the cache does not show that write yet, else IronCore's.
-const routingPrefix = "routing/"
 
 // routingState is the routing reconciler's memory.
 type routingState struct {
 	mu sync.Mutex
-	// requests holds, by key, the Service and Nodes of the latest request, for a controller without
+	// requests holds, by Service namespace/name, the Service and Nodes of the latest request, for a controller without
 	// listers (and for a Service its lister does not show yet).
 	requests map[string]routingRequest
 	// written holds, by LoadBalancer UID, the routing this process last wrote.
 	written map[types.UID]writtenRouting
-	// reports holds, by key, what the latest sync found.
+	// reports holds, by Service, what the latest sync found.
 	reports map[string]Report
-	// verify holds the keys whose next sync compares with the routing on the API server.
+	// verify holds the Services whose next sync compares with the routing on the API server.
 	verify map[string]bool
-	// reaching holds the keys whose latest sync left their routing holding a destination; the
-	// others go first in the queue while their Service shows no address (firstQueue). A
-	// sync.Map: the queue reads it under its own lock.
-	reaching sync.Map
+	// reaching holds the Services whose latest sync left their routing holding a destination,
+	// and unaddressed those the lister shows without an address: a routing of an unaddressed
+	// Service that is not reaching goes first in the queue (firstQueue). sync.Maps: the queue
+	// reads them under its own lock.
+	reaching, unaddressed sync.Map
 }
 
 type routingRequest struct {
@@ -66,7 +65,7 @@ type writtenRouting struct {
 // sync of its LoadBalancerRouting; it records on the Service, and returns, what the latest sync
 // of it found. It does not wait for the write.
 func (t *Controller) RequestRouting(service *corev1.Service, nodes []*corev1.Node) Report {
-	key := routingPrefix + service.Namespace + "/" + service.Name
+	key := serviceName(service.Namespace, service.Name)
 	t.routing.mu.Lock()
 	if t.routing.requests == nil {
 		t.routing.requests = map[string]routingRequest{}
@@ -74,14 +73,24 @@ func (t *Controller) RequestRouting(service *corev1.Service, nodes []*corev1.Nod
 	t.routing.requests[key] = routingRequest{service: service, nodes: nodes}
 	report := t.routing.reports[key]
 	t.routing.mu.Unlock()
-	t.queue.Add(key)
+	t.queue.Add(routingKey(key))
 	t.report(service, report)
 	return report
 }
 
 // QueueRouting queues a sync of the routing of the Service with the namespace and name.
 func (t *Controller) QueueRouting(namespace, name string) {
-	t.queue.Add(routingPrefix + namespace + "/" + name)
+	t.queue.Add(routingKey(serviceName(namespace, name)))
+}
+
+// recordAddress records whether a Service of this CCM shows an address, for the queue's order.
+func (t *Controller) recordAddress(service *corev1.Service) {
+	name := serviceName(service.Namespace, service.Name)
+	if t.class.Wants(service) && len(service.Status.LoadBalancer.Ingress) == 0 {
+		t.routing.unaddressed.Store(name, true)
+	} else {
+		t.routing.unaddressed.Delete(name)
+	}
 }
 
 // firstTargets is how many Nodes a Service's first routing holds: those of the chosen it
@@ -170,7 +179,7 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	switch left := t.firstTargetsLeft(service, lbs); {
 	case left > 0:
 		limit = firstTargets
-		t.queue.AddAfter(key, left)
+		t.queue.AddAfter(routingKey(key), left)
 	case !targetrules.Local(service) && t.routeNothingYet(ctx, lbs):
 		// The first write is the one that gives the Service traffic: its first Nodes now. The
 		// write's own watch event queues the routing again, to every Node, behind the other new
@@ -228,7 +237,7 @@ func (t *Controller) syncRetained(ctx context.Context, name string) error {
 
 // QueueRetained has the routing of the named LoadBalancer, just retained, emptied.
 func (t *Controller) QueueRetained(name string) {
-	t.queue.Add(retainedPrefix + name)
+	t.queue.Add(key{kind: retainedKind, name: name})
 }
 
 // routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from
@@ -362,7 +371,7 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 // request's, and the Nodes of its latest request; a nil Service when it does not want a load
 // balancer.
 func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(strings.TrimPrefix(key, routingPrefix))
+	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, nil, nil //nolint:nilerr // a malformed key cannot be retried into shape
 	}

@@ -54,7 +54,7 @@ type Controller struct {
 	listers atomic.Pointer[listers]
 
 	// queue holds every key: the labels, the routings, the Nodes (see controller.go).
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue workqueue.TypedRateLimitingInterface[key]
 	// routing is the routing reconciler's memory.
 	routing routingState
 	// mu guards requested and last.

@@ -1,6 +1,8 @@
 package lbtargets
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -11,14 +13,17 @@ import (
 
 // Triggers that queue the Services whose targets a change concerns.
 
-// queueAllTargets queues the target labels and every Service of type LoadBalancer.
-func (t *Controller) queueAllTargets() {
-	t.queue.Add(labelsKey)
-	t.queueServices(func(*corev1.Service) bool { return true })
+// queueAllTargets queues the target labels and every Service of type LoadBalancer, after the
+// delay: changes that concern every Service gather for the coalescing delay, and the queue
+// holds a key once however many come.
+func (t *Controller) queueAllTargets(delay time.Duration) {
+	t.queue.AddAfter(key{kind: labelsKind}, delay)
+	t.queueServices(func(*corev1.Service) bool { return true }, delay)
 }
 
-// queueServices queues the routing keys of the Services of type LoadBalancer that match.
-func (t *Controller) queueServices(match func(*corev1.Service) bool) {
+// queueServices queues, after the delay, the routing keys of the Services of type
+// LoadBalancer that match.
+func (t *Controller) queueServices(match func(*corev1.Service) bool, delay time.Duration) {
 	lister := t.lister().services
 	if lister == nil {
 		return
@@ -30,7 +35,7 @@ func (t *Controller) queueServices(match func(*corev1.Service) bool) {
 	}
 	for _, service := range services {
 		if t.class.Wants(service) && match(service) {
-			t.QueueRouting(service.Namespace, service.Name)
+			t.queue.AddAfter(routingKey(serviceName(service.Namespace, service.Name)), delay)
 		}
 	}
 }
@@ -47,5 +52,5 @@ func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
 		return
 	}
-	t.queue.AddAfter(routingPrefix+service.Namespace+"/"+service.Name, t.coalesce)
+	t.queue.AddAfter(routingKey(serviceName(service.Namespace, service.Name)), t.coalesce)
 }
