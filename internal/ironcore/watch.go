@@ -114,8 +114,9 @@ func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.Lo
 }
 
 // OnLoadBalancerSpecChange calls handler with each LoadBalancer the cache sees added, changed
-// in its spec (a selector added or removed, say), retained, or deleted.
-func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadBalancer)) error {
+// in its spec (a selector added or removed, say), retained, or deleted; with the one before
+// for a change, nil otherwise.
+func (c *Client) OnLoadBalancerSpecChange(handler func(old, lb *networkingv1alpha1.LoadBalancer)) error {
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for LoadBalancers: %w", err)
@@ -125,7 +126,7 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadB
 			obj = tombstone.Obj
 		}
 		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
-			handler(lb)
+			handler(nil, lb)
 		}
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -135,7 +136,7 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(*networkingv1alpha1.LoadB
 			lb, ok2 := newObj.(*networkingv1alpha1.LoadBalancer)
 			if ok1 && ok2 && (old.Generation != lb.Generation || !equality.Semantic.DeepEqual(old.Spec, lb.Spec) ||
 				!old.DeletionTimestamp.Equal(lb.DeletionTimestamp) || Retained(old) != Retained(lb)) {
-				handler(lb)
+				handler(old, lb)
 			}
 		},
 		DeleteFunc: call,

@@ -174,10 +174,7 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 	}); err != nil {
 		return err
 	}
-	// A Service turning Local or back changes who routes it, and its targets; the service
-	// controller's call may come with a Service newer than this cache, so the routing is
-	// synced again when the cache shows the change. Whether it shows an address is recorded
-	// for the queue's order. A deleted Service's records are dropped.
+	// Services: serviceChanged; a deleted Service's records are dropped.
 	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if service, ok := obj.(*corev1.Service); ok {
@@ -187,12 +184,8 @@ func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinform
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Service)
 			service, ok2 := newObj.(*corev1.Service)
-			if !ok1 || !ok2 {
-				return
-			}
-			t.recordAddress(service)
-			if targetrules.Local(old) != targetrules.Local(service) {
-				t.QueueRouting(service.Namespace, service.Name)
+			if ok1 && ok2 {
+				t.serviceChanged(old, service)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -254,7 +247,7 @@ const workers = 10
 func (t *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	defer t.queue.ShutDown()
-	if err := t.ironcore.OnLoadBalancerSpecChange(t.queueOwnerOf); err != nil {
+	if err := t.ironcore.OnLoadBalancerSpecChange(t.loadBalancerChanged); err != nil {
 		klog.ErrorS(err, "Cannot watch LoadBalancers for their routings; they are synced on requests and resyncs only")
 	}
 	// A LoadBalancer's address brings its routing from its first few Nodes to every one.
@@ -351,11 +344,11 @@ func (t *Controller) sync(ctx context.Context, k key) error {
 	return nil
 }
 
-// RecheckSoon has the Service's routing read from IronCore and synced again, a few times over
+// recheckSoon has the Service's routing read from IronCore and synced again, a few times over
 // the next half minute.
-func (t *Controller) RecheckSoon(service *corev1.Service) {
+func (t *Controller) recheckSoon(namespace, name string) {
 	for attempt, delay := range recheckDelays {
-		t.queue.AddAfter(key{kind: verifyKind, name: serviceName(service.Namespace, service.Name), attempt: attempt}, delay)
+		t.queue.AddAfter(key{kind: verifyKind, name: serviceName(namespace, name), attempt: attempt}, delay)
 	}
 }
 

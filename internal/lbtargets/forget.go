@@ -11,15 +11,16 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
 // What the controller records of Services and LoadBalancers, and when it drops it: as they
 // go, whoever deletes them, and after a sync under way recorded them again.
 
-// ForgetLoadBalancer drops what this process recorded for the LoadBalancer: the routing it
+// forgetLoadBalancer drops what this process recorded for the LoadBalancer: the routing it
 // last wrote (someone else, IronCore while the LoadBalancer still selected, may have written
 // it since, and the next sync compares with IronCore's) and whether its selector may move.
-func (t *Controller) ForgetLoadBalancer(uid types.UID) {
+func (t *Controller) forgetLoadBalancer(uid types.UID) {
 	t.labelledSince.Delete(uid)
 	t.forgetRouting(uid)
 }
@@ -33,8 +34,38 @@ func (t *Controller) forgetRouting(uid types.UID) {
 // loadBalancerDeleted forgets what was recorded for a deleted LoadBalancer, whoever deleted it:
 // the provider forgets those it deletes, not those the orphan collector or a hand delete.
 func (t *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
-	t.ForgetLoadBalancer(lb.UID)
+	t.forgetLoadBalancer(lb.UID)
 	t.forgetNudged(lb.UID)
+}
+
+// loadBalancerChanged queues the routing the LoadBalancer's change concerns (queueOwnerOf).
+// One that stopped selecting had its routing written by IronCore until then, and a rewrite
+// IronCore began before may still land: what was recorded of it is dropped, and its routing
+// compared with IronCore's a few times soon.
+func (t *Controller) loadBalancerChanged(old, lb *networkingv1alpha1.LoadBalancer) {
+	if old != nil && old.Spec.NetworkInterfaceSelector != nil && lb.Spec.NetworkInterfaceSelector == nil {
+		t.forgetLoadBalancer(lb.UID)
+		if owner := ironcore.OwnerOf(lb); owner.Name != "" && !ironcore.Retained(lb) {
+			t.recheckSoon(owner.Namespace, owner.Name)
+		}
+	}
+	t.queueOwnerOf(lb)
+}
+
+// serviceChanged follows a Service's changes: whether it shows an address (for the queue's
+// order); turning Local or back changes who routes it, and its targets, and so does its
+// wanting a load balancer or no more, which drops the events recorded on it. The service
+// controller's call may come with a Service newer than this cache, so the routing is synced
+// again when the cache shows the change.
+func (t *Controller) serviceChanged(old, service *corev1.Service) {
+	t.recordAddress(service)
+	wanted := t.class.Wants(service)
+	if t.class.Wants(old) && !wanted {
+		t.notices.Forget(service.UID)
+	}
+	if targetrules.Local(old) != targetrules.Local(service) || t.class.Wants(old) != wanted {
+		t.QueueRouting(service.Namespace, service.Name)
+	}
 }
 
 // deletedMeanwhile tells whether the cache no longer holds lb: a record of a write to it made

@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // TestADeletedLoadBalancerIsForgotten: the routing written, the digest nudged and the selector's
@@ -48,23 +49,23 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 	key := serviceName("ns", "forget")
 	record := func(request bool) {
 		if request {
-			c.RequestRouting(service, nil)
+			c.Request(service, false, nil)
 		}
 		c.routing.mu.Lock()
-		c.routing.reports = map[string]Report{key: {Targets: 1}}
+		c.routing.reports = map[string]targetsapi.Report{key: {Targets: 1}}
 		c.routing.mu.Unlock()
 		c.markVerify(key)
 		c.routing.reaching.Store(key, true)
 		c.recordAddress(service)
-		c.notices.Changed(service.UID, ReasonTargetsIncomplete, "some Nodes skipped")
+		c.notices.Changed(service.UID, targetsapi.ReasonTargetsIncomplete, "some Nodes skipped")
 	}
 	record(true)
 	c.serviceDeleted(service)
 	if n := c.RoutingKeysRemembered("ns", "forget"); n != 0 {
 		t.Errorf("%d routing keys remembered after the Service's deletion, want 0", n)
 	}
-	if len(c.notices.last) != 0 {
-		t.Errorf("events remembered after the Service's deletion: %v", c.notices.last)
+	if n := c.notices.Remembered(); n != 0 {
+		t.Errorf("events of %d Services remembered after the Service's deletion", n)
 	}
 	if metrics.LoadBalancerTargets.DeleteLabelValues("ns", "forget") {
 		t.Error("the Service's target count is still exported")
@@ -85,7 +86,7 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 
 	newer := service.DeepCopy()
 	newer.UID = "new"
-	c.RequestRouting(newer, nil)
+	c.Request(newer, false, nil)
 	c.serviceDeleted(service)
 	if _, ok := c.routing.requests[key]; !ok {
 		t.Error("the deletion of a Service dropped the request of a newer one of its name")
@@ -120,15 +121,5 @@ func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
 	c.logLeftOut(node, "provider ID of another cloud")
 	if _, ok := c.leftOut.Load("gone"); ok {
 		t.Error("a Node logged after its deletion was handled is remembered as left out")
-	}
-}
-
-// TestNoticesClearedLeaveNothing: a Service whose events were all cleared takes no room.
-func TestNoticesClearedLeaveNothing(t *testing.T) {
-	var n Notices
-	n.Changed("uid", ReasonTargetsIncomplete, "some Nodes skipped")
-	n.Changed("uid", ReasonTargetsIncomplete, "")
-	if len(n.last) != 0 {
-		t.Errorf("notices remembered: %v", n.last)
 	}
 }

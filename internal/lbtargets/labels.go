@@ -16,6 +16,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // The label reconciler keeps the target label (keys.LabelLoadBalancerTarget) on exactly the
@@ -52,11 +53,11 @@ type writtenDigest struct {
 	digest, resourceVersion string
 }
 
-// RequestLabels queues a sync of the target labels for the Nodes the service controller
+// requestLabels queues a sync of the target labels for the Nodes the service controller
 // passes for the Service, whose LoadBalancer selects them (the Node lister decides once
 // Watch set it); it records on the Service, and returns, what the latest sync found. It does
 // not wait for the writes.
-func (t *Controller) RequestLabels(service *corev1.Service, nodes []*corev1.Node) Report {
+func (t *Controller) requestLabels(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
 	t.mu.Lock()
 	t.requested, t.asked = nodes, true
 	last := t.last
@@ -166,7 +167,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 
 // reportSelecting records what a label sync found on every Service whose LoadBalancer selects
 // the targets (not only on those the service controller happens to sync next).
-func (t *Controller) reportSelecting(report Report) {
+func (t *Controller) reportSelecting(report targetsapi.Report) {
 	lister := t.lister().services
 	if lister == nil {
 		return

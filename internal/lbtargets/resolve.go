@@ -17,6 +17,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // Resolving Nodes: from a Node to its Machine and NetworkInterfaces, and the candidates the
@@ -43,9 +44,9 @@ func (r resolvedNode) serving() []*networkingv1alpha1.NetworkInterface {
 // A Node that is not an IronCore Machine of this namespace is passed over quietly: it can never
 // be a target, and failing every Service's sync over it would help no one. A NetworkInterface
 // of another cluster is reported as skipped.
-func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, Skipped, error) {
+func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, targetsapi.Skipped, error) {
 	resolved := make([]resolvedNode, 0, len(nodes))
-	var skipped Skipped
+	var skipped targetsapi.Skipped
 	for _, node := range nodes {
 		r, reason, quiet, err := t.resolveNode(ctx, node)
 		switch {

@@ -21,6 +21,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // The routing reconciler writes the LoadBalancerRoutings the CCM owns: every one with
@@ -39,7 +40,7 @@ type routingState struct {
 	// written holds, by LoadBalancer UID, the routing this process last wrote.
 	written map[types.UID]writtenRouting
 	// reports holds, by Service, what the latest sync found.
-	reports map[string]Report
+	reports map[string]targetsapi.Report
 	// verify holds the Services whose next sync compares with the routing on the API server.
 	verify map[string]bool
 	// reaching holds the Services whose latest sync left their routing holding a destination,
@@ -61,10 +62,19 @@ type writtenRouting struct {
 	targets                 []string
 }
 
-// RequestRouting records the Nodes the service controller passes for the Service and queues a
+// Request implements targetsapi.Targets: the target labels if the Service's LoadBalancer
+// selects its targets, its routing otherwise.
+func (t *Controller) Request(service *corev1.Service, selecting bool, nodes []*corev1.Node) targetsapi.Report {
+	if selecting {
+		return t.requestLabels(service, nodes)
+	}
+	return t.requestRouting(service, nodes)
+}
+
+// requestRouting records the Nodes the service controller passes for the Service and queues a
 // sync of its LoadBalancerRouting; it records on the Service, and returns, what the latest sync
 // of it found. It does not wait for the write.
-func (t *Controller) RequestRouting(service *corev1.Service, nodes []*corev1.Node) Report {
+func (t *Controller) requestRouting(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
 	key := serviceName(service.Namespace, service.Name)
 	t.routing.mu.Lock()
 	if t.routing.requests == nil {
@@ -205,7 +215,7 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	}
 	t.routing.mu.Lock()
 	if t.routing.reports == nil {
-		t.routing.reports = map[string]Report{}
+		t.routing.reports = map[string]targetsapi.Report{}
 	}
 	t.routing.reports[key] = report
 	t.routing.mu.Unlock()
@@ -233,11 +243,6 @@ func (t *Controller) syncRetained(ctx context.Context, name string) error {
 		return nil
 	}
 	return t.applyRouting(ctx, nil, lb, []networkingv1alpha1.LoadBalancerDestination{}, false)
-}
-
-// QueueRetained has the routing of the named LoadBalancer, just retained, emptied.
-func (t *Controller) QueueRetained(name string) {
-	t.queue.Add(key{kind: retainedKind, name: name})
 }
 
 // routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // Controller is the load balancer targets controller (see the package documentation): it
@@ -64,14 +64,14 @@ type Controller struct {
 	requested []*corev1.Node
 	asked     bool
 	// last is what the latest label sync found.
-	last Report
+	last targetsapi.Report
 	// labels is the label reconciler's record of the target labels it last found in place; see
 	// labels.go.
 	labels labelRecord
 	// nodeVerdicts is the record of the Nodes' verdicts (nodes.go).
 	nodeVerdicts
 	// notices remembers the events recorded on each Service (report.go).
-	notices Notices
+	notices targetsapi.Notices
 	// labelledSince holds, by LoadBalancer UID, since when HoldSelector has found the targets
 	// of a selector that is to move labelled.
 	labelledSince sync.Map
@@ -99,38 +99,13 @@ func (t *Controller) lister() listers {
 	return listers{}
 }
 
-// Report is what a target sync found: the Nodes that could not be made targets, and what the
-// target rules made of the others. It is kept per Service until the next sync, so it holds
-// what the events and the metric read, not the chosen Nodes: those are as many as the Nodes.
-type Report struct {
-	Skipped Skipped
-	// Targets counts the Nodes the rules chose.
-	Targets int
-	// FailedOpen names the first few unhealthy Nodes, and why, when every Node that could serve
-	// is unhealthy and they all stay targets; it is empty otherwise.
-	FailedOpen string
-	// NoLocalEndpoints is set when none of a Local Service's candidates has a serving endpoint.
-	NoLocalEndpoints bool
-}
-
-// newReport keeps of the rules' choice what Report holds.
-func newReport(skipped Skipped, choice targetrules.Choice) Report {
-	report := Report{Skipped: skipped, Targets: len(choice.Targets), NoLocalEndpoints: choice.NoLocalEndpoints}
+// newReport keeps of the rules' choice what a Report holds.
+func newReport(skipped targetsapi.Skipped, choice targetrules.Choice) targetsapi.Report {
+	report := targetsapi.Report{Skipped: skipped, Targets: len(choice.Targets), NoLocalEndpoints: choice.NoLocalEndpoints}
 	if choice.FailedOpen {
 		report.FailedOpen = describeUnhealthy(choice.Unhealthy)
 	}
 	return report
-}
-
-// Skipped lists Nodes that could not be made targets, and why.
-type Skipped []string
-
-// Err names the skipped Nodes in an error that wraps targetrules.ErrNodesSkipped, or is nil.
-func (s Skipped) Err() error {
-	if len(s) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", targetrules.ErrNodesSkipped, strings.Join(s, "; "))
 }
 
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
@@ -259,18 +234,18 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*cor
 // current are the Service's targets now. With limit above zero, only limit of the chosen Nodes
 // are listed (see firstTargets): those with a NetworkInterface in routed first, then the
 // longest-standing.
-func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, Report, error) {
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, targetsapi.Report, error) {
 	nodes, err := t.candidates(nodes)
 	if err != nil {
-		return nil, Report{}, err
+		return nil, targetsapi.Report{}, err
 	}
 	resolved, skipped, err := t.resolve(ctx, nodes)
 	if err != nil {
-		return nil, Report{}, err
+		return nil, targetsapi.Report{}, err
 	}
 	chosen, choice, err := t.choose(ctx, service, resolved, current)
 	if err != nil {
-		return nil, Report{}, err
+		return nil, targetsapi.Report{}, err
 	}
 	if limit > 0 && len(chosen) > limit {
 		chosen = firstOf(chosen, limit, routed)

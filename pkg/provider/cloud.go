@@ -27,6 +27,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // ProviderName is the value of --cloud-provider this CCM answers to.
@@ -312,10 +313,10 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 
 // UseTargets gives the load balancers the targets controller, which writes their targets.
 // Call it before the service controller starts.
-func (c *Cloud) UseTargets(targets Targets) { c.loadBalancers.targets = targets }
+func (c *Cloud) UseTargets(targets targetsapi.Targets) { c.loadBalancers.targets = targets }
 
 // LoadBalancerTargets is the targets controller UseTargets gave.
-func (c *Cloud) LoadBalancerTargets() Targets { return c.loadBalancers.targets }
+func (c *Cloud) LoadBalancerTargets() targetsapi.Targets { return c.loadBalancers.targets }
 
 // LoadBalancerOwners tells which LoadBalancers are this cluster's.
 func (c *Cloud) LoadBalancerOwners() ironcore.Owners {

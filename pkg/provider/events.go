@@ -2,7 +2,7 @@ package provider
 
 import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // Reasons of the events the provider records on Services. They are stable: alerts and
@@ -25,7 +25,7 @@ const (
 	ReasonNotAdopted            = lbspec.ReasonNotAdopted
 	ReasonPrefixNotGranted      = lbspec.ReasonPrefixNotGranted
 	ReasonAddressUnavailable    = lbspec.ReasonAddressUnavailable
-	ReasonTargetsIncomplete     = lbtargets.ReasonTargetsIncomplete
-	ReasonTargetsFailedOpen     = lbtargets.ReasonTargetsFailedOpen
-	ReasonNoLocalEndpoints      = lbtargets.ReasonNoLocalEndpoints
+	ReasonTargetsIncomplete     = targetsapi.ReasonTargetsIncomplete
+	ReasonTargetsFailedOpen     = targetsapi.ReasonTargetsFailedOpen
+	ReasonNoLocalEndpoints      = targetsapi.ReasonNoLocalEndpoints
 )

@@ -10,7 +10,6 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -20,8 +19,8 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
 // While IronCore works on a LoadBalancer, the service controller is asked to come back after
@@ -45,12 +44,12 @@ const addressWait = time.Second
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings lbspec.Settings
-	targets  Targets
+	targets  targetsapi.Targets
 	recorder record.EventRecorder
 	// clusterNameFlag is the --cluster-name the service controller passes.
 	clusterNameFlag string
 	retries         *retryDelays
-	notices         lbtargets.Notices
+	notices         targetsapi.Notices
 	// addressesReported is set when a controller writes a LoadBalancer's addresses into its
 	// Service's status as soon as IronCore allocates them, and warns when that takes long:
 	// a Service whose addresses are still pending then needs no retry.
@@ -62,29 +61,6 @@ var _ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
 // errNoTargets is returned by a load balancer call before cmd gave the provider its targets
 // controller (UseTargets).
 var errNoTargets = errors.New("the load balancer targets controller is not set up (Cloud.UseTargets)")
-
-// Targets is the load balancer targets controller (package lbtargets), as the load balancers
-// use it: they record a Service's Nodes and queue its targets, and ask what the targets will
-// be; the controller, which cmd builds and runs, writes them.
-type Targets interface {
-	// RequestLabels and RequestRouting record the Nodes the service controller passes for a
-	// Service whose LoadBalancer selects its targets, or does not, queue their sync, and
-	// return what the latest one found.
-	RequestLabels(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report
-	RequestRouting(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report
-	// Expects tells whether the Service's LoadBalancer should have somewhere to send traffic.
-	Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error)
-	// HoldSelector keeps the existing selector in desired while the new one would drop a
-	// destination; see lbtargets.
-	HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, time.Duration, error)
-	// RecheckSoon has the Service's routing compared with IronCore's a few times soon.
-	RecheckSoon(service *corev1.Service)
-	// ForgetLoadBalancer and ForgetService forget what was recorded for what is gone.
-	ForgetLoadBalancer(uid types.UID)
-	ForgetService(service *corev1.Service)
-	// QueueRetained has the routing of a LoadBalancer just retained after its Service emptied.
-	QueueRetained(name string)
-}
 
 // GetLoadBalancerName returns the name a new LoadBalancer of the Service gets. It makes no
 // request; an adopted LoadBalancer of the reference CCM may have an older name.
@@ -177,13 +153,6 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		if lbspec.NeedsApply(existing, desired) {
 			if lb, err = l.apply(ctx, service, desired); err != nil {
 				return nil, err
-			}
-			if desired.Spec.NetworkInterfaceSelector == nil && existing.Spec.NetworkInterfaceSelector != nil {
-				// IronCore may have rewritten the routing until the selector was gone, and a
-				// rewrite it began before may still land: the routing is compared with
-				// IronCore's (the LoadBalancer's change queues it) and checked again soon.
-				l.targets.ForgetLoadBalancer(lb.UID)
-				l.targets.RecheckSoon(service)
 			}
 		}
 	}
@@ -303,11 +272,8 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 // selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
 // what their latest sync found. A selector moves only once Targets.HoldSelector finds the
 // labels in place.
-func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) lbtargets.Report {
-	if lbspec.UsesSelector(service, l.settings) {
-		return l.targets.RequestLabels(service, nodes)
-	}
-	return l.targets.RequestRouting(service, nodes)
+func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
+	return l.targets.Request(service, lbspec.UsesSelector(service, l.settings), nodes)
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one; ready is

@@ -14,7 +14,6 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 )
 
 // EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
@@ -24,10 +23,6 @@ import (
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.Forget(service.UID)
-	if l.targets != nil {
-		l.targets.ForgetService(service)
-	}
-	metrics.LoadBalancerTargets.DeleteLabelValues(service.Namespace, service.Name)
 	lb, err := l.ironcore.ServiceLoadBalancer(ctx, l.owners(clusterName), service, true)
 	var retained *ironcore.OwnershipConflict
 	if errors.As(err, &retained) && l.owners(clusterName).Retains(retained.LoadBalancer) {
@@ -78,9 +73,6 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // delete deletes a LoadBalancer of ours and the LoadBalancerRouting this CCM wrote for it.
 // IronCore's garbage collector would remove the routing too, but not if it is not running.
 func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	if l.targets != nil {
-		l.targets.ForgetLoadBalancer(lb.UID)
-	}
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ironcore.OwnedBy(routing, lb):
@@ -101,16 +93,10 @@ func (l *loadBalancers) delete(ctx context.Context, lb *networkingv1alpha1.LoadB
 // finds it again, and is marked retained by this cluster with where it came from; it stops
 // selecting targets, and the targets controller empties its routing. Its addresses stay.
 func (l *loadBalancers) retain(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) error {
-	if l.targets != nil {
-		l.targets.ForgetLoadBalancer(lb.UID)
-	}
 	id, _ := l.settings.ClusterID.Known()
 	retained, err := l.ironcore.RetainLoadBalancer(ctx, lb, service.Namespace+"/"+service.Name, time.Now(), id)
 	if err != nil {
 		return err
-	}
-	if l.targets != nil {
-		l.targets.QueueRetained(retained.Name)
 	}
 	addresses := ironcore.Addresses(retained)
 	klog.InfoS("Retained IronCore LoadBalancer after its Service", "loadBalancer", klog.KObj(retained), "service", klog.KObj(service), "addresses", addresses)
