@@ -337,6 +337,8 @@ func (t *Controller) sync(ctx context.Context, k key) error {
 		t.queueAllTargets(0)
 	case retainedKind:
 		return t.syncRetained(ctx, k.name)
+	case selectorKind:
+		return t.syncSelector(ctx, k.name)
 	case verifyKind:
 		t.markVerify(k.name)
 		return t.syncRouting(ctx, k.name)

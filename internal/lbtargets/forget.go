@@ -21,7 +21,7 @@ import (
 // last wrote (someone else, IronCore while the LoadBalancer still selected, may have written
 // it since, and the next sync compares with IronCore's) and whether its selector may move.
 func (t *Controller) forgetLoadBalancer(uid types.UID) {
-	t.labelledSince.Delete(uid)
+	t.moves.forget(uid)
 	t.forgetRouting(uid)
 }
 

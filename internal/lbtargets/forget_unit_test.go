@@ -3,7 +3,6 @@ package lbtargets
 import (
 	"context"
 	"testing"
-	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,9 +22,9 @@ func TestADeletedLoadBalancerIsForgotten(t *testing.T) {
 	t.Cleanup(c.queue.ShutDown)
 	c.routing.written = map[types.UID]writtenRouting{"deleted": {}, "kept": {}}
 	c.labels.nudged = map[types.UID]writtenDigest{"deleted": {}, "kept": {}}
-	c.labelledSince.Store(types.UID("deleted"), time.Now())
+	c.moves.request("deleted", &metav1.LabelSelector{}, nil)
 	c.loadBalancerDeleted(&networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "lb", UID: "deleted"}})
-	_, settling := c.labelledSince.Load(types.UID("deleted"))
+	_, settling := c.moves.get("deleted")
 	_, written := c.routing.written["deleted"]
 	_, nudged := c.labels.nudged["deleted"]
 	if settling || written || nudged {

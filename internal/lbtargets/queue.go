@@ -10,7 +10,8 @@ import (
 type key struct {
 	kind keyKind
 	// name is a Service's namespace/name (routing and verify keys), a Node's name (node and
-	// graceEnd keys) or a LoadBalancer's name (retained keys); empty for the others.
+	// graceEnd keys) or a LoadBalancer's name (retained and selector keys); empty for the
+	// others.
 	name string
 	// attempt tells a Service's verify keys apart, so that each waits for its own delay.
 	attempt int
@@ -34,6 +35,8 @@ const (
 	verifyKind
 	// retainedKind: the routing of a LoadBalancer retained after its Service, emptied.
 	retainedKind
+	// selectorKind: check a selector move of the named LoadBalancer (selector.go).
+	selectorKind
 )
 
 // routingKey is the key of the routing of the Service with the namespace/name.

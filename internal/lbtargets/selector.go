@@ -3,6 +3,7 @@ package lbtargets
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -22,35 +24,109 @@ const selectorSettle = 3 * time.Second
 
 // HoldSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
 // the new selector would drop a destination of its routing whose Node is eligible, and
-// reports whether it did. The labels were just written, but IronCore (and this cache) see
-// them a moment later; the Service is retried until they do. Once this cache shows them all,
-// the selector still stays for selectorSettle (settling is what is left of it): IronCore's
-// controller applies a selector to its own cache of NetworkInterfaces, which can be behind
-// this one, and would route to none of the NetworkInterfaces it does not see labelled yet.
-func (t *Controller) HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration, err error) {
+// reports whether it did. It reads nothing: it records the move and queues its check, which
+// this controller's workers make (syncSelector), and answers from the latest check. The labels
+// were just written, but IronCore (and this cache) see them a moment later; the Service is
+// retried until they do. Once this cache shows them all, the selector still stays for
+// selectorSettle (settling is what is left of it): IronCore's controller applies a selector to
+// its own cache of NetworkInterfaces, which can be behind this one, and would route to none of
+// the NetworkInterfaces it does not see labelled yet.
+func (t *Controller) HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration) {
 	next := desired.Spec.NetworkInterfaceSelector
 	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
-		t.labelledSince.Delete(existing.UID)
-		return false, 0, nil
+		t.moves.forget(existing.UID)
+		return false, 0
 	}
-	keep := func() {
-		desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
-	}
-	labelled, err := t.targetsLabelled(ctx, existing, next, nodes)
-	if err != nil || !labelled {
-		t.labelledSince.Delete(existing.UID)
-		if err == nil {
-			keep()
+	since := t.moves.request(existing.UID, next, nodes)
+	t.queue.Add(key{kind: selectorKind, name: existing.Name})
+	if !since.IsZero() {
+		if settling = selectorSettle - time.Since(since); settling <= 0 {
+			t.moves.forget(existing.UID)
+			return false, 0
 		}
-		return !labelled, 0, err
 	}
-	since, _ := t.labelledSince.LoadOrStore(existing.UID, time.Now())
-	if settling = selectorSettle - time.Since(since.(time.Time)); settling > 0 {
-		keep()
-		return true, settling, nil
+	desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
+	return true, settling
+}
+
+// selectorMoves are the selectors to move, by LoadBalancer UID.
+type selectorMoves struct {
+	mu    sync.Mutex
+	moves map[types.UID]selectorMove
+}
+
+// selectorMove is a selector to move: the next one, the Nodes of the latest request, and since
+// when the checks have found its targets labelled (zero while they have not).
+type selectorMove struct {
+	next          *metav1.LabelSelector
+	nodes         []*corev1.Node
+	labelledSince time.Time
+}
+
+// request records a move to next and returns since when its targets are labelled.
+func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector, nodes []*corev1.Node) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	move, found := m.moves[uid]
+	if !found || !equality.Semantic.DeepEqual(move.next, next) {
+		move = selectorMove{next: next.DeepCopy()}
 	}
-	t.labelledSince.Delete(existing.UID)
-	return false, 0, nil
+	move.nodes = nodes
+	if m.moves == nil {
+		m.moves = map[types.UID]selectorMove{}
+	}
+	m.moves[uid] = move
+	return move.labelledSince
+}
+
+func (m *selectorMoves) get(uid types.UID) (selectorMove, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	move, found := m.moves[uid]
+	return move, found
+}
+
+// checked records what a check of the move to next found, unless the move changed meanwhile.
+func (m *selectorMoves) checked(uid types.UID, next *metav1.LabelSelector, labelled bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	move, found := m.moves[uid]
+	switch {
+	case !found || !equality.Semantic.DeepEqual(move.next, next):
+		return
+	case !labelled:
+		move.labelledSince = time.Time{}
+	case move.labelledSince.IsZero():
+		move.labelledSince = time.Now()
+	}
+	m.moves[uid] = move
+}
+
+func (m *selectorMoves) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.moves, uid)
+}
+
+// syncSelector checks a selector move that HoldSelector recorded for the named LoadBalancer.
+func (t *Controller) syncSelector(ctx context.Context, name string) error {
+	lb, err := t.ironcore.LoadBalancer(ctx, name)
+	switch {
+	case errors.Is(err, ironcore.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	move, found := t.moves.get(lb.UID)
+	if !found {
+		return nil
+	}
+	labelled, err := t.targetsLabelled(ctx, lb, move.next, move.nodes)
+	if err != nil {
+		return err
+	}
+	t.moves.checked(lb.UID, move.next, labelled)
+	return nil
 }
 
 // targetsLabelled reports whether every NetworkInterface the routing of the existing

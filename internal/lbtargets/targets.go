@@ -72,9 +72,8 @@ type Controller struct {
 	nodeVerdicts
 	// notices remembers the events recorded on each Service (report.go).
 	notices targetsapi.Notices
-	// labelledSince holds, by LoadBalancer UID, since when HoldSelector has found the targets
-	// of a selector that is to move labelled.
-	labelledSince sync.Map
+	// moves are the selectors to move, checked by this controller's workers (selector.go).
+	moves selectorMoves
 	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
 	// that each is logged once, not on every sync of every Service.
 	leftOut sync.Map

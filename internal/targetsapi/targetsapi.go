@@ -29,8 +29,9 @@ type Targets interface {
 	// Expects tells whether the Service's LoadBalancer should have somewhere to send traffic.
 	Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error)
 	// HoldSelector keeps the existing selector in desired while the new one would drop a
-	// destination, and says for how long more when it is only settling.
-	HoldSelector(ctx context.Context, existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, time.Duration, error)
+	// destination, and says for how long more when it is only settling. It reads nothing:
+	// the controller checks the move in its own workers.
+	HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, time.Duration)
 }
 
 // Reasons of the events on Services about their targets.

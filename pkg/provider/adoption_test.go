@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -222,5 +225,43 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	// shows the label.
 	if waited := moved.Sub(unlabelled); !labelled || waited < settle {
 		t.Errorf("the selector moved %s after the target was labelled, want at least %s", waited, settle)
+	}
+}
+
+// TestAMovingSelectorCostsTheServiceWorkerNoRead: whether a selector may move is checked by the
+// targets controller in its own workers, and EnsureLoadBalancer answers from the latest check.
+// While IronCore fails every read of a routing, EnsureLoadBalancer keeps the selector and asks
+// to be retried, never failing with the read's error; once reads work, the selector moves.
+func TestAMovingSelectorCostsTheServiceWorkerNoRead(t *testing.T) {
+	ctx := context.Background()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, "lb-noread-1")
+	service := createService(t, "noread", testenv.ServiceOptions{})
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false)
+	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
+		return r.Verb == "get" && r.Resource == "loadbalancerroutings.networking.ironcore.dev"
+	})
+	t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
+	moved := func() bool {
+		return ironcoreLoadBalancer(t, before.Name).Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] == stack.ClusterName
+	}
+	for range 5 {
+		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		if retry := (*api.RetryError)(nil); !errors.As(err, &retry) {
+			t.Fatalf("EnsureLoadBalancer while routings cannot be read: %v, want a RetryError", err)
+		}
+		if moved() {
+			t.Fatal("the selector moved while its targets' routing could not be read")
+		}
+	}
+	stack.IronCoreProxy.FailWhere(nil)
+	if err := testenv.WaitFor(ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
+		_, ensureErr := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+		if !moved() {
+			return fmt.Errorf("the selector has not moved: %w", ensureErr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

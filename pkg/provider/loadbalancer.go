@@ -146,9 +146,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, err
 		}
 	} else {
-		if waitingForTargets, settling, err = l.targets.HoldSelector(ctx, existing, desired, nodes); err != nil {
-			return nil, err
-		}
+		waitingForTargets, settling = l.targets.HoldSelector(existing, desired, nodes)
 		lb = existing
 		if lbspec.NeedsApply(existing, desired) {
 			if lb, err = l.apply(ctx, service, desired); err != nil {
