@@ -6,7 +6,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// annotationsReference renders docs/reference/annotations.md from keys.All, one section per
+// annotationsReference renders docs/reference/annotations.md from AllKeys, one section per
 // set of objects, in the registry's order.
 func annotationsReference() []byte {
 	d := newDocument("Labels and annotations")
@@ -16,7 +16,7 @@ func annotationsReference() []byte {
 
 	var order []string
 	byObjects := map[string][][]string{}
-	for _, key := range keys.All() {
+	for _, key := range AllKeys() {
 		objects := strings.Join(key.On, ", ")
 		if _, seen := byObjects[objects]; !seen {
 			order = append(order, objects)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/inspect"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 )
@@ -142,7 +141,7 @@ func knownNames(t *testing.T) map[string]bool {
 	for _, m := range regexp.MustCompile(`Name:\s+"([a-z_]+)"`).FindAllStringSubmatch(string(source), -1) {
 		known["metric ironcore_ccm_"+m[1]] = true
 	}
-	for _, key := range keys.All() {
+	for _, key := range AllKeys() {
 		known["key "+key.Name] = true
 	}
 	// IronCore's topology labels are copied whatever their name; the class is a value, not a

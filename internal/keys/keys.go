@@ -1,13 +1,12 @@
-// Package keys holds the label and annotation keys the CCM reads and writes, and a registry
-// documenting each of them (All), from which docs/reference/annotations.md is generated. Keys
-// shared with the reference IronCore CCM keep their names for compatibility; new keys carry our
-// own prefix.
+// Package keys holds the label and annotation keys the CCM reads and writes; package docgen
+// documents each of them (docgen.AllKeys) in docs/reference/annotations.md. Keys shared with the
+// reference IronCore CCM keep their names for compatibility; new keys carry our own prefix.
 package keys
 
 // Prefix is the domain of every label and annotation key this CCM introduces.
 const Prefix = "cloud-provider.ironcore.dev/"
 
-// Labels and annotations on IronCore Machines and NetworkInterfaces (see All).
+// Labels and annotations on IronCore Machines and NetworkInterfaces (see docgen.AllKeys).
 const (
 	// LabelCluster marks the Machines and NetworkInterfaces of this cluster's Nodes.
 	LabelCluster = "kubernetes.io/cluster"
@@ -26,7 +25,7 @@ const (
 )
 
 // Marks the platform team sets on IronCore Prefixes to give Services addresses from them
-// (see All).
+// (see docgen.AllKeys).
 const (
 	// LabelLoadBalancerPool designates a Prefix as a pool Internal Services may name.
 	LabelLoadBalancerPool = Prefix + "load-balancer-pool"
@@ -34,13 +33,13 @@ const (
 	AnnotationLoadBalancerPoolNamespaces = Prefix + "load-balancer-pool-namespaces"
 )
 
-// Labels on Nodes (see All).
+// Labels on Nodes (see docgen.AllKeys).
 const (
 	// LabelMachinePool is the name of the MachinePool the Node's Machine runs on.
 	LabelMachinePool = Prefix + "machine-pool"
 )
 
-// Annotations on Services (see All).
+// Annotations on Services (see docgen.AllKeys).
 const (
 	// AnnotationInternalLoadBalancer asks for an Internal IronCore LoadBalancer.
 	AnnotationInternalLoadBalancer = "service.beta.kubernetes.io/ironcore-load-balancer-internal"
@@ -59,7 +58,7 @@ const (
 	AnnotationLoadBalancerIPv6Prefix = Prefix + "load-balancer-ipv6-prefix"
 )
 
-// Marks of an IronCore LoadBalancer retained after its Service (see All): it belongs to no
+// Marks of an IronCore LoadBalancer retained after its Service (see docgen.AllKeys): it belongs to no
 // Service, routes to no Node, and nothing but its own deletion or the retention period ends it.
 const (
 	LabelRetained          = Prefix + "retained"
@@ -73,7 +72,7 @@ const (
 	LabelRetainRequested = Prefix + "retain-requested"
 )
 
-// Ownership of IronCore LoadBalancers (see All). The unprefixed annotations are the reference
+// Ownership of IronCore LoadBalancers (see docgen.AllKeys). The unprefixed annotations are the reference
 // CCM's and are kept so that either CCM recognizes the other's LoadBalancers; the labels are ours
 // and let the API server and caches select by owner.
 const (
@@ -89,7 +88,7 @@ const (
 )
 
 // LabelClusterID marks the IronCore LoadBalancers this CCM manages with the identity of its
-// cluster, the UID of the kube-system namespace (see All). Unlike the cluster name, no two
+// cluster, the UID of the kube-system namespace (see docgen.AllKeys). Unlike the cluster name, no two
 // clusters share it, and only this CCM writes it, so the orphan collector deletes only what
 // carries it.
 const LabelClusterID = Prefix + "cluster-id"

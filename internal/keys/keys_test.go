@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // declaredKeys returns the key constants of keys.go by name, evaluated by the type checker.
@@ -38,41 +36,6 @@ func declaredKeys(t *testing.T) map[string]string {
 	return declared
 }
 
-// TestAllDocumentsEveryKeyConstant fails when a key constant is added without documentation.
-func TestAllDocumentsEveryKeyConstant(t *testing.T) {
-	documented := map[string]bool{}
-	for _, key := range All() {
-		documented[key.Name] = true
-	}
-	for name, value := range declaredKeys(t) {
-		if !documented[value] {
-			t.Errorf("%s (%q) is not documented in All", name, value)
-		}
-	}
-}
-
-func TestAllIsWellFormed(t *testing.T) {
-	seen := map[string]bool{}
-	for _, key := range All() {
-		if seen[key.Name] {
-			t.Errorf("%s is documented twice", key.Name)
-		}
-		seen[key.Name] = true
-		if msgs := validation.IsQualifiedName(key.Name); len(msgs) > 0 {
-			t.Errorf("%s is not a valid key: %s", key.Name, strings.Join(msgs, "; "))
-		}
-		if key.Kind != Label && key.Kind != Annotation {
-			t.Errorf("%s has kind %q", key.Name, key.Kind)
-		}
-		if key.Origin == OriginOurs && !strings.HasPrefix(key.Name, Prefix) {
-			t.Errorf("%s is ours but does not start with %s", key.Name, Prefix)
-		}
-		if len(key.On) == 0 || key.Origin == "" || key.WrittenBy == "" || key.ReadBy == "" || key.Meaning == "" {
-			t.Errorf("%s is not fully documented: %+v", key.Name, key)
-		}
-	}
-}
-
 // TestEveryKeyConstantIsUsed fails when a key is no longer read or written anywhere, so that the
 // docs cannot describe dead keys.
 func TestEveryKeyConstantIsUsed(t *testing.T) {
@@ -82,7 +45,8 @@ func TestEveryKeyConstantIsUsed(t *testing.T) {
 			switch {
 			case err != nil:
 				return err
-			case entry.IsDir() && entry.Name() == "testdata":
+			case entry.IsDir() && (entry.Name() == "testdata" || entry.Name() == "docgen"):
+				// docgen documents every key; documenting one is no use of it.
 				return filepath.SkipDir
 			case entry.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
 				return nil

@@ -1,8 +1,10 @@
-package keys
+package docgen
 
 import (
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // Kind tells labels from annotations.
@@ -57,12 +59,12 @@ type Key struct {
 	Meaning string
 }
 
-// All documents every label and annotation the CCM reads or writes, grouped by the object
+// AllKeys documents every label and annotation the CCM reads or writes, grouped by the object
 // that carries them: first what users set, then what the CCM sets on Nodes, then IronCore.
-func All() []Key {
+func AllKeys() []Key {
 	keys := []Key{
 		{
-			Name: AnnotationInternalLoadBalancer, Kind: Annotation, Origin: OriginReference, On: []string{OnService},
+			Name: keys.AnnotationInternalLoadBalancer, Kind: Annotation, Origin: OriginReference, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
 			Meaning: "`\"true\"`: the Service gets an Internal IronCore LoadBalancer, with an address per IP family from the cloud-config's " +
 				"`prefixName` (IPv4) and `ipv6PrefixName` (IPv6). `\"false\"` or no annotation: a Public one. Any other value is refused " +
@@ -70,44 +72,44 @@ func All() []Key {
 				"LoadBalancer, which gets new addresses.",
 		},
 		{
-			Name: AnnotationLoadBalancerIPs, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			Name: keys.AnnotationLoadBalancerIPs, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
 			Meaning: "The addresses the Service's LoadBalancer should have, comma-separated, at most one per IP family of the Service, " +
 				"for example `10.1.2.3,fd00::3`; it extends `spec.loadBalancerIP`, which holds only one. A LoadBalancer this cluster retained " +
-				"(`" + LabelRetained + "=true`) that holds exactly these addresses is taken over (event `LoadBalancerAdopted`). Otherwise an " +
+				"(`" + keys.LabelRetained + "=true`) that holds exactly these addresses is taken over (event `LoadBalancerAdopted`). Otherwise an " +
 				"Internal LoadBalancer is made with them, and a Public Service, which IronCore cannot give a chosen address, is refused " +
 				"(event `LoadBalancerNotAdopted`) with no LoadBalancer made. `spec.loadBalancerIP` alone on a Public Service takes over a " +
 				"retained LoadBalancer the same way, and is otherwise ignored (event `LoadBalancerIPIgnored`), as the reference CCM ignored it.",
 		},
 		{
-			Name: AnnotationLoadBalancerPrefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			Name: keys.AnnotationLoadBalancerPrefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
 			Meaning: "The IronCore Prefix (in the cluster's IronCore namespace) an Internal Service's IPv4 address is allocated from, " +
-				"instead of the cloud-config's `prefixName`; `" + AnnotationLoadBalancerIPv6Prefix + "` is the same for IPv6 and `ipv6PrefixName`. " +
+				"instead of the cloud-config's `prefixName`; `" + keys.AnnotationLoadBalancerIPv6Prefix + "` is the same for IPv6 and `ipv6PrefixName`. " +
 				"A Prefix that does not exist or is of the other family is refused (event `InternalLoadBalancerPrefixMissing`) and no " +
 				"LoadBalancer is made; a name that is not one is refused (event `InvalidLoadBalancerAnnotation`). It applies when the " +
 				"LoadBalancer is made: an existing one keeps its addresses (event `LoadBalancerAddressKept`). On a Public Service, or for a " +
 				"family the Service does not have, it is ignored with event `LoadBalancerPrefixIgnored`.",
 		},
 		{
-			Name: AnnotationLoadBalancerIPv6Prefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			Name: keys.AnnotationLoadBalancerIPv6Prefix, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
 			Meaning: "The IronCore Prefix an Internal Service's IPv6 address is allocated from, instead of the cloud-config's " +
-				"`ipv6PrefixName`; see `" + AnnotationLoadBalancerPrefix + "`.",
+				"`ipv6PrefixName`; see `" + keys.AnnotationLoadBalancerPrefix + "`.",
 		},
 		{
-			Name: AnnotationRetainLoadBalancer, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			Name: keys.AnnotationRetainLoadBalancer, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
 			Meaning: "`\"true\"`: when the Service is deleted or stops being of type LoadBalancer, its IronCore LoadBalancer is kept with its " +
-				"addresses instead of deleted (event `LoadBalancerRetained`): it records the Service no more, is marked `" + LabelRetained + "`, " +
+				"addresses instead of deleted (event `LoadBalancerRetained`): it records the Service no more, is marked `" + keys.LabelRetained + "`, " +
 				"stops selecting targets, and its routing is emptied, so no Node gets its traffic. The orphan collector never deletes it; " +
 				"deleting it on IronCore releases its addresses. `\"false\"` or no annotation: the LoadBalancer is deleted with the Service. " +
 				"Any other value is refused (event `InvalidLoadBalancerAnnotation`) and the LoadBalancer is kept, as with `\"true\"`.",
 		},
 		{
-			Name: AnnotationLoadBalancerName, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
+			Name: keys.AnnotationLoadBalancerName, Kind: Annotation, Origin: OriginOurs, On: []string{OnService},
 			WrittenBy: "the Service's owner", ReadBy: "service-lb-controller",
-			Meaning: "The name of an IronCore LoadBalancer this cluster retained (`" + LabelRetained + "=true`) for the Service to take over " +
+			Meaning: "The name of an IronCore LoadBalancer this cluster retained (`" + keys.LabelRetained + "=true`) for the Service to take over " +
 				"with its addresses (event `LoadBalancerAdopted`); its ports and targets then follow the Service. A LoadBalancer that does " +
 				"not exist, is not retained by this cluster (another Service's, another cluster's), is being deleted or is of the other type " +
 				"(Public/Internal) is refused (event `LoadBalancerNotAdopted`), and no LoadBalancer is made until the annotation is fixed " +
@@ -121,7 +123,7 @@ func All() []Key {
 				"so its NetworkInterfaces are not load balancer targets.",
 		},
 		{
-			Name: LabelMachinePool, Kind: Label, Origin: OriginOurs, On: []string{OnNode},
+			Name: keys.LabelMachinePool, Kind: Label, Origin: OriginOurs, On: []string{OnNode},
 			WrittenBy: "cloud-node-controller, at initialization", ReadBy: "users (selectors, scheduling)",
 			Meaning: "The name of the IronCore MachinePool the Node's Machine runs on.",
 		},
@@ -160,7 +162,7 @@ func ironCoreKeys() []Key {
 			Meaning: "The region of the Machines in the pool; becomes the Node's `" + corev1.LabelTopologyRegion + "` label.",
 		},
 		{
-			Name: LabelCluster, Kind: Label, Origin: OriginReference, On: []string{OnMachine, OnNetworkInterface},
+			Name: keys.LabelCluster, Kind: Label, Origin: OriginReference, On: []string{OnMachine, OnNetworkInterface},
 			WrittenBy: "ironcore-cluster-label, once, if missing (or whoever creates the Machines)",
 			ReadBy:    "node-route-controller, service-lb-controller",
 			Meaning: "The name of the cluster whose Node runs on the Machine. Routes are listed from the NetworkInterfaces carrying it, " +
@@ -168,69 +170,69 @@ func ironCoreKeys() []Key {
 				"`ClusterLabelConflict` event), and a NetworkInterface labelled for another cluster gets neither routes nor load balancer traffic from this one.",
 		},
 		{
-			Name: LabelLoadBalancerTarget, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface},
+			Name: keys.LabelLoadBalancerTarget, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface},
 			WrittenBy: "service-lb-controller, with `--use-nic-selector=true`", ReadBy: "IronCore, through the LoadBalancers' NetworkInterface selector",
 			Meaning: "The cluster name, on exactly the cluster-Network NetworkInterfaces of the Nodes the service controller passes; " +
-				"removed from all others. The cluster's LoadBalancers select NetworkInterfaces with this label and `" + LabelCluster + "`, " +
+				"removed from all others. The cluster's LoadBalancers select NetworkInterfaces with this label and `" + keys.LabelCluster + "`, " +
 				"so a removed, excluded or uninitialized Node receives no traffic.",
 		},
 		{
-			Name: AnnotationTargets, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			Name: keys.AnnotationTargets, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
 			WrittenBy: "service-lb-controller, with `--use-nic-selector=true`, while a LoadBalancer on the cluster Network does not select (a Local Service's)",
 			ReadBy:    "nobody; writing it makes IronCore recompute the LoadBalancer's routing",
-			Meaning: "A digest of the NetworkInterfaces that carry `" + LabelLoadBalancerTarget + "`. IronCore v0.5.0 stops looking for the " +
+			Meaning: "A digest of the NetworkInterfaces that carry `" + keys.LabelLoadBalancerTarget + "`. IronCore v0.5.0 stops looking for the " +
 				"LoadBalancers a NetworkInterface change concerns at the first LoadBalancer on its Network without a selector, so while one exists, " +
 				"selecting LoadBalancers may miss target changes; the CCM writes the new digest on each of them when the targets change, and IronCore " +
 				"then recomputes their routing.",
 		},
 		{
-			Name: LabelRetained, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
-			WrittenBy: "service-lb-controller, when a Service annotated `" + AnnotationRetainLoadBalancer + ": \"true\"` lets its LoadBalancer go",
+			Name: keys.LabelRetained, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, when a Service annotated `" + keys.AnnotationRetainLoadBalancer + ": \"true\"` lets its LoadBalancer go",
 			ReadBy:    "service-lb-controller, ironcore-load-balancer-orphans",
 			Meaning: "`\"true\"`: the LoadBalancer was retained after its Service. It keeps this cluster's name and identity, so it stays provably " +
 				"this cluster's, and records no Service. Its routing is kept empty. List them with " +
-				"`kubectl get loadbalancers.networking.ironcore.dev -l " + LabelRetained + "=true`.",
+				"`kubectl get loadbalancers.networking.ironcore.dev -l " + keys.LabelRetained + "=true`.",
 		},
 		{
-			Name: AnnotationRetainedFrom, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
-			WrittenBy: "service-lb-controller, with `" + LabelRetained + "`", ReadBy: "people",
-			Meaning: "The namespace/name of the Service the LoadBalancer was retained after. Unless `" + AnnotationRetainedFor + "` says otherwise, " +
+			Name: keys.AnnotationRetainedFrom, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, with `" + keys.LabelRetained + "`", ReadBy: "people",
+			Meaning: "The namespace/name of the Service the LoadBalancer was retained after. Unless `" + keys.AnnotationRetainedFor + "` says otherwise, " +
 				"only Services of that namespace may take the LoadBalancer over.",
 		},
 		{
-			Name: LabelLoadBalancerPool, Kind: Label, Origin: OriginOurs, On: []string{OnPrefix},
+			Name: keys.LabelLoadBalancerPool, Kind: Label, Origin: OriginOurs, On: []string{OnPrefix},
 			WrittenBy: "the platform team, on IronCore", ReadBy: "service-lb-controller",
-			Meaning: "`\"true\"`: Internal Services may take their addresses from this Prefix by naming it in `" + AnnotationLoadBalancerPrefix + "` or `" +
-				AnnotationLoadBalancerIPv6Prefix + "`. Any other Prefix is refused (`LoadBalancerPrefixNotGranted`), but the cloud-config's `prefixName` " +
+			Meaning: "`\"true\"`: Internal Services may take their addresses from this Prefix by naming it in `" + keys.AnnotationLoadBalancerPrefix + "` or `" +
+				keys.AnnotationLoadBalancerIPv6Prefix + "`. Any other Prefix is refused (`LoadBalancerPrefixNotGranted`), but the cloud-config's `prefixName` " +
 				"and `ipv6PrefixName`, which every namespace may use; so is a Prefix another object controls or a single address, whatever its labels. " +
 				"See docs/guides/address-grants.md.",
 		},
 		{
-			Name: AnnotationLoadBalancerPoolNamespaces, Kind: Annotation, Origin: OriginOurs, On: []string{OnPrefix},
+			Name: keys.AnnotationLoadBalancerPoolNamespaces, Kind: Annotation, Origin: OriginOurs, On: []string{OnPrefix},
 			WrittenBy: "the platform team, on IronCore", ReadBy: "service-lb-controller",
-			Meaning: "Comma-separated namespaces: only their Services may name this pool (`" + LabelLoadBalancerPool + "`). Without it, every namespace may.",
+			Meaning: "Comma-separated namespaces: only their Services may name this pool (`" + keys.LabelLoadBalancerPool + "`). Without it, every namespace may.",
 		},
 		{
-			Name: AnnotationRetainedFor, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			Name: keys.AnnotationRetainedFor, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
 			WrittenBy: "the platform team, on IronCore (the CCM removes it when a Service takes the LoadBalancer over)", ReadBy: "service-lb-controller",
 			Meaning: "A namespace: hands the retained LoadBalancer, with its addresses, to that namespace. Only its Services may take it over, " +
 				"the namespace it was retained from included; remove the annotation to give it back. See docs/guides/address-grants.md.",
 		},
 		{
-			Name: LabelRetainRequested, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
-			WrittenBy: "service-lb-controller, while the Service is annotated `" + AnnotationRetainLoadBalancer + "` (removed with the annotation)",
+			Name: keys.LabelRetainRequested, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, while the Service is annotated `" + keys.AnnotationRetainLoadBalancer + "` (removed with the annotation)",
 			ReadBy:    "ironcore-load-balancer-orphans",
 			Meaning: "`\"true\"`: the Service asks to retain the LoadBalancer. If the Service is gone without the CCM having seen it go " +
 				"(its finalizer removed by hand while the CCM was down, its namespace force-deleted), the orphan collector retains the " +
 				"LoadBalancer instead of deleting it.",
 		},
 		{
-			Name: AnnotationRetainedAt, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
-			WrittenBy: "service-lb-controller, with `" + LabelRetained + "`", ReadBy: "people",
+			Name: keys.AnnotationRetainedAt, Kind: Annotation, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			WrittenBy: "service-lb-controller, with `" + keys.LabelRetained + "`", ReadBy: "people",
 			Meaning: "When the LoadBalancer was retained (RFC 3339, UTC).",
 		},
 		{
-			Name: LabelRoutingCluster, Kind: Label, Origin: OriginOurs, On: []string{OnRouting},
+			Name: keys.LabelRoutingCluster, Kind: Label, Origin: OriginOurs, On: []string{OnRouting},
 			WrittenBy: "service-lb-controller, on every LoadBalancerRouting it writes (all with `--use-nic-selector=false`, a Local Service's otherwise)",
 			ReadBy:    "service-lb-controller",
 			Meaning: "The cluster name. With `--use-nic-selector=true` IronCore writes the routings of selecting LoadBalancers, and the CCM " +
@@ -238,15 +240,15 @@ func ironCoreKeys() []Key {
 				"seconds, while IronCore's rewrites of the others cost the CCM nothing.",
 		},
 		{
-			Name: LabelPodCIDR, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface, OnPrefix},
+			Name: keys.LabelPodCIDR, Kind: Label, Origin: OriginOurs, On: []string{OnNetworkInterface, OnPrefix},
 			WrittenBy: "ironcore-node-ipam, on the prefix template of each ephemeral `spec.prefixes` entry it adds (IronCore copies it onto the Prefix it allocates)",
 			ReadBy:    "ironcore-node-ipam, node-route-controller",
-			Meaning: "`IPv4` or `IPv6`: the entry holds a Node's pod CIDR of that family. Together with `" + LabelCluster + "` (the cluster name) " +
+			Meaning: "`IPv4` or `IPv6`: the entry holds a Node's pod CIDR of that family. Together with `" + keys.LabelCluster + "` (the cluster name) " +
 				"on the same template, it makes the entry this cluster's: only such entries are allocated, listed as routes and released, " +
 				"and a Prefix whose labels do not match its entry is not taken for its allocation.",
 		},
 		{
-			Name: AnnotationRoutes, Kind: Annotation, Origin: OriginOurs, On: []string{OnNetworkInterface},
+			Name: keys.AnnotationRoutes, Kind: Annotation, Origin: OriginOurs, On: []string{OnNetworkInterface},
 			WrittenBy: "node-route-controller, in the same request as `spec.prefixes`", ReadBy: "node-route-controller",
 			Meaning: "The pod CIDRs in the NetworkInterface's `spec.prefixes` that this CCM manages as routes, comma-separated. " +
 				"Only these are listed as routes, so only these can be deleted; any other prefix is left alone, even inside `--cluster-cidr`.",
@@ -272,7 +274,7 @@ func ownershipKeys() []Key {
 	}
 	return []Key{
 		{
-			Name: LabelClusterID, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
+			Name: keys.LabelClusterID, Kind: Label, Origin: OriginOurs, On: []string{OnLoadBalancer},
 			WrittenBy: "service-lb-controller, on every LoadBalancer it creates or adopts", ReadBy: "ironcore-load-balancer-orphans",
 			Meaning: "The UID of the `kube-system` namespace of the cluster whose CCM manages the LoadBalancer: unlike the cluster " +
 				"name, it is unique to one cluster. The orphan collector deletes a LoadBalancer only if it carries this cluster's " +
@@ -280,13 +282,13 @@ func ownershipKeys() []Key {
 				"another cluster's UID, is logged and counted as `refused`, never deleted. Written once the CCM has read the UID " +
 				"(at start), so a LoadBalancer applied before that gets it on its next update. Do not copy it to other objects.",
 		},
-		owner(LabelClusterName, Label, OriginOurs, "The cluster name"),
-		owner(LabelServiceNamespace, Label, OriginOurs, "The namespace"),
-		owner(LabelServiceName, Label, OriginOurs, "The name"),
-		owner(LabelServiceUID, Label, OriginOurs, "The UID"),
-		owner(AnnotationClusterName, Annotation, OriginReference, "The cluster name"),
-		owner(AnnotationServiceNamespace, Annotation, OriginReference, "The namespace"),
-		owner(AnnotationServiceName, Annotation, OriginReference, "The name"),
-		owner(AnnotationServiceUID, Annotation, OriginReference, "The UID"),
+		owner(keys.LabelClusterName, Label, OriginOurs, "The cluster name"),
+		owner(keys.LabelServiceNamespace, Label, OriginOurs, "The namespace"),
+		owner(keys.LabelServiceName, Label, OriginOurs, "The name"),
+		owner(keys.LabelServiceUID, Label, OriginOurs, "The UID"),
+		owner(keys.AnnotationClusterName, Annotation, OriginReference, "The cluster name"),
+		owner(keys.AnnotationServiceNamespace, Annotation, OriginReference, "The namespace"),
+		owner(keys.AnnotationServiceName, Annotation, OriginReference, "The name"),
+		owner(keys.AnnotationServiceUID, Annotation, OriginReference, "The UID"),
 	}
 }
