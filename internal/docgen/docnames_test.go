@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/inspect"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
@@ -121,7 +120,7 @@ func unknownNames(line string, known map[string]bool) []string {
 func knownNames(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{}
-	upstream, err := ccmdefaults.FlagNames()
+	upstream, err := FlagNames()
 	if err != nil {
 		t.Fatal(err)
 	}

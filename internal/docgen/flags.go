@@ -3,14 +3,13 @@ package docgen
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ccmdefaults"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 )
 
 // flagsReference renders docs/reference/flags.md: the IronCore flags as config registers them,
 // and the upstream flags whose defaults ccmdefaults changes.
 func flagsReference() ([]byte, error) {
-	defaults, err := ccmdefaults.Defaults()
+	defaults, err := Defaults()
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +28,7 @@ func flagsReference() ([]byte, error) {
 	d.table([]string{"Flag", "Upstream default", "Default here", "Why"}, rows)
 
 	d.section("Routes without `--cluster-cidr`")
-	d.paragraph(ccmdefaults.RoutesWithoutClusterCIDR)
+	d.paragraph(RoutesWithoutClusterCIDR)
 	return d.bytes(), nil
 }
 
