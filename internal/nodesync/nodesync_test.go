@@ -29,22 +29,7 @@ import (
 var stack *testenv.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	var err error
-	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
-		}
-	}()
-	return m.Run()
+	os.Exit(testenv.Main(m, &stack))
 }
 
 // TestNodeEventsShareOneKey: a handler that queues Nodes by key, as the upstream service

@@ -44,18 +44,11 @@ func runTests(m *testing.M) int {
 		// stack of their own.
 		return m.Run()
 	}
-	ctx := context.Background()
-	var err error
-	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
-		}
-	}()
+	return testenv.Run(&stack, func() int { return runWithStack(m) })
+}
+
+// runWithStack starts the package's recorder and provider on the stack and runs the tests.
+func runWithStack(m *testing.M) int {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: stack.TargetClientset.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -63,7 +56,8 @@ func runTests(m *testing.M) int {
 
 	stop := make(chan struct{})
 	defer close(stop)
-	cloud, err = startCloud(ctx, stop, nil)
+	var err error
+	cloud, err = startCloud(context.Background(), stop, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the cloud provider: %v\n", err)
 		return 1

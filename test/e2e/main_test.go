@@ -27,24 +27,15 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
+	return testenv.Run(&stack, func() int {
+		var err error
+		ccmBinary, err = testenv.BuildCCM(context.Background(), stack.Dir, raceEnabled)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
-	}()
-	ccmBinary, err = testenv.BuildCCM(ctx, stack.Dir, raceEnabled)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+		return m.Run()
+	})
 }
 
 // startCCM runs the CCM for the rest of the test, and checks when the test ends that it is
