@@ -79,11 +79,7 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 	}
 
 	setProxyMode(t, apiproxy.Forward)
-	machine, err := stack.CreateMachine(ctx, "handled", testenv.MachineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	createMachine(t, ctx, "handled", testenv.MachineOptions{})
 	want := []string{"Machine/handled", "NetworkInterface/" + testenv.NetworkInterfaceName("handled")}
 	err = testenv.WaitFor(ctx, 2*time.Minute, "the handlers to see the new Machine and its interface", func(context.Context) error {
 		mu.Lock()

@@ -1,9 +1,15 @@
 package ironcore_test
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
 
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
@@ -23,4 +29,40 @@ func setProxyMode(t *testing.T, mode apiproxy.Mode) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
+}
+
+// startClient starts an IronCore client on the stack for the test, limited by limiter (the
+// CCM's limits if nil); it returns the client and a context, both ending with the test.
+func startClient(t *testing.T, limiter flowcontrol.RateLimiter) (context.Context, *ironcore.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := stack.StartIronCoreClientLimitedBy(ctx, limiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c
+}
+
+// createMachine creates a Machine for the test, deleted when the test ends.
+func createMachine(t *testing.T, ctx context.Context, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
+	t.Helper()
+	machine, err := stack.CreateMachine(ctx, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	return machine
+}
+
+// waitCached waits until read, one of the client's cached readers, finds the named object.
+func waitCached[T any](t *testing.T, ctx context.Context, what string, read func(context.Context, string) (T, error), name string) {
+	t.Helper()
+	err := testenv.WaitFor(ctx, time.Minute, what+" in the cache", func(ctx context.Context) error {
+		_, err := read(ctx, name)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
