@@ -278,9 +278,9 @@ func TestInstanceShutdownFollowsTheMachineState(t *testing.T) {
 	}
 	waitForShutdown(false)
 
-	setPower(t, machine, computev1alpha1.PowerOff)
+	stack.SetPower(t, machine, computev1alpha1.PowerOff)
 	waitForShutdown(true)
-	setPower(t, machine, computev1alpha1.PowerOn)
+	stack.SetPower(t, machine, computev1alpha1.PowerOn)
 	waitForShutdown(false)
 
 	// A Machine being deleted is on its way out, whatever its state says.
@@ -299,19 +299,6 @@ func TestInstanceShutdownFollowsTheMachineState(t *testing.T) {
 	base = machine.DeepCopy()
 	machine.Finalizers = nil
 	if err := c.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
-	t.Helper()
-	ctx := context.Background()
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-		t.Fatal(err)
-	}
-	base := machine.DeepCopy()
-	machine.Spec.Power = power
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 }

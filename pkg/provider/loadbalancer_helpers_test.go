@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -116,45 +115,6 @@ func ingressIPs(status *corev1.LoadBalancerStatus) []string {
 		ips = append(ips, ingress.IP)
 	}
 	return ips
-}
-
-// nicIPs lists the IPs of the Machines' NetworkInterfaces, sorted.
-func nicIPs(t *testing.T, machines ...string) []string {
-	t.Helper()
-	var ips []string
-	for _, machine := range machines {
-		for _, ip := range networkInterface(t, machine).Status.IPs {
-			ips = append(ips, ip.String())
-		}
-	}
-	slices.Sort(ips)
-	return ips
-}
-
-// waitForRouting waits until the LoadBalancer's routing sends traffic to exactly the IPs.
-func waitForRouting(t *testing.T, lbName string, want []string) {
-	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
-		routing := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
-			return err
-		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if want == nil {
-			want = []string{}
-		}
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("destinations %v", got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForEvent waits for an event with the reason on the Service, and returns its message.

@@ -92,7 +92,7 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 		}
 	}
 	// IronCore's loadbalancer controller routes to the selected interfaces.
-	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1", "lb-public-2"))
 
 	// Nothing changed: another sync writes nothing.
 	stack.IronCoreProxy.Reset()
@@ -113,16 +113,16 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-public-1"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1"))
 	// nil, so that the service controller warns that the Service has no Nodes.
 	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v, want nil", err)
 	}
-	waitForRouting(t, name, nil)
+	stack.WaitForRouting(t, waitTimeout, name, nil)
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1", "lb-public-2"))
 }
 
 func TestDualStackPublicLoadBalancer(t *testing.T) {
@@ -375,7 +375,7 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	service := createService(t, "pending-switch", testenv.ServiceOptions{})
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
 	name := provider.LoadBalancerName(service)
-	waitForRouting(t, name, nicIPs(t, "lb-pending-1"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1"))
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
 	stack.Simulator.Hold(held)
 	t.Cleanup(func() { stack.Simulator.Release(held) })
@@ -390,8 +390,8 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, successor.Name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
-	waitForRouting(t, name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
+	stack.WaitForRouting(t, waitTimeout, successor.Name, stack.NetworkInterfaceIPs(t, "lb-pending-1", "lb-pending-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1", "lb-pending-2"))
 	if lb := ironcoreLoadBalancer(t, name); lb.DeletionTimestamp != nil {
 		t.Fatal("the old LoadBalancer is being deleted while the switch waits")
 	}
@@ -445,7 +445,7 @@ func TestExplicitRouting(t *testing.T) {
 	if lb.Spec.NetworkInterfaceSelector != nil {
 		t.Fatalf("selector %v, want none in explicit mode", lb.Spec.NetworkInterfaceSelector)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-1", "lb-explicit-2"))
 	routing := &networkingv1alpha1.LoadBalancerRouting{}
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
 		t.Fatal(err)
@@ -457,11 +457,11 @@ func TestExplicitRouting(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:])); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-2"))
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil)); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
 	}
-	waitForRouting(t, name, nil)
+	stack.WaitForRouting(t, waitTimeout, name, nil)
 
 	// A Node whose Machine is gone is left out without failing the update (the node lifecycle
 	// controller deletes it), and the others still get traffic.
@@ -469,7 +469,7 @@ func TestExplicitRouting(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))); err != nil {
 		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-1", "lb-explicit-2"))
 }
 
 // TestAddressesThatArriveSoonNeedNoRetry: IronCore allocates a new LoadBalancer's address

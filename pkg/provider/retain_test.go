@@ -27,84 +27,79 @@ import (
 // from, selects nothing, and its routing holds no destination; the Service gets an event naming
 // the addresses. Called again (a retry), deleting is quiet and changes nothing.
 func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
-	for _, tc := range []struct {
-		mode      string
-		selecting bool
-	}{{"selector", true}, {"explicit", false}} {
-		t.Run(tc.mode, func(t *testing.T) {
-			ctx := context.Background()
-			c := cloud
-			if !tc.selecting {
-				stop := make(chan struct{})
-				t.Cleanup(func() { close(stop) })
-				explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-				if err != nil {
-					t.Fatal(err)
-				}
-				explicit.ClusterID().Set(testClusterID)
-				c = explicit
-			}
-			lbs := loadBalancerOf(t, c)
-			machine := "retain-" + tc.mode + "-1"
-			service := createService(t, "retain-"+tc.mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-			status := ensureUntilReady(t, lbs, service, workerNodes(t, machine))
-			name := provider.LoadBalancerName(service)
-			waitForRouting(t, name, nicIPs(t, machine))
-			before := ironcoreLoadBalancer(t, name)
-			held := &networkingv1alpha1.LoadBalancerRouting{}
-			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, held); err != nil {
-				t.Fatal(err)
-			}
-
-			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
-				t.Fatal(err)
-			}
-			waitForRouting(t, name, nil)
-			lb := ironcoreLoadBalancer(t, name)
-			if lb.UID != before.UID || lb.DeletionTimestamp != nil {
-				t.Fatalf("LoadBalancer %s (UID %s, deletion %v), want the same one (UID %s), not being deleted", name, lb.UID, lb.DeletionTimestamp, before.UID)
-			}
-			if got, want := ipStringsOf(lb), ingressIPs(status); !slices.Equal(got, want) {
-				t.Errorf("addresses %v, want the Service's %v", got, want)
-			}
-			owner := ironcore.OwnerOf(lb)
-			if owner.UID != "" || owner.Name != "" || owner.Namespace != "" || owner.Cluster != stack.ClusterName {
-				t.Errorf("owner %+v, want this cluster (%s) and no Service", owner, stack.ClusterName)
-			}
-			if !ironcore.Retained(lb) || lb.Annotations[keys.AnnotationRetainedFrom] != service.Namespace+"/"+service.Name || lb.Annotations[keys.AnnotationRetainedAt] == "" {
-				t.Errorf("labels %v, annotations %v: want it marked retained from %s/%s, with the time", lb.Labels, lb.Annotations, service.Namespace, service.Name)
-			}
-			if lb.Spec.NetworkInterfaceSelector != nil {
-				t.Errorf("selector %v, want none: nothing may route to a retained LoadBalancer", lb.Spec.NetworkInterfaceSelector)
-			}
-			if message := waitForEvent(t, service, provider.ReasonLoadBalancerRetained); !strings.Contains(message, ingressIPs(status)[0]) {
-				t.Errorf("event %q does not name the address %s", message, ingressIPs(status)[0])
-			}
-
-			// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
-			err := testenv.WaitFor(ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
-				routing := &networkingv1alpha1.LoadBalancerRouting{}
-				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
-					return err
-				}
-				routing.Destinations = held.Destinations
-				return stack.IronCore.Client.Update(ctx, routing)
-			})
+	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
+		ctx := context.Background()
+		c := cloud
+		if !useSelector {
+			stop := make(chan struct{})
+			t.Cleanup(func() { close(stop) })
+			explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitForRouting(t, name, nil)
-			lb = ironcoreLoadBalancer(t, name)
+			explicit.ClusterID().Set(testClusterID)
+			c = explicit
+		}
+		lbs := loadBalancerOf(t, c)
+		machine := "retain-" + mode + "-1"
+		service := createService(t, "retain-"+mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+		status := ensureUntilReady(t, lbs, service, workerNodes(t, machine))
+		name := provider.LoadBalancerName(service)
+		stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, machine))
+		before := ironcoreLoadBalancer(t, name)
+		held := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, held); err != nil {
+			t.Fatal(err)
+		}
 
-			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
-				t.Fatalf("EnsureLoadBalancerDeleted again: %v", err)
+		if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+			t.Fatal(err)
+		}
+		stack.WaitForRouting(t, waitTimeout, name, nil)
+		lb := ironcoreLoadBalancer(t, name)
+		if lb.UID != before.UID || lb.DeletionTimestamp != nil {
+			t.Fatalf("LoadBalancer %s (UID %s, deletion %v), want the same one (UID %s), not being deleted", name, lb.UID, lb.DeletionTimestamp, before.UID)
+		}
+		if got, want := ipStringsOf(lb), ingressIPs(status); !slices.Equal(got, want) {
+			t.Errorf("addresses %v, want the Service's %v", got, want)
+		}
+		owner := ironcore.OwnerOf(lb)
+		if owner.UID != "" || owner.Name != "" || owner.Namespace != "" || owner.Cluster != stack.ClusterName {
+			t.Errorf("owner %+v, want this cluster (%s) and no Service", owner, stack.ClusterName)
+		}
+		if !ironcore.Retained(lb) || lb.Annotations[keys.AnnotationRetainedFrom] != service.Namespace+"/"+service.Name || lb.Annotations[keys.AnnotationRetainedAt] == "" {
+			t.Errorf("labels %v, annotations %v: want it marked retained from %s/%s, with the time", lb.Labels, lb.Annotations, service.Namespace, service.Name)
+		}
+		if lb.Spec.NetworkInterfaceSelector != nil {
+			t.Errorf("selector %v, want none: nothing may route to a retained LoadBalancer", lb.Spec.NetworkInterfaceSelector)
+		}
+		if message := waitForEvent(t, service, provider.ReasonLoadBalancerRetained); !strings.Contains(message, ingressIPs(status)[0]) {
+			t.Errorf("event %q does not name the address %s", message, ingressIPs(status)[0])
+		}
+
+		// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
+		err := testenv.WaitFor(ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
+			routing := &networkingv1alpha1.LoadBalancerRouting{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
+				return err
 			}
-			if again := ironcoreLoadBalancer(t, name); again.ResourceVersion != lb.ResourceVersion {
-				t.Errorf("the retained LoadBalancer was written again (resource version %s, then %s)", lb.ResourceVersion, again.ResourceVersion)
-			}
-			requireNoEvent(t, service, provider.ReasonOwnershipConflict)
+			routing.Destinations = held.Destinations
+			return stack.IronCore.Client.Update(ctx, routing)
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stack.WaitForRouting(t, waitTimeout, name, nil)
+		lb = ironcoreLoadBalancer(t, name)
+
+		if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+			t.Fatalf("EnsureLoadBalancerDeleted again: %v", err)
+		}
+		if again := ironcoreLoadBalancer(t, name); again.ResourceVersion != lb.ResourceVersion {
+			t.Errorf("the retained LoadBalancer was written again (resource version %s, then %s)", lb.ResourceVersion, again.ResourceVersion)
+		}
+		requireNoEvent(t, service, provider.ReasonOwnershipConflict)
+	}, testenv.ModeSelector, testenv.ModeExplicit)
 }
 
 // TestAMisspeltRetainKeepsTheLoadBalancer: a value of the retain annotation other than "true"
@@ -150,7 +145,7 @@ func retainedLoadBalancer(t *testing.T, name string) (*networkingv1alpha1.LoadBa
 	if err := lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, provider.LoadBalancerName(service), nil)
+	stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), nil)
 	return ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), ingressIPs(status)
 }
 
@@ -172,7 +167,7 @@ func TestANewServiceTakesARetainedLoadBalancerOver(t *testing.T) {
 		t.Errorf("LoadBalancer UID %s (was %s), labels %v: want the same one, owned by the new Service and no longer retained", lb.UID, retained.UID, lb.Labels)
 	}
 	waitForEvent(t, successor, provider.ReasonLoadBalancerAdopted)
-	waitForRouting(t, retained.Name, nicIPs(t, "adopted-by-1"))
+	stack.WaitForRouting(t, waitTimeout, retained.Name, stack.NetworkInterfaceIPs(t, "adopted-by-1"))
 
 	// The same Service, back to type LoadBalancer after a time as ClusterIP, gets its own back.
 	own, ownAddresses := retainedLoadBalancer(t, "adopted-back")

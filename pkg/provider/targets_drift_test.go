@@ -67,57 +67,52 @@ const driftNodes = 50
 // the service controller, with a Normal event on the Node or the Service and the drift counted.
 // How fast is measured by make chaos, not here: a test's time is the machine's.
 func TestTargetDriftIsRepaired(t *testing.T) {
-	for _, mode := range []struct {
-		name        string
-		useSelector bool
-	}{{"selector", true}, {"explicit", false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
-			prefix := "drift-" + mode.name + "-"
-			var names []string
-			for i := range driftNodes {
-				names = append(names, fmt.Sprintf("%s%d", prefix, i))
-			}
-			nodes := clusterNodes(t, names...)
-			h.waitForNodesInLister(t, nodes)
-			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
-			local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
-			setEndpoints(t, local, endpointsOn(names[:3]...))
-			ensureUntilReady(t, h.lbs, service, nodes)
-			ensureUntilReady(t, h.lbs, local, nodes)
-			waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
-			waitForRouting(t, provider.LoadBalancerName(local), nicIPs(t, names[:3]...))
+	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
+		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
+		prefix := "drift-" + mode + "-"
+		var names []string
+		for i := range driftNodes {
+			names = append(names, fmt.Sprintf("%s%d", prefix, i))
+		}
+		nodes := clusterNodes(t, names...)
+		h.waitForNodesInLister(t, nodes)
+		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+		local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+		setEndpoints(t, local, endpointsOn(names[:3]...))
+		ensureUntilReady(t, h.lbs, service, nodes)
+		ensureUntilReady(t, h.lbs, local, nodes)
+		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(local), stack.NetworkInterfaceIPs(t, names[:3]...))
 
-			if mode.useSelector {
-				// A first label put back: the nudge of the selecting LoadBalancer for the
-				// targets as they are, which the Local Service's LoadBalancer (it does not
-				// select) calls for.
-				removeTargetLabel(t, names[2])
-				waitForNICLabel(t, names[2], true)
-				nudge := waitForTargetsNudge(t, provider.LoadBalancerName(service), "")
-				before := driftRepaired(t, "label")
-				started := time.Now()
-				for _, name := range names[:2] {
-					removeTargetLabel(t, name)
-				}
-				waitForNICLabel(t, names[0], true)
-				waitForNICLabel(t, names[1], true)
-				logRepairTime(t, "target labels removed by hand back", started)
-				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
-				if after := driftRepaired(t, "label"); after < before+2 {
-					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
-				}
-				// The Local Service's LoadBalancer does not select: IronCore v0.5.0 may miss the
-				// labels put back for the selecting ones, so the CCM nudges them, although no
-				// target changed.
-				waitForTargetsNudge(t, provider.LoadBalancerName(service), nudge)
-				waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
-			} else {
-				repairedRouting(t, service, nicIPs(t, names...))
+		if useSelector {
+			// A first label put back: the nudge of the selecting LoadBalancer for the
+			// targets as they are, which the Local Service's LoadBalancer (it does not
+			// select) calls for.
+			removeTargetLabel(t, names[2])
+			waitForNICLabel(t, names[2], true)
+			nudge := waitForTargetsNudge(t, provider.LoadBalancerName(service), "")
+			before := driftRepaired(t, "label")
+			started := time.Now()
+			for _, name := range names[:2] {
+				removeTargetLabel(t, name)
 			}
-			repairedRouting(t, local, nicIPs(t, names[:3]...))
-		})
-	}
+			waitForNICLabel(t, names[0], true)
+			waitForNICLabel(t, names[1], true)
+			logRepairTime(t, "target labels removed by hand back", started)
+			waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
+			if after := driftRepaired(t, "label"); after < before+2 {
+				t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
+			}
+			// The Local Service's LoadBalancer does not select: IronCore v0.5.0 may miss the
+			// labels put back for the selecting ones, so the CCM nudges them, although no
+			// target changed.
+			waitForTargetsNudge(t, provider.LoadBalancerName(service), nudge)
+			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
+		} else {
+			repairedRouting(t, service, stack.NetworkInterfaceIPs(t, names...))
+		}
+		repairedRouting(t, local, stack.NetworkInterfaceIPs(t, names[:3]...))
+	}, testenv.ModeSelector, testenv.ModeExplicit)
 }
 
 // waitForTargetsNudge waits until the LoadBalancer's targets digest differs from before, and
@@ -149,7 +144,7 @@ func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	before := driftRepaired(t, "routing")
 	started := time.Now()
 	dropDestinations(t, lbName, 2)
-	waitForRouting(t, lbName, want)
+	stack.WaitForRouting(t, waitTimeout, lbName, want)
 	logRepairTime(t, "the routing of "+service.Name+" edited by hand back", started)
 	waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
 	if after := driftRepaired(t, "routing"); after < before+1 {
@@ -257,7 +252,7 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	want := nicIPs(t, names...)
+	want := stack.NetworkInterfaceIPs(t, names...)
 	for _, service := range services {
 		waitForRoutingToInclude(t, provider.LoadBalancerName(service), want)
 	}
@@ -292,11 +287,11 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		selecting = append(selecting, provider.LoadBalancerName(service))
 	}
 	for _, lbName := range selecting {
-		waitForRouting(t, lbName, nicIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))
 	}
 
 	for _, name := range names[2:] {
-		ip := nicIPs(t, name)
+		ip := stack.NetworkInterfaceIPs(t, name)
 		started := time.Now()
 		if _, err := stack.SetNodeReadySince(ctx, name, corev1.ConditionFalse, time.Now().Add(-2*time.Minute)); err != nil {
 			t.Fatal(err)
@@ -315,6 +310,6 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		logRepairTime(t, "every selecting routing with "+name+" Ready again", started)
 	}
 	for _, lbName := range selecting {
-		waitForRouting(t, lbName, nicIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))
 	}
 }

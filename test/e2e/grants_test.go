@@ -157,7 +157,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	ctx := context.Background()
 	startCCM(t, "ccm-grants")
 	worker(t, "grants-1")
-	nodes := nicIPs(t, "grants-1")
+	nodes := stack.NetworkInterfaceIPs(t, "grants-1")
 	for _, namespace := range []string{"green", "grey"} {
 		if _, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -230,7 +230,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("the Service of the namespace it was handed to shows %v, want the retained %v", got, addresses)
 	}
-	waitForRouting(t, name, nodes)
+	stack.WaitForRouting(t, waitTimeout, name, nodes)
 	if owner := waitForOwner(t, name, []*corev1.Service{taker}); owner != 0 {
 		t.Errorf("owner %d", owner)
 	}
@@ -245,7 +245,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	if got := waitForIngress(t, back, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("handed back, the namespace it came from shows %v, want the retained %v", got, addresses)
 	}
-	waitForRouting(t, name, nodes)
+	stack.WaitForRouting(t, waitTimeout, name, nodes)
 	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service of the other namespace shows %v", got)
 	}

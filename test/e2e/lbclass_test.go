@@ -50,7 +50,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 			foreign := createService(t, "foreign-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: "example.org/other"})
 			ours := createService(t, "ours-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
 			waitForIngress(t, ours, anyIngress)
-			waitForRouting(t, provider.LoadBalancerName(ours), nicIPs(t, node))
+			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(ours), stack.NetworkInterfaceIPs(t, node))
 			if tc.classlessOurs {
 				waitForIngress(t, classless, anyIngress)
 			}

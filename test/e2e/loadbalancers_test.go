@@ -75,44 +75,6 @@ func anyIngress(ips []string) error {
 	return nil
 }
 
-func nicIPs(t *testing.T, machines ...string) []string {
-	t.Helper()
-	ips := []string{}
-	for _, machine := range machines {
-		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
-			t.Fatal(err)
-		}
-		for _, ip := range nic.Status.IPs {
-			ips = append(ips, ip.String())
-		}
-	}
-	slices.Sort(ips)
-	return ips
-}
-
-func waitForRouting(t *testing.T, lbName string, want []string) {
-	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
-		routing := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
-			return err
-		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("destinations %v", got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestLoadBalancerLifecycle follows one Service through the CCM: an address, targets that
 // follow the Nodes, a switch to Internal and back, and deletion without leftovers.
 func TestLoadBalancerLifecycle(t *testing.T) {
@@ -126,11 +88,11 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	public := waitForIngress(t, service, anyIngress)
 	t.Logf("Service got address %v %s after it was created", public, time.Since(created).Round(time.Millisecond))
 	name := provider.LoadBalancerName(service)
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-2"))
 
 	// A new Node becomes a target; an excluded one stops being one.
 	worker(t, "lb-3")
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-2", "lb-3"))
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "lb-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +101,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-3"))
 
 	// Public to Internal: a new LoadBalancer with an internal address, and the Service never
 	// without an address on the way: a watch sees every status the Service goes through.
@@ -153,7 +115,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	})
 	t.Logf("switched to Internal: %v -> %v", public, internal)
 	internalName := name + "-internal"
-	waitForRouting(t, internalName, nicIPs(t, "lb-1", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, internalName, stack.NetworkInterfaceIPs(t, "lb-1", "lb-3"))
 	waitForNoLeftovers(t, []string{name})
 	for _, ips := range statuses() {
 		if len(ips) != 1 || (ips[0] != public[0] && ips[0] != internal[0]) {

@@ -180,7 +180,7 @@ func TestNodeLifecycle(t *testing.T) {
 	}
 
 	// Shut down: the kubelet stops reporting, the Machine is off, the Node gets the taint.
-	setPower(t, machine, computev1alpha1.PowerOff)
+	stack.SetPower(t, machine, computev1alpha1.PowerOff)
 	if _, err := stack.SetNodeReady(ctx, "worker-1", corev1.ConditionFalse); err != nil {
 		t.Fatal(err)
 	}
@@ -208,19 +208,6 @@ func waitForNodeDeleted(t *testing.T, name string) {
 		return errors.Join(err, errors.New("still there"))
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
-	t.Helper()
-	ctx := context.Background()
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-		t.Fatal(err)
-	}
-	base := machine.DeepCopy()
-	machine.Spec.Power = power
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -77,7 +77,7 @@ func TestAPendingNetworkInterfaceBecomesATargetAgain(t *testing.T) {
 	service := createService(t, "pending", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)
 	lbName := provider.LoadBalancerName(service)
-	ip := nicIPs(t, "pending-2")[0]
+	ip := stack.NetworkInterfaceIPs(t, "pending-2")[0]
 	waitForDestination(t, lbName, ip, true)
 
 	nic := &networkingv1alpha1.NetworkInterface{}

@@ -18,10 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -350,7 +347,7 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 		tracked[lb.Name] = true
 	}
 	w := &routingWatcher{current: map[string]int{}}
-	listAndWatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
+	stack.WatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
 		for _, routing := range listed {
 			if tracked[routing.Name] {
 				w.current[routing.Name] = len(routing.Destinations)
@@ -368,46 +365,6 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 		w.observe(routing.Name, count)
 	})
 	return w
-}
-
-// listAndWatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then
-// calls changed with every change a watch from that list sees (deleted: a deletion) until the
-// test ends.
-func listAndWatchRoutings(t *testing.T, listed func([]networkingv1alpha1.LoadBalancerRouting), changed func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
-	t.Helper()
-	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(stack.Namespace)
-	list, err := routings.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed(list.Items)
-	ctx, cancel := context.WithCancel(context.Background())
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
-				changed(routing, event.Type == watch.Deleted)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		watcher.Stop()
-		cancel()
-		<-done
-	})
 }
 
 func (w *routingWatcher) observe(name string, count int) {

@@ -1,0 +1,129 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The CCM's two target modes, as InTargetModes names them: the CCM writes each LoadBalancer's
+// routing (explicit), or LoadBalancers select the NetworkInterfaces it labels (selector).
+const (
+	ModeExplicit = "explicit"
+	ModeSelector = "selector"
+)
+
+// InTargetModes runs test as a subtest per named target mode, in the order named; useSelector
+// is whether the mode is ModeSelector.
+func InTargetModes(t *testing.T, test func(t *testing.T, mode string, useSelector bool), modes ...string) {
+	t.Helper()
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { test(t, mode, mode == ModeSelector) })
+	}
+}
+
+// SetPower sets the Machine's power on IronCore, reading it anew into machine first.
+func (s *Stack) SetPower(t testing.TB, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+		t.Fatal(err)
+	}
+	base := machine.DeepCopy()
+	machine.Spec.Power = power
+	if err := s.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NetworkInterfaceIPs lists the status IPs of the Machines' NetworkInterfaces, sorted.
+func (s *Stack) NetworkInterfaceIPs(t testing.TB, machines ...string) []string {
+	t.Helper()
+	ips := []string{}
+	for _, machine := range machines {
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := s.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: s.Namespace, Name: NetworkInterfaceName(machine)}, nic); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range nic.Status.IPs {
+			ips = append(ips, ip.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// WaitForRouting waits up to timeout until the LoadBalancer's routing sends traffic to exactly
+// the IPs, sorted.
+func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName string, want []string) {
+	t.Helper()
+	err := WaitFor(context.Background(), timeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := s.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: lbName}, routing); err != nil {
+			return err
+		}
+		got := []string{}
+		for _, destination := range routing.Destinations {
+			got = append(got, destination.IP.String())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("destinations %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then calls
+// changed with every change a watch from that list sees (deleted: a deletion) until the test
+// ends.
+func (s *Stack) WatchRoutings(t testing.TB, listed func([]networkingv1alpha1.LoadBalancerRouting), changed func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
+	t.Helper()
+	clientset, err := ironcoreclientset.NewForConfig(s.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(s.Namespace)
+	list, err := routings.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed(list.Items)
+	ctx, cancel := context.WithCancel(context.Background())
+	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return routings.Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for event := range watcher.ResultChan() {
+			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				changed(routing, event.Type == watch.Deleted)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		watcher.Stop()
+		cancel()
+		<-done
+	})
+}
