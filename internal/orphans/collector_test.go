@@ -215,13 +215,10 @@ func TestReportOnlyDeletesNothing(t *testing.T) {
 	}
 }
 
+// counter reads the count of orphaned LoadBalancers met with the action.
 func counter(t *testing.T, action string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.OrphanedLoadBalancers.WithLabelValues(action))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.OrphanedLoadBalancers.WithLabelValues(action))
 }
 
 // TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted: the cluster name is shared by any
@@ -416,13 +413,10 @@ func TestRetainedLoadBalancersAreReleasedAfterTheRetention(t *testing.T) {
 	}
 }
 
+// releaseCounter reads the count of retained LoadBalancers released with the action.
 func releaseCounter(t *testing.T, action string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
 }
 
 // TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased: the sweep finds a retained

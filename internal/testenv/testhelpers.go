@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	componentmetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -126,4 +128,14 @@ func (s *Stack) WatchRoutings(t testing.TB, listed func([]networkingv1alpha1.Loa
 		cancel()
 		<-done
 	})
+}
+
+// Counter reads one of the CCM's counters.
+func Counter(t testing.TB, counter componentmetrics.CounterMetric) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value
 }

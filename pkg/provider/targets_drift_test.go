@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -205,11 +204,7 @@ func dropDestinations(t *testing.T, name string, drop int) {
 // driftRepaired reads the CCM's count of repaired drift of the kind.
 func driftRepaired(t *testing.T, kind string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.LoadBalancerTargetDriftRepaired.WithLabelValues(kind))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.LoadBalancerTargetDriftRepaired.WithLabelValues(kind))
 }
 
 // TestFlapsUnderLoadLoseNoTarget: 10 Nodes are each tainted for deletion by the cluster

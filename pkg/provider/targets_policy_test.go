@@ -19,7 +19,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -236,11 +235,7 @@ func (w *destinationWatcher) requireNeverEmpty(t *testing.T) {
 // routingSyncs reads the CCM's count of routing syncs with the result.
 func routingSyncs(t *testing.T, result string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.LoadBalancerRoutingSyncs.WithLabelValues(result))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.LoadBalancerRoutingSyncs.WithLabelValues(result))
 }
 
 // routingWrites counts the writes to LoadBalancerRoutings since the proxy's last reset.
