@@ -132,14 +132,7 @@ func (o ChaosOptions) TargetMode() string {
 
 // Write stores the result in dir as <name>.json, <name>.md and <name>.png.
 func (r *ChaosResult) Write(dir string) ([]string, error) {
-	base, err := writeResult(dir, r.Name(), r, r.Markdown())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.plot(base + ".png"); err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md", base + ".png"}, nil
+	return writeResult(dir, r.Name(), r, r.Markdown(), r.plot)
 }
 
 // Err is nil if the run broke no invariant.

@@ -164,19 +164,12 @@ func (c *chaos) watchServing(ctx context.Context, ironcoreCache cache.Cache) err
 
 // checkServingEvery checks the cached routings against the Nodes that cannot serve.
 func (c *chaos) checkServingEvery(ctx context.Context, ironcoreCache cache.Cache, period time.Duration) {
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	eachTick(ctx, period, func() {
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		if ironcoreCache.List(ctx, routings, client.InNamespace(c.stack.Namespace)) != nil ||
 			ironcoreCache.List(ctx, lbs, client.InNamespace(c.stack.Namespace)) != nil {
-			continue
+			return
 		}
 		// The routing of a LoadBalancer being deleted (a type switch's predecessor) serves no one.
 		live := make(map[string]bool, len(lbs.Items))
@@ -185,7 +178,7 @@ func (c *chaos) checkServingEvery(ctx context.Context, ironcoreCache cache.Cache
 		}
 		serving := slices.DeleteFunc(routings.Items, func(routing networkingv1alpha1.LoadBalancerRouting) bool { return !live[routing.Name] })
 		c.checkServing(serving, time.Now())
-	}
+	})
 }
 
 // podCIDRsChanged records a Node's pod CIDRs (none once it is gone), and a problem for each
@@ -291,22 +284,15 @@ func destinationKey(destination networkingv1alpha1.LoadBalancerDestination) stri
 // has one of each for a moment), whether a Service that had an address has none, and whether
 // faults are on.
 func (c *chaos) sample(ctx context.Context) {
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
 	addressed := map[string]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	eachTick(ctx, time.Second, func() {
 		services, err := c.stack.TargetClientset.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			continue
+			return
 		}
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		if err := c.stack.IronCore.Client.List(ctx, lbs, client.InNamespace(c.stack.Namespace)); err != nil {
-			continue
+			return
 		}
 		sample := ChaosSample{AtSeconds: newSeconds(time.Since(c.started)), LoadBalancers: len(lbs.Items)}
 		nowAddressed := map[string]bool{}
@@ -344,5 +330,19 @@ func (c *chaos) sample(ctx context.Context) {
 		sample.Faults = c.faultsOn
 		c.result.Timeline = append(c.result.Timeline, sample)
 		c.mu.Unlock()
+	})
+}
+
+// eachTick calls tick once a period, the first time a period from now, until ctx ends.
+func eachTick(ctx context.Context, period time.Duration, tick func()) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		tick()
 	}
 }
