@@ -139,3 +139,18 @@ func Counter(t testing.TB, counter componentmetrics.CounterMetric) float64 {
 	}
 	return value
 }
+
+// WaitForIronCore waits up to timeout until check passes on obj, an IronCore object read anew
+// from the API server into obj (its namespace and name set) before each check.
+func (s *Stack) WaitForIronCore(t testing.TB, timeout time.Duration, what string, obj client.Object, check func() error) {
+	t.Helper()
+	err := WaitFor(context.Background(), timeout, what, func(ctx context.Context) error {
+		if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		return check()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -530,19 +530,13 @@ func deleteMachine(name string) {
 
 func waitForNICIPs(t *testing.T, machine string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the NetworkInterface's IPs", func(ctx context.Context) error {
-		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
-			return err
-		}
+	nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}}
+	stack.WaitForIronCore(t, waitTimeout, "the NetworkInterface's IPs", nic, func() error {
 		if len(nic.Status.IPs) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // renderCatalogue writes the catalogue document from the table.

@@ -252,18 +252,12 @@ func foreignRetainedLoadBalancer(t *testing.T, name string) *networkingv1alpha1.
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), lb) })
 	// IronCore writes its address: the version to compare with is the one after that.
-	err := testenv.WaitFor(context.Background(), waitTimeout, "an address for LoadBalancer "+name, func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "an address for LoadBalancer "+name, lb, func() error {
 		if len(lb.Status.IPs) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return lb
 }
 

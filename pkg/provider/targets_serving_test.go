@@ -212,18 +212,12 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 	if err := stack.IronCore.Client.Patch(ctx, routing, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	err := testenv.WaitFor(ctx, waitTimeout, "the routing's owner back", func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, key, routing); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "the routing's owner back", routing, func() error {
 		if len(routing.OwnerReferences) == 0 {
 			return fmt.Errorf("no owner")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitForRoutingToInclude(t, h.lbName, stack.NetworkInterfaceIPs(t, h.names...))
 }
 
