@@ -79,7 +79,7 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 	}
 
 	setProxyMode(t, apiproxy.Forward)
-	createMachine(t, ctx, "handled", testenv.MachineOptions{})
+	stack.CreateMachineForTest(t, "handled", testenv.MachineOptions{})
 	want := []string{"Machine/handled", "NetworkInterface/" + testenv.NetworkInterfaceName("handled")}
 	err = testenv.WaitFor(ctx, 2*time.Minute, "the handlers to see the new Machine and its interface", func(context.Context) error {
 		mu.Lock()

@@ -80,7 +80,7 @@ func TestAddLabelOnAStaleObject(t *testing.T) {
 func staleMachine(t *testing.T, name string, stale, server map[string]string) *computev1alpha1.Machine {
 	t.Helper()
 	ctx := context.Background()
-	machine := createMachine(t, ctx, name, testenv.MachineOptions{Unschedulable: true})
+	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{Unschedulable: true})
 	read := machine.DeepCopy()
 	read.Labels = stale
 	if server != nil {

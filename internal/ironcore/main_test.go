@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -42,17 +41,6 @@ func startClient(t *testing.T, limiter flowcontrol.RateLimiter) (context.Context
 		t.Fatal(err)
 	}
 	return ctx, c
-}
-
-// createMachine creates a Machine for the test, deleted when the test ends.
-func createMachine(t *testing.T, ctx context.Context, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
-	t.Helper()
-	machine, err := stack.CreateMachine(ctx, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
-	return machine
 }
 
 // waitCached waits until read, one of the client's cached readers, finds the named object.

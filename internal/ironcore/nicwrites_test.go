@@ -27,7 +27,7 @@ import (
 func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 	gate := &gateLimiter{}
 	ctx, c := startClient(t, gate)
-	machine := createMachine(t, ctx, "combined", testenv.MachineOptions{Unschedulable: true})
+	machine := stack.CreateMachineForTest(t, "combined", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	// Another writer's label and prefix, in the cache before the changes.
 	nic := &networkingv1alpha1.NetworkInterface{}
@@ -195,7 +195,7 @@ func (l *countingLimiter) QPS() float32    { return 0 }
 func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 	limiter := &countingLimiter{}
 	ctx, c := startClient(t, limiter)
-	machine := createMachine(t, ctx, "one-token", testenv.MachineOptions{Unschedulable: true})
+	machine := stack.CreateMachineForTest(t, "one-token", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
 	for i, value := range []string{"a", "b", "c"} {
@@ -227,7 +227,7 @@ func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 // changes are kept, in two patches.
 func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 	ctx, c := startClient(t, nil)
-	machine := createMachine(t, ctx, "stale-read", testenv.MachineOptions{Unschedulable: true})
+	machine := stack.CreateMachineForTest(t, "stale-read", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
 	release := stack.IronCoreProxy.HoldWatches("networkinterfaces.networking.ironcore.dev")

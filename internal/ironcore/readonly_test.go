@@ -18,7 +18,7 @@ import (
 func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
 	ctx, client := startClient(t, nil)
 	const name = "read-only"
-	machine := createMachine(t, ctx, name, testenv.MachineOptions{})
+	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{})
 	nicName := testenv.NetworkInterfaceName(name)
 	// Settled: the simulator writes nothing more to either, so two reads see one version.
 	if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {

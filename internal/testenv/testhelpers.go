@@ -154,3 +154,14 @@ func (s *Stack) WaitForIronCore(t testing.TB, timeout time.Duration, what string
 		t.Fatal(err)
 	}
 }
+
+// CreateMachineForTest creates a Machine as CreateMachine does, deleted when the test ends.
+func (s *Stack) CreateMachineForTest(t testing.TB, name string, opts MachineOptions) *computev1alpha1.Machine {
+	t.Helper()
+	machine, err := s.CreateMachine(context.Background(), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), machine)) })
+	return machine
+}

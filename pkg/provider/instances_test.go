@@ -37,12 +37,7 @@ func providerIDOf(machine string) string {
 // createMachine creates a Machine and waits until the provider can describe it.
 func createMachine(t *testing.T, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
 	t.Helper()
-	ctx := context.Background()
-	machine, err := stack.CreateMachine(ctx, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), machine)) })
+	machine := stack.CreateMachineForTest(t, name, opts)
 	waitForMetadata(t, node(name, providerIDOf(name)))
 	return machine
 }

@@ -34,19 +34,11 @@ const (
 // runningMachine creates a Machine and waits until IronCore reports it running with addresses.
 func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
 	t.Helper()
-	ctx := context.Background()
-	machine, err := stack.CreateMachine(ctx, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), machine)) })
+	machine := stack.CreateMachineForTest(t, name, opts)
 	nicKey := client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}
-	err = testenv.WaitFor(ctx, waitTimeout, "Machine "+name+" running with addresses", func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "Machine "+name+" running with addresses", machine, func() error {
 		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(ctx, nicKey, nic); err != nil {
+		if err := stack.IronCore.Client.Get(context.Background(), nicKey, nic); err != nil {
 			return err
 		}
 		if machine.Status.State != computev1alpha1.MachineStateRunning || len(nic.Status.IPs) == 0 {
@@ -54,9 +46,6 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return machine
 }
 
