@@ -156,13 +156,10 @@ func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		t.Fatal("the write is forgotten while the cache does not show it")
 	}
 	release()
-	err := testenv.WaitFor(ctx, time.Minute, "the label writes forgotten", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the label writes forgotten", func(context.Context) error {
 		if n := c.LabelWritesKnown(); n != 0 {
 			return fmt.Errorf("%d writes remembered", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -46,11 +46,8 @@ func startClient(t *testing.T, limiter flowcontrol.RateLimiter) (context.Context
 // waitCached waits until read, one of the client's cached readers, finds the named object.
 func waitCached[T any](t *testing.T, ctx context.Context, what string, read func(context.Context, string) (T, error), name string) {
 	t.Helper()
-	err := testenv.WaitFor(ctx, time.Minute, what+" in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, what+" in the cache", func(ctx context.Context) error {
 		_, err := read(ctx, name)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -31,28 +31,22 @@ func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 	name := testenv.NetworkInterfaceName(machine.Name)
 	// Another writer's label and prefix, in the cache before the changes.
 	nic := &networkingv1alpha1.NetworkInterface{}
-	err := testenv.WaitFor(ctx, time.Minute, "the NetworkInterface", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the NetworkInterface", func(ctx context.Context) error {
 		return stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, nic)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := nic.DeepCopy()
 	nic.Labels = map[string]string{"example.org/other": "x"}
 	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: commonv1alpha1.MustParseNewIPPrefix("10.201.0.0/24")})
 	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the other writer's changes in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the other writer's changes in the cache", func(ctx context.Context) error {
 		cached, err := c.NetworkInterface(ctx, name)
 		if err != nil || cached.Labels["example.org/other"] != "x" {
 			return errors.Join(err, errors.New("not yet"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cached, err := c.NetworkInterface(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -83,15 +77,12 @@ func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 			errs[i] = change()
 		}()
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "all three changes waiting", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "all three changes waiting", func(context.Context) error {
 		if n := c.WaitingNetworkInterfaceChanges(); n != len(changes) {
 			return fmt.Errorf("%d waiting", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate.open()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -286,7 +277,7 @@ func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), nic) })
 		names = append(names, nic.Name)
 	}
-	err := testenv.WaitFor(ctx, time.Minute, "the NetworkInterfaces in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the NetworkInterfaces in the cache", func(ctx context.Context) error {
 		for _, name := range names {
 			if _, err := c.NetworkInterface(ctx, name); err != nil {
 				return err
@@ -294,24 +285,18 @@ func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range names {
 		nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
 		if err := c.SetLabel(ctx, nic, "example.org/forget", "1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the writes forgotten", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the writes forgotten", func(context.Context) error {
 		if n := c.NetworkInterfaceWritesKnown(); n != 0 {
 			return fmt.Errorf("%d writes remembered", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // nicPatches counts the patches of NetworkInterfaces the IronCore proxy passed on since its

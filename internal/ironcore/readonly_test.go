@@ -21,7 +21,7 @@ func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
 	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{})
 	nicName := testenv.NetworkInterfaceName(name)
 	// Settled: the simulator writes nothing more to either, so two reads see one version.
-	if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {
 		machine, err := client.Machine(ctx, name)
 		if err != nil {
 			return err
@@ -38,9 +38,7 @@ func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
 			return errors.New("the NetworkInterface is not available")
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	first, err := client.ReadOnlyMachine(ctx, name)
 	if err != nil {

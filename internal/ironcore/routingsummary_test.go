@@ -39,16 +39,14 @@ func TestCachedRoutingsKeepASummaryOfTheirDestinations(t *testing.T) {
 	expectSummary := func(resourceVersion string) {
 		t.Helper()
 		var cached *networkingv1alpha1.LoadBalancerRouting
-		if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the routing", func(ctx context.Context) error {
+		testenv.Await(t, ctx, time.Minute, "the cache to show the routing", func(ctx context.Context) error {
 			var err error
 			cached, err = c.ReadOnlyLoadBalancerRouting(ctx, routing.Name)
 			if err == nil && cached.ResourceVersion != resourceVersion {
 				return fmt.Errorf("resource version %s, want %s", cached.ResourceVersion, resourceVersion)
 			}
 			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		live, err := c.LiveLoadBalancerRouting(ctx, routing.Name)
 		if err != nil {
 			t.Fatal(err)

@@ -81,7 +81,7 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 	}
 	// Each Node is created and its status written: two events each, so the count alone does
 	// not tell that the informer has seen every Node; the lister does.
-	err := testenv.WaitFor(ctx, time.Minute, "the informer to see every Node and the deletion", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the informer to see every Node and the deletion", func(context.Context) error {
 		mu.Lock()
 		seen := events
 		mu.Unlock()
@@ -106,9 +106,6 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if queue.Len() != 1 {
 		t.Fatalf("%d keys queued for %d Node events, want 1", queue.Len(), events)
 	}
@@ -152,7 +149,7 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 	// Service is not synced again (its status changes; the spec, which would sync it, does not).
 	cloud.waitForEnsured(t)
 	// The sync ends with the status write: a node sync before it could still race with it.
-	err = testenv.WaitFor(ctx, time.Minute, "the Service's status to show its load balancer", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the Service's status to show its load balancer", func(ctx context.Context) error {
 		service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "nodesync", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -162,9 +159,6 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 15
 	var names []string
 	for i := range n {
@@ -197,7 +191,7 @@ type recordingCloud struct {
 // waitForEnsured waits for a call of EnsureLoadBalancer.
 func (c *recordingCloud) waitForEnsured(t *testing.T) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the load balancer to be ensured", func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the load balancer to be ensured", func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.ensured == 0 {
@@ -205,9 +199,6 @@ func (c *recordingCloud) waitForEnsured(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 var (
@@ -229,7 +220,7 @@ func (c *recordingCloud) record(nodes []*corev1.Node) {
 // the test among the stack's.
 func (c *recordingCloud) waitForHosts(t *testing.T, want []string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var got []string
@@ -243,9 +234,6 @@ func (c *recordingCloud) waitForHosts(t *testing.T, want []string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func (c *recordingCloud) GetLoadBalancer(context.Context, string, *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {

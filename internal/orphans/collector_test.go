@@ -141,7 +141,7 @@ func gone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) bool {
 // sees them.
 func waitForCache(t *testing.T, client *ironcore.Client, names ...string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the LoadBalancers in the cache", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the LoadBalancers in the cache", func(ctx context.Context) error {
 		for _, name := range names {
 			if _, err := client.LoadBalancer(ctx, name); err != nil {
 				return err
@@ -149,9 +149,6 @@ func waitForCache(t *testing.T, client *ironcore.Client, names ...string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestOrphansAreDeletedAndNothingElse(t *testing.T) {

@@ -187,7 +187,7 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	// the selector waited, however slow each call.
 	unlabelled, moved := time.Now(), time.Time{}
 	labelled := false
-	err := testenv.WaitFor(ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
 		_, ensureErr := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 		if !labelled {
 			read := time.Now()
@@ -201,9 +201,6 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 		}
 		return fmt.Errorf("the selector has not moved: %w", ensureErr)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Without the settling time the selector moves at the next call after the provider's cache
 	// shows the label.
 	if waited := moved.Sub(unlabelled); !labelled || waited < settle {

@@ -226,16 +226,13 @@ func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	t.Cleanup(func() { stack.Simulator.Release(held) })
 	service = service.DeepCopy()
 	service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
-	err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+held.Name+" to be created", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+held.Name+" to be created", func(ctx context.Context) error {
 		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil && !isRetry(err) {
 			t.Fatalf("EnsureLoadBalancer: %v", err)
 		}
 		_, err := cloud.IronCore().LoadBalancer(ctx, held.Name)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	successor := ironcoreLoadBalancer(t, held.Name)
 
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {

@@ -82,7 +82,7 @@ func readyNode(name, providerID string) *corev1.Node {
 func ensureUntilReady(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, nodes []*corev1.Node) *corev1.LoadBalancerStatus {
 	t.Helper()
 	var status *corev1.LoadBalancerStatus
-	err := testenv.WaitFor(context.Background(), waitTimeout, "EnsureLoadBalancer to report addresses", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "EnsureLoadBalancer to report addresses", func(ctx context.Context) error {
 		var err error
 		status, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 		var retry *api.RetryError
@@ -94,9 +94,6 @@ func ensureUntilReady(t *testing.T, lbs cloudprovider.LoadBalancer, service *cor
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return status
 }
 
@@ -121,7 +118,7 @@ func ingressIPs(status *corev1.LoadBalancerStatus) []string {
 func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 	t.Helper()
 	var message string
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason,
 		})
@@ -134,16 +131,13 @@ func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 		message = events.Items[0].Message
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return message
 }
 
 // waitForEventText waits for an event the field selector selects whose message contains text.
 func waitForEventText(t *testing.T, namespace, selector, what, text string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return err
@@ -155,9 +149,6 @@ func waitForEventText(t *testing.T, namespace, selector, what, text string) {
 		}
 		return errors.New("none yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writes counts the requests to IronCore since the last proxy reset that changed something.
@@ -210,13 +201,10 @@ func equalJSON(t *testing.T, a, b any) bool {
 // LoadBalancer.
 func waitForCachedLoadBalancer(t *testing.T, c *provider.Cloud, name string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" in the cache", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" in the cache", func(ctx context.Context) error {
 		_, err := c.IronCore().LoadBalancer(ctx, name)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // updated is UpdateLoadBalancer's error as the service controller takes it: ImplementedElsewhere

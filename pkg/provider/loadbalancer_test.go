@@ -272,14 +272,11 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		// Copies, each time: the provider's controllers still read the Service given before.
 		service = service.DeepCopy()
 		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
-		err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
 			keepsOld(old)
 			_, err := cloud.IronCore().LoadBalancer(ctx, successor)
 			return err
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Once more with the new LoadBalancer in the provider's cache, without addresses.
 		keepsOld(old)
 		return release
@@ -291,7 +288,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		t.Helper()
 		before := service.Status.LoadBalancer.DeepCopy()
 		holdSuccessor(internal, old, successor)()
-		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "the Service to switch to "+successor, func(context.Context) error {
 			switch status := ensure(); {
 			case status == nil:
 			case len(status.Ingress) == 0:
@@ -309,9 +306,6 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		next := ironcoreLoadBalancer(t, successor)
 		if next.UID == old.UID || ingressIPs(&service.Status.LoadBalancer) == nil || !slices.Equal(ingressIPs(&service.Status.LoadBalancer), ipStringsOf(next)) {
 			t.Fatalf("the Service shows %v; LoadBalancer %s has %v", ingressIPs(&service.Status.LoadBalancer), next.Name, ipStringsOf(next))
@@ -332,16 +326,13 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		t.Fatalf("LoadBalancer %s is %s, want Public", publicLB.Name, publicLB.Spec.Type)
 	}
 	prefixKey := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0)}
-	err := testenv.WaitFor(ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
 		err := stack.IronCore.Client.Get(ctx, prefixKey, &ipamv1alpha1.Prefix{})
 		if client.IgnoreNotFound(err) != nil || err == nil {
 			return errors.Join(err, errors.New("still there"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// And back to Internal, under the Service's own name again.
 	switchTo("true", publicLB, name)
 	internalLB = ironcoreLoadBalancer(t, name)
@@ -412,7 +403,7 @@ func ipStringsOf(lb *networkingv1alpha1.LoadBalancer) []string {
 // waitForLoadBalancerGone waits until the LoadBalancer is deleted or being deleted.
 func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+lb.Name+" to go", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+lb.Name+" to go", func(ctx context.Context) error {
 		current := &networkingv1alpha1.LoadBalancer{}
 		err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
 		switch {
@@ -423,9 +414,6 @@ func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) 
 		}
 		return errors.New("still there")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestExplicitRouting(t *testing.T) {
@@ -497,16 +485,13 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 		t.Fatalf("the first EnsureLoadBalancer returned no address after %s, without waiting for IronCore's", took)
 	}
 	var lb *networkingv1alpha1.LoadBalancer
-	err = testenv.WaitFor(ctx, waitTimeout, "the LoadBalancer's address", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the LoadBalancer's address", func(context.Context) error {
 		if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(soon)); len(lb.Status.IPs) != 1 {
 			return fmt.Errorf("addresses %v", lb.Status.IPs)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
 		shown := ingressIPs(status)
 		if len(shown) == 0 {
 			shown = ingressIPs(&getService(t, soon).Status.LoadBalancer)
@@ -516,9 +501,6 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	lbs := loadBalancerOf(t, cloud)
 	nodes := workerNodes(t, "lb-soon-1")
@@ -555,16 +537,13 @@ func TestDeletion(t *testing.T) {
 		t.Fatalf("second EnsureLoadBalancerDeleted: %v", err)
 	}
 	stack.Simulator.Release(lb)
-	err := testenv.WaitFor(ctx, waitTimeout, "the LoadBalancer to be gone", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the LoadBalancer to be gone", func(ctx context.Context) error {
 		_, exists, err := lbs.GetLoadBalancer(ctx, "kubernetes", service)
 		if err != nil || exists {
 			return errors.Join(err, errors.New("still exists"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	requireNoLoadBalancer(t, name)
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 		t.Fatalf("EnsureLoadBalancerDeleted of a gone LoadBalancer: %v", err)
@@ -688,7 +667,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
 		seen, err := factory.Core().V1().Nodes().Lister().Get(excluded.Name)
 		if err != nil {
 			return err
@@ -698,9 +677,6 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
@@ -709,15 +685,12 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 
 func waitForNICLabel(t *testing.T, machine string, want bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the target label of "+machine, func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the target label of "+machine, func(context.Context) error {
 		if hasTargetLabel(t, machine) != want {
 			return fmt.Errorf("label present: %v, want %v", !want, want)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestAnUninitializedNodeIsNoTarget: the service controller passes Nodes to load balancers
@@ -773,7 +746,7 @@ func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
 	}
 	// The watch delivers in the order of creation: once the last is seen, the others would
 	// have been.
-	err := testenv.WaitFor(ctx, waitTimeout, "the provider to see its own routing", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the provider to see its own routing", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if !seen["routings-own"] {
@@ -781,9 +754,6 @@ func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
 	defer mu.Unlock()
 	if seen["routings-unlabelled"] || seen["routings-foreign"] {
@@ -832,7 +802,7 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 			// The address comes while the routing cannot be written: it does not wait for the
 			// targets. Until the provider's cache has it, the status is pending on the address.
 			var lb *networkingv1alpha1.LoadBalancer
-			err = testenv.WaitFor(ctx, waitTimeout, "the address, pending on traffic", func(ctx context.Context) error {
+			testenv.Await(t, ctx, waitTimeout, "the address, pending on traffic", func(ctx context.Context) error {
 				if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(service)); len(lb.Status.IPs) == 0 {
 					return errors.New("the LoadBalancer has no address")
 				}
@@ -846,24 +816,18 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if current := getService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
 				t.Fatalf("the Service shows %v while its routing holds no destination", current.Status.LoadBalancer.Ingress)
 			}
 
 			stack.IronCoreProxy.FailWhere(nil)
-			err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+			testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
 				current := getService(t, service)
 				if got := ingressIPs(&current.Status.LoadBalancer); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
 					return fmt.Errorf("ingress %v", got)
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			held := &networkingv1alpha1.LoadBalancerRouting{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lb.Name}, held); err != nil || len(held.Destinations) == 0 {
 				t.Fatalf("the Service shows its address, its routing: %v, %v", held.Destinations, err)
@@ -918,7 +882,7 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	waitForEvent(t, service, lbrepair.ReasonAddressPending)
 
 	stack.Simulator.Release(held)
-	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
 		lb := ironcoreLoadBalancer(t, held.Name)
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
@@ -929,9 +893,6 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// A Service edited into an invalid spec is the Service's problem, reported by its sync; it
 	// is not a LoadBalancer waiting for IronCore, and gets no pending Warning.

@@ -78,7 +78,7 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 		}
 
 		// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
-		err := testenv.WaitFor(ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
 			routing := &networkingv1alpha1.LoadBalancerRouting{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
 				return err
@@ -86,9 +86,6 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 			routing.Destinations = held.Destinations
 			return stack.IronCore.Client.Update(ctx, routing)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		stack.WaitForRouting(t, waitTimeout, name, nil)
 		lb = ironcoreLoadBalancer(t, name)
 

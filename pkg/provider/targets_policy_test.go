@@ -113,7 +113,7 @@ func clusterNodes(t *testing.T, names ...string) []*corev1.Node {
 // waitForNodesInLister waits until the harness's Node lister knows the Nodes.
 func (h *targetsHarness) waitForNodesInLister(t *testing.T, nodes []*corev1.Node) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the Nodes in the lister", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the Nodes in the lister", func(context.Context) error {
 		for _, n := range nodes {
 			if _, err := h.factory.Core().V1().Nodes().Lister().Get(n.Name); err != nil {
 				return err
@@ -121,9 +121,6 @@ func (h *targetsHarness) waitForNodesInLister(t *testing.T, nodes []*corev1.Node
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // endpointsOn puts one ready endpoint of the Service on each of the Nodes.
@@ -301,15 +298,12 @@ func TestLocalServiceTargetsFollowItsEndpoints(t *testing.T) {
 			{IP: "10.244.9.8", Node: names[3], Ready: true, Serving: true},
 			{IP: "10.244.9.9", Node: names[3], Ready: true, Serving: true},
 		})
-		err := testenv.WaitFor(context.Background(), waitTimeout, "a sync that finds the routing unchanged", func(context.Context) error {
+		testenv.Await(t, context.Background(), waitTimeout, "a sync that finds the routing unchanged", func(context.Context) error {
 			if routingSyncs(t, "unchanged") == unchanged {
 				return errors.New("none yet")
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if n := routingWrites(); n != 0 {
 			t.Fatalf("%d routing writes for endpoints that did not change the target Nodes", n)
 		}
@@ -391,7 +385,7 @@ func waitForRoutingToExclude(t *testing.T, lbName string, unwanted []string) {
 // waitForRoutingIPs waits until the routing holds each of the IPs (or none of them).
 func waitForRoutingIPs(t *testing.T, lbName, what string, ips []string, held bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %s %v", lbName, what, ips), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %s %v", lbName, what, ips), func(ctx context.Context) error {
 		got, err := routingIPs(ctx, lbName)
 		if err != nil {
 			return err
@@ -403,9 +397,6 @@ func waitForRoutingIPs(t *testing.T, lbName, what string, ips []string, held boo
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func routingIPs(ctx context.Context, lbName string) ([]string, error) {
@@ -623,7 +614,7 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 	ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	both := stack.NetworkInterfaceIPs(t, "backtoback-1", "backtoback-2")
-	err = testenv.WaitFor(ctx, waitTimeout, "the cache to hold the routing to both Nodes", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the cache to hold the routing to both Nodes", func(ctx context.Context) error {
 		routing, err := c.IronCore().LoadBalancerRouting(ctx, name)
 		if err != nil {
 			return err
@@ -633,9 +624,6 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for range 5 {
 		if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 			t.Fatal(err)

@@ -26,15 +26,12 @@ import (
 func waitForLoadBalancer(t *testing.T, name, what string, check func(*networkingv1alpha1.LoadBalancer) error) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	lb := &networkingv1alpha1.LoadBalancer{}
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" "+what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" "+what, func(ctx context.Context) error {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
 			return err
 		}
 		return check(lb)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return lb
 }
 

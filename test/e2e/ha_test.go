@@ -43,7 +43,7 @@ func leads(replica *testenv.Process) bool {
 func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process {
 	t.Helper()
 	var leader *testenv.Process
-	err := testenv.WaitFor(context.Background(), waitTimeout, "a leader", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "a leader", func(context.Context) error {
 		var leaders []*testenv.Process
 		for _, replica := range replicas {
 			if leads(replica) {
@@ -56,9 +56,6 @@ func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process 
 		leader = leaders[0]
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return leader
 }
 
@@ -84,15 +81,12 @@ func TestLeaderElection(t *testing.T) {
 
 	killed := time.Now()
 	leader.Kill()
-	err := testenv.WaitFor(ctx, waitTimeout, "the other replica to lead", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the other replica to lead", func(context.Context) error {
 		if !leads(follower) {
 			return fmt.Errorf("not leading yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("the other replica took over %s after the leader was killed (lease duration 4s)", time.Since(killed).Round(time.Millisecond))
 
 	// The new leader serves new work...
@@ -129,7 +123,7 @@ func startCCMWithoutCrashCheck(t *testing.T, name string, args ...string) *teste
 // waitForPrefixes waits until each Machine's NetworkInterface has exactly the pod CIDRs.
 func waitForPrefixes(t *testing.T, want map[string][]string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
 		for machine, cidrs := range want {
 			prefixes, err := nicPrefixes(ctx, machine)
 			if err != nil {
@@ -141,9 +135,6 @@ func waitForPrefixes(t *testing.T, want map[string][]string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // requireOneLoadBalancerEach checks that every Service has exactly one IronCore LoadBalancer.
@@ -215,15 +206,12 @@ func TestRestartMidFlight(t *testing.T) {
 		}()
 	}
 	// Kill the CCM as soon as it has started creating LoadBalancers: in the middle of it all.
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the CCM to be busy", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the CCM to be busy", func(context.Context) error {
 		if !strings.Contains(readLog(ccm), "Applied IronCore LoadBalancer") {
 			return fmt.Errorf("no LoadBalancer applied yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ccm.Kill()
 	wg.Wait()
 	if t.Failed() {
@@ -404,7 +392,7 @@ func leaseHolder(t *testing.T) string {
 func waitForNewLeaseHolder(t *testing.T, holder string) time.Time {
 	t.Helper()
 	var acquired time.Time
-	err := testenv.WaitFor(context.Background(), waitTimeout, "another replica to acquire the lease", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "another replica to acquire the lease", func(ctx context.Context) error {
 		lease, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -415,23 +403,17 @@ func waitForNewLeaseHolder(t *testing.T, holder string) time.Time {
 		acquired = lease.Spec.AcquireTime.Time
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return acquired
 }
 
 // waitForWrites waits until the proxy has forwarded a write that arrived after since.
 func waitForWrites(t *testing.T, proxy *apiproxy.Proxy, since time.Time, what string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(context.Context) error {
 		writes := proxy.Writes()
 		if len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
 			return fmt.Errorf("no write yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -169,7 +169,7 @@ func addPort(t *testing.T, service *corev1.Service, port int32) {
 
 func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("LoadBalancer %s with port %d", lbName, port), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("LoadBalancer %s with port %d", lbName, port), func(ctx context.Context) error {
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
 			return err
@@ -181,9 +181,6 @@ func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 		}
 		return fmt.Errorf("ports %v", lb.Spec.Ports)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceType, class *string) {
@@ -204,14 +201,11 @@ func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceTy
 
 func waitForService(t *testing.T, service *corev1.Service, what string, check func(*corev1.Service) error) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" with "+what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Service "+service.Name+" with "+what, func(ctx context.Context) error {
 		live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		return check(live)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -51,7 +51,7 @@ func deleteService(service *corev1.Service) error {
 func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) error) []string {
 	t.Helper()
 	var ips []string
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "ingress of Service "+service.Name, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "ingress of Service "+service.Name, func(ctx context.Context) error {
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -62,9 +62,6 @@ func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) 
 		}
 		return check(ips)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return ips
 }
 
@@ -200,16 +197,13 @@ func updateService(ctx context.Context, service *corev1.Service, change func(*co
 
 func waitForServiceGone(t *testing.T, service *corev1.Service) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" to be gone", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Service "+service.Name+" to be gone", func(ctx context.Context) error {
 		_, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForNoLeftovers waits until no IronCore LoadBalancer, LoadBalancerRouting or ephemeral
@@ -220,7 +214,7 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 	for _, name := range lbNames {
 		wanted[name] = true
 	}
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "no IronCore leftovers", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "no IronCore leftovers", func(ctx context.Context) error {
 		var left []string
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
@@ -252,9 +246,6 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestFiftyServicesAtOnce creates 50 Services in a burst, 10 of them Internal, and waits for
@@ -351,7 +342,7 @@ func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
 	ccm := startCCM(t, "ccm-orphans", "--orphan-load-balancer-grace-period=2s")
 	waitForNoLeftovers(t, []string{orphan.Name})
 	// Wait until the collector decided on each namesake: it logged a refusal, or deleted it.
-	err = testenv.WaitFor(ctx, waitTimeout, "the collector's decision on the namesakes", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the collector's decision on the namesakes", func(ctx context.Context) error {
 		for _, lb := range namesakes {
 			current := &networkingv1alpha1.LoadBalancer{}
 			err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
@@ -362,9 +353,6 @@ func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, lb := range append(namesakes, foreign) {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil || lb.DeletionTimestamp != nil {
 			t.Errorf("another cluster's LoadBalancer %s was deleted: %v, %v", lb.Name, err, lb.DeletionTimestamp)

@@ -115,7 +115,7 @@ func waitHealthy(t *testing.T, port int) {
 	t.Helper()
 	httpClient := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of a local test process
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
-	err := testenv.WaitFor(context.Background(), time.Minute, "the CCM's /healthz", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the CCM's /healthz", func(ctx context.Context) error {
 		request, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -130,9 +130,6 @@ func waitHealthy(t *testing.T, port int) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func readLog(p *testenv.Process) string {

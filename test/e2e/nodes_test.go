@@ -83,7 +83,7 @@ func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Nod
 func waitForNode(t *testing.T, name, what string, check func(*corev1.Node) error) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(ctx context.Context) error {
 		var err error
 		node, err = stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -91,9 +91,6 @@ func waitForNode(t *testing.T, name, what string, check func(*corev1.Node) error
 		}
 		return check(node)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return node
 }
 
@@ -153,7 +150,7 @@ func TestNodeLifecycle(t *testing.T) {
 	}
 
 	// The CCM labels the Machine and its interface for this cluster, once.
-	err := testenv.WaitFor(ctx, waitTimeout, "the cluster label on the Machine and its interface", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the cluster label on the Machine and its interface", func(ctx context.Context) error {
 		for _, obj := range []client.Object{machine, nic} {
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 				return err
@@ -164,9 +161,6 @@ func TestNodeLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Shut down: the kubelet stops reporting, the Machine is off, the Node gets the taint.
 	stack.SetPower(t, machine, computev1alpha1.PowerOff)
@@ -189,16 +183,13 @@ func TestNodeLifecycle(t *testing.T) {
 
 func waitForNodeDeleted(t *testing.T, name string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Node "+name+" to be deleted", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Node "+name+" to be deleted", func(ctx context.Context) error {
 		_, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestNodesSurviveAnIronCoreOutage makes the IronCore API unreachable, then fail, for several

@@ -151,7 +151,7 @@ func currentVersion(t *testing.T, name string) string {
 func waitForOwner(t *testing.T, name string, services []*corev1.Service) int {
 	t.Helper()
 	winner := -1
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" taken over", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" taken over", func(ctx context.Context) error {
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
 			return err
@@ -162,9 +162,6 @@ func waitForOwner(t *testing.T, name string, services []*corev1.Service) int {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return winner
 }
 

@@ -264,7 +264,7 @@ func (w *destinationsWatcher) fewestSince() int {
 func (w *destinationsWatcher) waitFor(t *testing.T, ip string, held bool, from time.Time) time.Duration {
 	t.Helper()
 	var took time.Duration
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("%s held: %t", ip, held), func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("%s held: %t", ip, held), func(context.Context) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.held[ip] != held {
@@ -273,8 +273,5 @@ func (w *destinationsWatcher) waitFor(t *testing.T, ip string, held bool, from t
 		took = w.changed[ip].Sub(from)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return took.Round(time.Millisecond)
 }

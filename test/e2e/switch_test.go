@@ -129,15 +129,12 @@ func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 // since it started.
 func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, ccm.Name+" to sync every load balancer", func(context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, ccm.Name+" to sync every load balancer", func(context.Context) error {
 		if synced := strings.Count(readLog(ccm), `reason="EnsuredLoadBalancer"`); synced < count {
 			return fmt.Errorf("%d synced", synced)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // referenceNodes creates running Machines and their Nodes as the reference CCM leaves them:
@@ -311,7 +308,7 @@ func referenceLoadBalancer(ctx context.Context, clientset ironcoreclientset.Inte
 func waitForReferenceRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, atLeast int) map[string]int {
 	t.Helper()
 	baseline := map[string]int{}
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "IronCore to route the reference LoadBalancers", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "IronCore to route the reference LoadBalancers", func(ctx context.Context) error {
 		for _, lb := range lbs {
 			routing := &networkingv1alpha1.LoadBalancerRouting{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), routing); err != nil {
@@ -324,9 +321,6 @@ func waitForReferenceRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalanc
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return baseline
 }
 
@@ -438,7 +432,7 @@ func mapsValues(m map[string]int) []int {
 // a routing we write) and its routing holds the baseline again.
 func waitForSelectorMode(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, baseline map[string]int, useSelector bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 3*waitTimeout, fmt.Sprintf("LoadBalancers in --use-nic-selector=%v mode", useSelector), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 3*waitTimeout, fmt.Sprintf("LoadBalancers in --use-nic-selector=%v mode", useSelector), func(ctx context.Context) error {
 		for _, want := range lbs {
 			lb := &networkingv1alpha1.LoadBalancer{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(want), lb); err != nil {
@@ -461,9 +455,6 @@ func waitForSelectorMode(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, b
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // requireAdoptedInPlace checks that every LoadBalancer is the one the reference made, with

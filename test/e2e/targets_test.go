@@ -95,7 +95,7 @@ func setEndpoints(t *testing.T, service *corev1.Service, nodes ...string) {
 // text.
 func waitForNodeEvent(t *testing.T, node, reason, containing string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events("").List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
 		})
@@ -107,7 +107,4 @@ func waitForNodeEvent(t *testing.T, node, reason, containing string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
