@@ -144,12 +144,7 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 // LoadBalancer without this cluster's identity is never taken over.
 func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	unknown, err := startCloud(ctx, stop, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unknown := startTestCloud(t, nil)
 	lbs := loadBalancerOf(t, unknown)
 	retained, addresses := retainedLoadBalancer(t, "identity-kept")
 	if retained.Labels[keys.LabelClusterID] != testClusterID {
@@ -158,7 +153,7 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	service := createService(t, "identity-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
 	nodes := workerNodes(t, "identity-taker-1")
 	stack.IronCoreProxy.Reset()
-	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 	if want := "does not know its cluster's identity"; !errorContains(err, want) {
 		t.Errorf("EnsureLoadBalancer error %v, want one saying %q", err, want)
 	}

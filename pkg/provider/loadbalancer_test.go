@@ -355,12 +355,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 // one's does.
 func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	defer close(stop)
-	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	explicit := startTestCloud(t, explicitTargets)
 	lbs := loadBalancerOf(t, explicit)
 	nodes := workerNodes(t, "lb-pending-1", "lb-pending-2")
 	service := createService(t, "pending-switch", testenv.ServiceOptions{})
@@ -418,12 +413,7 @@ func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) 
 
 func TestExplicitRouting(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	defer close(stop)
-	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	explicit := startTestCloud(t, explicitTargets)
 	lbs := loadBalancerOf(t, explicit)
 	nodes := workerNodes(t, "lb-explicit-1", "lb-explicit-2")
 	service := createService(t, "explicit", testenv.ServiceOptions{})

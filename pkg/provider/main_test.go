@@ -67,6 +67,21 @@ func runWithStack(m *testing.M) int {
 	return m.Run()
 }
 
+// startTestCloud starts a provider for the test as startCloud does, stopped when the test ends.
+func startTestCloud(t *testing.T, modify func(*config.Options)) *provider.Cloud {
+	t.Helper()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(context.Background(), stop, modify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// explicitTargets makes a provider write its LoadBalancers' routings instead of selecting.
+func explicitTargets(o *config.Options) { o.UseNICSelector = false }
+
 // startCloud builds and initializes a provider from the stack's CCM configuration, with the
 // options changed by modify if not nil. It reaches IronCore through the stack's proxy, so
 // tests can count its requests and make the API fail.

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -31,12 +30,7 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 		ctx := context.Background()
 		c := cloud
 		if !useSelector {
-			stop := make(chan struct{})
-			t.Cleanup(func() { close(stop) })
-			explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-			if err != nil {
-				t.Fatal(err)
-			}
+			explicit := startTestCloud(t, explicitTargets)
 			explicit.ClusterID().Set(testClusterID)
 			c = explicit
 		}

@@ -565,7 +565,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	ctx := context.Background()
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
+	c, err := startCloud(ctx, stop, explicitTargets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,12 +602,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 // and must not make the second look like it has nothing to write.
 func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startTestCloud(t, explicitTargets)
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "backtoback-1", "backtoback-2")
 	service := createService(t, "backtoback", testenv.ServiceOptions{})
