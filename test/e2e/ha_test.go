@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,27 +162,9 @@ func TestRestartMidFlight(t *testing.T) {
 	args := routeArgs()
 	ccm := startCCMWithoutCrashCheck(t, "ccm-before-restart", args...)
 
-	names := make([]string, count)
-	for i := range names {
-		names[i] = fmt.Sprintf("restart-%02d", i)
-	}
+	names := numbered("restart", count)
+	createMachines(t, names, testenv.MachineOptions{DualStack: true})
 	var wg sync.WaitGroup
-	for _, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := stack.CreateMachine(context.Background(), name, testenv.MachineOptions{DualStack: true}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
 	services := make([]*corev1.Service, count)
 	for i, name := range names {
 		wg.Add(1)

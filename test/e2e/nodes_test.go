@@ -53,18 +53,42 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 // with addresses; it returns their names.
 func runningMachines(t *testing.T, prefix string, count int, opts testenv.MachineOptions) []string {
 	t.Helper()
-	names := make([]string, count)
+	names := numbered(prefix, count)
 	var wg sync.WaitGroup
-	for i := range count {
-		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runningMachine(t, names[i], opts)
-		}()
+	for _, name := range names {
+		wg.Go(func() { runningMachine(t, name, opts) })
 	}
 	wg.Wait()
 	return names
+}
+
+// numbered names count things <prefix>-NN.
+func numbered(prefix string, count int) []string {
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
+	}
+	return names
+}
+
+// createMachines creates the Machines at once, each deleted with its Node when the test ends.
+func createMachines(t *testing.T, names []string, opts testenv.MachineOptions) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			if _, err := stack.CreateMachine(context.Background(), name, opts); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
+			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
 }
 
 func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Node {

@@ -38,10 +38,7 @@ const referenceFieldManager = "cloud-provider.ironcore.dev/loadbalancer"
 // switches --use-nic-selector on and off again under the same watch.
 func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	const nodeCount, serviceCount = 50, 20
-	names := make([]string, nodeCount)
-	for i := range names {
-		names[i] = fmt.Sprintf("ref-%02d", i)
-	}
+	names := numbered("ref", nodeCount)
 	referenceNodes(t, names)
 	services, lbs := referenceServices(t, "ref-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
@@ -105,10 +102,7 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 // labels are in place, and no routing ever holds fewer destinations than before.
 func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 	const nodeCount, serviceCount = 20, 5
-	names := make([]string, nodeCount)
-	for i := range names {
-		names[i] = fmt.Sprintf("slowlist-%02d", i)
-	}
+	names := numbered("slowlist", nodeCount)
 	referenceNodes(t, names)
 	_, lbs := referenceServices(t, "slowlist-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
@@ -143,21 +137,8 @@ func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
 func referenceNodes(t *testing.T, names []string) {
 	t.Helper()
 	ctx := context.Background()
+	createMachines(t, names, testenv.MachineOptions{})
 	var wg sync.WaitGroup
-	for _, name := range names {
-		wg.Go(func() {
-			if _, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
 	if t.Failed() {
 		t.FailNow()
 	}
