@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -290,14 +291,7 @@ func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
 		{"pools-single", other, "pools-single", "is a single address"},
 	} {
 		service := createService(t, tc.service, internal(tc.namespace, tc.prefix))
-		stack.IronCoreProxy.Reset()
-		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-		if !errorContains(err, tc.want) {
-			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
-		}
-		waitForEventWith(t, service, provider.ReasonPrefixNotGranted, tc.prefix)
-		requireNoWrites(t, provider.LoadBalancerName(service))
-		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		requireRefused(t, lbs, service, nodes, tc.want, provider.ReasonPrefixNotGranted, tc.prefix)
 	}
 
 	for _, tc := range []struct{ service, namespace, prefix, cidr string }{
@@ -356,13 +350,20 @@ func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
 		{"ipam-literal", held, "is held by another LoadBalancer"},
 	} {
 		service := createService(t, tc.service, internal(tc.address))
-		stack.IronCoreProxy.Reset()
-		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-		if !errorContains(err, tc.want) {
-			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
-		}
-		waitForEventWith(t, service, provider.ReasonAddressUnavailable, tc.address)
-		requireNoWrites(t, provider.LoadBalancerName(service))
-		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		requireRefused(t, lbs, service, nodes, tc.want, provider.ReasonAddressUnavailable, tc.address)
 	}
+}
+
+// requireRefused checks that EnsureLoadBalancer refuses the Service with an error saying want
+// and an event of the reason naming what, and that nothing is written or made for it.
+func requireRefused(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, nodes []*corev1.Node, want, reason, what string) {
+	t.Helper()
+	stack.IronCoreProxy.Reset()
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", service, nodes)
+	if !errorContains(err, want) {
+		t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", service.Name, err, want)
+	}
+	waitForEventWith(t, service, reason, what)
+	requireNoWrites(t, provider.LoadBalancerName(service))
+	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
 }

@@ -56,15 +56,7 @@ func workerNodes(t *testing.T, names ...string) []*corev1.Node {
 	var nodes []*corev1.Node
 	for _, name := range names {
 		createMachine(t, name, testenv.MachineOptions{})
-		nic := networkInterface(t, name)
-		base := nic.DeepCopy()
-		if nic.Labels == nil {
-			nic.Labels = map[string]string{}
-		}
-		nic.Labels[keys.LabelCluster] = stack.ClusterName
-		if err := stack.IronCore.Client.Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
+		labelForCluster(t, name)
 		nodes = append(nodes, readyNode(name, providerIDOf(name)))
 	}
 	return nodes
