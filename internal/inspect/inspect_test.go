@@ -328,24 +328,25 @@ func assertOnlyRead(t *testing.T) {
 
 func findNode(t *testing.T, report *inspect.Report, name string) inspect.Node {
 	t.Helper()
-	for _, node := range report.Nodes {
-		if node.Name == name {
-			return node
-		}
-	}
-	t.Fatalf("Node %s is not reported", name)
-	return inspect.Node{}
+	return find(t, "Node", report.Nodes, name, func(node inspect.Node) string { return node.Name })
 }
 
 func findService(t *testing.T, report *inspect.Report, name string) inspect.Service {
 	t.Helper()
-	for _, service := range report.Services {
-		if service.Name == name {
-			return service
+	return find(t, "Service", report.Services, name, func(service inspect.Service) string { return service.Name })
+}
+
+// find returns the reported item of the kind whose nameOf is name, failing the test without one.
+func find[T any](t *testing.T, kind string, items []T, name string, nameOf func(T) string) T {
+	t.Helper()
+	for _, item := range items {
+		if nameOf(item) == name {
+			return item
 		}
 	}
-	t.Fatalf("Service %s is not reported", name)
-	return inspect.Service{}
+	t.Fatalf("%s %s is not reported", kind, name)
+	var none T
+	return none
 }
 
 func wantIssues(t *testing.T, name string, issues []inspect.Issue, codes ...string) {
