@@ -157,7 +157,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if web, err = services.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	lbName, addresses := provider.LoadBalancerName(web), ingressOf(web)
+	lbName, addresses := provider.LoadBalancerName(web), testenv.IngressIPs(web)
 	if err := services.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if err != nil {
 		return err
 	}
-	refusal, err := waitForEvent(ctx, stack, again, provider.ReasonNotAdopted)
+	refusal, err := stack.WaitForEvent(ctx, convergeTimeout, again, provider.ReasonNotAdopted)
 	if err != nil {
 		return err
 	}
@@ -217,36 +217,10 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	same := "the same address"
-	if !slices.Equal(ingressOf(again), addresses) {
+	if !slices.Equal(testenv.IngressIPs(again), addresses) {
 		same = "ANOTHER address"
 	}
 	fmt.Printf("  shop/web: %s (%s), IronCore LoadBalancer %s, routed to %s, %s after it was created\n",
-		strings.Join(ingressOf(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
+		strings.Join(testenv.IngressIPs(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
 	return nil
-}
-
-func ingressOf(service *corev1.Service) []string {
-	var ips []string
-	for _, ingress := range service.Status.LoadBalancer.Ingress {
-		ips = append(ips, ingress.IP)
-	}
-	return ips
-}
-
-// waitForEvent waits for an event of the reason on the Service and returns its message.
-func waitForEvent(ctx context.Context, stack *testenv.Stack, service *corev1.Service, reason string) (string, error) {
-	var message string
-	err := testenv.WaitFor(ctx, convergeTimeout, "event "+reason+" on Service "+service.Namespace+"/"+service.Name, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason})
-		if err != nil {
-			return err
-		}
-		if len(events.Items) == 0 {
-			return errors.New("none yet")
-		}
-		message = events.Items[0].Message
-		return nil
-	})
-	return message, err
 }

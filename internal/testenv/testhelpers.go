@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -164,4 +166,32 @@ func (s *Stack) CreateMachineForTest(t testing.TB, name string, opts MachineOpti
 	}
 	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), machine)) })
 	return machine
+}
+
+// WaitForEvent waits up to timeout for an event of the reason on the Service, and returns its
+// message.
+func (s *Stack) WaitForEvent(ctx context.Context, timeout time.Duration, service *corev1.Service, reason string) (string, error) {
+	var message string
+	err := WaitFor(ctx, timeout, "event "+reason+" on Service "+service.Namespace+"/"+service.Name, func(ctx context.Context) error {
+		events, err := s.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return errors.New("none yet")
+		}
+		message = events.Items[0].Message
+		return nil
+	})
+	return message, err
+}
+
+// IngressIPs lists the addresses of the Service's status.
+func IngressIPs(service *corev1.Service) []string {
+	var ips []string
+	for _, ingress := range service.Status.LoadBalancer.Ingress {
+		ips = append(ips, ingress.IP)
+	}
+	return ips
 }

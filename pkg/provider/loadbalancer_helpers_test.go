@@ -109,20 +109,10 @@ func ingressIPs(status *corev1.LoadBalancerStatus) []string {
 // waitForEvent waits for an event with the reason on the Service, and returns its message.
 func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 	t.Helper()
-	var message string
-	testenv.Await(t, context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason,
-		})
-		if err != nil {
-			return err
-		}
-		if len(events.Items) == 0 {
-			return errors.New("none yet")
-		}
-		message = events.Items[0].Message
-		return nil
-	})
+	message, err := stack.WaitForEvent(context.Background(), waitTimeout, service, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return message
 }
 

@@ -143,7 +143,7 @@ func watchSwitchingServices(t *testing.T, ctx context.Context, before map[string
 			if !ok || before[service.Name] == nil {
 				continue
 			}
-			ips := ingressOf(service)
+			ips := testenv.IngressIPs(service)
 			mu.Lock()
 			addressed[service.Name] = len(ips) > 0 && event.Type != watch.Deleted
 			if !addressed[service.Name] {
@@ -214,7 +214,7 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 			if err != nil {
 				continue // the test is over
 			}
-			if slices.Equal(ingressOf(service), before[name]) {
+			if slices.Equal(testenv.IngressIPs(service), before[name]) {
 				mu.Lock()
 				early = append(early, lb.Name+" of "+name)
 				mu.Unlock()
@@ -227,14 +227,6 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 		defer mu.Unlock()
 		return early
 	}
-}
-
-func ingressOf(service *corev1.Service) []string {
-	var ips []string
-	for _, ingress := range service.Status.LoadBalancer.Ingress {
-		ips = append(ips, ingress.IP)
-	}
-	return ips
 }
 
 func liveService(t *testing.T, service *corev1.Service) *corev1.Service {
