@@ -433,20 +433,8 @@ func createService(t *testing.T, name string) *corev1.Service {
 // from at the time at, as the CCM leaves it.
 func createRetainedLoadBalancer(t *testing.T, name, cluster, from, at string) {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   stack.Namespace,
-			Name:        name,
-			Labels:      map[string]string{keys.LabelClusterName: cluster, keys.LabelRetained: "true"},
-			Annotations: map[string]string{keys.AnnotationClusterName: cluster, keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at},
-		},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+	_, err := stack.CreateRetainedLoadBalancer(context.Background(), name, cluster, map[string]string{keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

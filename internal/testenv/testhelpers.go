@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
 // The CCM's two target modes, as InTargetModes names them: the CCM writes each LoadBalancer's
@@ -194,4 +197,22 @@ func IngressIPs(service *corev1.Service) []string {
 		ips = append(ips, ingress.IP)
 	}
 	return ips
+}
+
+// CreateRetainedLoadBalancer creates a Public LoadBalancer on the cluster Network as the CCM of
+// the named cluster leaves one it retained, with the annotations given besides its cluster's.
+func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster string, annotations map[string]string) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
+			Labels:      map[string]string{keys.LabelClusterName: cluster, keys.LabelRetained: "true"},
+			Annotations: map[string]string{keys.AnnotationClusterName: cluster},
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: s.Network},
+		},
+	}
+	maps.Copy(lb.Annotations, annotations)
+	return lb, s.IronCore.Client.Create(ctx, lb)
 }

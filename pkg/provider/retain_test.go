@@ -227,18 +227,8 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 // marks one, on this cluster's Network.
 func foreignRetainedLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name,
-			Labels:      map[string]string{keys.LabelClusterName: "another-cluster", keys.LabelRetained: "true"},
-			Annotations: map[string]string{keys.AnnotationClusterName: "another-cluster", keys.AnnotationRetainedFrom: "default/theirs"},
-		},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+	lb, err := stack.CreateRetainedLoadBalancer(context.Background(), name, "another-cluster", map[string]string{keys.AnnotationRetainedFrom: "default/theirs"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), lb) })
