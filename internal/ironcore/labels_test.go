@@ -20,7 +20,7 @@ import (
 // server, as a lagging cache does: the label must be added all the same, and another
 // cluster's value must never be overwritten.
 func TestAddLabelOnAStaleObject(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	const other = "example.org/other"
 	for i, tc := range []struct {
 		name string
@@ -99,7 +99,7 @@ func staleMachine(t *testing.T, name string, stale, server map[string]string) *c
 // that the label is absent would be refused). A copy newer than the write, without the label,
 // gets it again.
 func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	old := staleMachine(t, "relabel", nil, nil)
 	waitCached(t, ctx, "the Machine", c.Machine, old.Name)
 	// Held behind: once the cache shows the write, the write is forgotten.
@@ -137,7 +137,7 @@ func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 // recorded (as it does for some of several), and when it comes later (the watch held back), so
 // that the records do not grow with the Machines labelled.
 func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	for i := range 5 {
 		machine := staleMachine(t, fmt.Sprintf("forget-label-%d", i), nil, nil)
 		if added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName); err != nil || !added {

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 )
@@ -28,19 +26,6 @@ func setProxyMode(t *testing.T, mode apiproxy.Mode) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
-}
-
-// startClient starts an IronCore client on the stack for the test, limited by limiter (the
-// CCM's limits if nil); it returns the client and a context, both ending with the test.
-func startClient(t *testing.T, limiter flowcontrol.RateLimiter) (context.Context, *ironcore.Client) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClientLimitedBy(ctx, limiter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ctx, c
 }
 
 // waitCached waits until read, one of the client's cached readers, finds the named object.

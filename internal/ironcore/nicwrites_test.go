@@ -26,7 +26,7 @@ import (
 // NetworkInterface (another writer's label and prefix) is lost.
 func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 	gate := &gateLimiter{}
-	ctx, c := startClient(t, gate)
+	ctx, c := stack.StartIronCoreClientForTest(t, gate)
 	machine := stack.CreateMachineForTest(t, "combined", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	// Another writer's label and prefix, in the cache before the changes.
@@ -185,7 +185,7 @@ func (l *countingLimiter) QPS() float32    { return 0 }
 // write, which would halve the rate of Node writes in a burst.
 func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 	limiter := &countingLimiter{}
-	ctx, c := startClient(t, limiter)
+	ctx, c := stack.StartIronCoreClientForTest(t, limiter)
 	machine := stack.CreateMachineForTest(t, "one-token", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
@@ -217,7 +217,7 @@ func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 // on the queue and is computed anew on the object read from the API server: both writers'
 // changes are kept, in two patches.
 func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	machine := stack.CreateMachineForTest(t, "stale-read", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
@@ -261,7 +261,7 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 // event for it comes before the write is recorded (as it does for some of several), so that the
 // records do not grow with the NetworkInterfaces written.
 func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	var names []string
 	for i := range 5 {
 		nic := &networkingv1alpha1.NetworkInterface{

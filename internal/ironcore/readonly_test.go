@@ -16,7 +16,7 @@ import (
 // TestReadOnlyReadersShareTheCachesObjects: the read-only readers return the cache's own
 // objects, the same on every read, with what the copying readers return.
 func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
-	ctx, client := startClient(t, nil)
+	ctx, client := stack.StartIronCoreClientForTest(t, nil)
 	const name = "read-only"
 	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{})
 	nicName := testenv.NetworkInterfaceName(name)

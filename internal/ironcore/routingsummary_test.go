@@ -20,7 +20,7 @@ import (
 // LoadBalancerRouting (one per target, most of what a routing weighs), yet tells their number
 // and a digest that matches the API server's routing, and follows a change of them.
 func TestCachedRoutingsKeepASummaryOfTheirDestinations(t *testing.T) {
-	ctx, c := startClient(t, nil)
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	routing := &networkingv1alpha1.LoadBalancerRouting{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "summarized"},
 		NetworkRef: commonv1alpha1.LocalUIDReference{Name: stack.Network, UID: "network-uid"},

@@ -49,12 +49,7 @@ func collector(t *testing.T, mode config.OrphanCleanup, grace time.Duration, lbN
 
 func collectorWith(t *testing.T, settings orphans.Settings, lbNames ...string) *orphans.Collector {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	client, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, client := stack.StartIronCoreClientForTest(t, nil)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	c := orphans.New(client, factory.Core().V1().Services(), settings)
 	factory.Start(ctx.Done())

@@ -17,10 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/flowcontrol"
 	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
@@ -215,4 +217,17 @@ func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster st
 	}
 	maps.Copy(lb.Annotations, annotations)
 	return lb, s.IronCore.Client.Create(ctx, lb)
+}
+
+// StartIronCoreClientForTest starts an IronCore client as StartIronCoreClientLimitedBy does,
+// until the test ends; it returns the client and a context that ends with the test.
+func (s *Stack) StartIronCoreClientForTest(t testing.TB, limiter flowcontrol.RateLimiter) (context.Context, *ironcore.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := s.StartIronCoreClientLimitedBy(ctx, limiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c
 }
