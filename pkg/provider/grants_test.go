@@ -208,12 +208,8 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 // new one, whose address no client has seen, is deleted.
 func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "retained-pending-1")
-	service := createService(t, "retained-pending", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	lbs, nodes, service, public := readyService(t, "retained-pending-1", "retained-pending", keys.AnnotationRetainLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	public := ironcoreLoadBalancer(t, name)
 
 	// The simulator holds the new LoadBalancer without addresses, as a provider that has not
 	// got to it yet.

@@ -197,3 +197,15 @@ func updated(err error) error {
 	}
 	return err
 }
+
+// readyService creates a Service annotated with annotation "true" for one worker Node, and
+// ensures its LoadBalancer until ready, writing the status into the Service; it returns the
+// package's load balancers, the Nodes, the Service and its IronCore LoadBalancer.
+func readyService(t *testing.T, node, name, annotation string) (cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service, *networkingv1alpha1.LoadBalancer) {
+	t.Helper()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, node)
+	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{annotation: "true"}})
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
+	return lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+}

@@ -226,12 +226,8 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 // the new addresses. Deleting the Service in the middle of a switch deletes both.
 func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-switch-1")
-	service := createService(t, "switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	lbs, nodes, service, internalLB := readyService(t, "lb-switch-1", "switch", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	internalLB := ironcoreLoadBalancer(t, name)
 
 	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
 	// the addresses it shows and the old LoadBalancer: what every sync must do while the new

@@ -226,12 +226,8 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 // LoadBalancer behind.
 func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-switch-delete-1")
-	service := createService(t, "switch-delete", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	lbs, nodes, service, internalLB := readyService(t, "lb-switch-delete-1", "switch-delete", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	internalLB := ironcoreLoadBalancer(t, name)
 
 	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
 	t.Cleanup(release)
