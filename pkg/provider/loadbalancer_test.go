@@ -616,14 +616,7 @@ func TestConcurrentSyncs(t *testing.T) {
 // exists and is eligible; once the Node is excluded by label, it is dropped.
 func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	setInformers(t, c, factory)
+	c, factory, stop := startCloudWithInformers(t, nil)
 	factory.Start(stop)
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "stale-1", "stale-2")

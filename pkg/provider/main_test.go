@@ -79,6 +79,18 @@ func startTestCloud(t *testing.T, modify func(*config.Options)) *provider.Cloud 
 	return c
 }
 
+// startCloudWithInformers is startTestCloud on informers of the provider's own, set but not
+// started; stop closes when the test ends.
+func startCloudWithInformers(t *testing.T, modify func(*config.Options)) (*provider.Cloud, informers.SharedInformerFactory, <-chan struct{}) {
+	t.Helper()
+	c := startTestCloud(t, modify)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	setInformers(t, c, factory)
+	return c, factory, stop
+}
+
 // explicitTargets makes a provider write its LoadBalancers' routings instead of selecting.
 func explicitTargets(o *config.Options) { o.UseNICSelector = false }
 

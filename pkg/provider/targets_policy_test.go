@@ -563,15 +563,8 @@ func waitForNodeEvent(t *testing.T, node, reason, text string) {
 // synced it holds only the Node with an endpoint.
 func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, explicitTargets)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The informers are set but not started yet: the caches have not synced.
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	setInformers(t, c, factory)
+	c, factory, stop := startCloudWithInformers(t, explicitTargets)
 	lbs := loadBalancerOf(t, c)
 	nodes := clusterNodes(t, "unsynced-1", "unsynced-2")
 	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
@@ -579,7 +572,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	name := provider.LoadBalancerName(service)
 	seen := watchRoutingIPs(t, name)
 	// The address waits too: it would lead nowhere.
-	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 	var retry *api.RetryError
 	if !errors.As(err, &retry) {
 		t.Fatalf("EnsureLoadBalancer before the endpoints are known = %v, want a RetryError", err)
