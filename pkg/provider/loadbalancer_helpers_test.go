@@ -209,3 +209,14 @@ func readyService(t *testing.T, node, name, annotation string) (cloudprovider.Lo
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
 	return lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
 }
+
+// explicitService starts a provider of the test's own that writes routings, and creates a
+// Service for worker Nodes of the names; it returns the provider, its load balancers, the
+// Nodes and the Service.
+func explicitService(t *testing.T, name string, nodeNames ...string) (*provider.Cloud, cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service) {
+	t.Helper()
+	c := startTestCloud(t, explicitTargets)
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, nodeNames...)
+	return c, lbs, nodes, createService(t, name, testenv.ServiceOptions{})
+}

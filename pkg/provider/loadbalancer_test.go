@@ -351,10 +351,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 // one's does.
 func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
-	explicit := startTestCloud(t, explicitTargets)
-	lbs := loadBalancerOf(t, explicit)
-	nodes := workerNodes(t, "lb-pending-1", "lb-pending-2")
-	service := createService(t, "pending-switch", testenv.ServiceOptions{})
+	_, lbs, nodes, service := explicitService(t, "pending-switch", "lb-pending-1", "lb-pending-2")
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
 	name := provider.LoadBalancerName(service)
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1"))
@@ -409,10 +406,7 @@ func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) 
 
 func TestExplicitRouting(t *testing.T) {
 	ctx := context.Background()
-	explicit := startTestCloud(t, explicitTargets)
-	lbs := loadBalancerOf(t, explicit)
-	nodes := workerNodes(t, "lb-explicit-1", "lb-explicit-2")
-	service := createService(t, "explicit", testenv.ServiceOptions{})
+	_, lbs, nodes, service := explicitService(t, "explicit", "lb-explicit-1", "lb-explicit-2")
 	ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	lb := ironcoreLoadBalancer(t, name)

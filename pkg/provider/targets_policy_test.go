@@ -595,10 +595,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 // and must not make the second look like it has nothing to write.
 func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 	ctx := context.Background()
-	c := startTestCloud(t, explicitTargets)
-	lbs := loadBalancerOf(t, c)
-	nodes := workerNodes(t, "backtoback-1", "backtoback-2")
-	service := createService(t, "backtoback", testenv.ServiceOptions{})
+	c, lbs, nodes, service := explicitService(t, "backtoback", "backtoback-1", "backtoback-2")
 	ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	both := stack.NetworkInterfaceIPs(t, "backtoback-1", "backtoback-2")
