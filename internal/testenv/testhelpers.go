@@ -231,3 +231,13 @@ func (s *Stack) StartIronCoreClientForTest(t testing.TB, limiter flowcontrol.Rat
 	}
 	return ctx, c
 }
+
+// LiveService reads the Service from the API server.
+func (s *Stack) LiveService(t testing.TB, service *corev1.Service) *corev1.Service {
+	t.Helper()
+	live, err := s.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
+}

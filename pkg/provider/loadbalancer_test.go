@@ -474,7 +474,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 	testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
 		shown := ingressIPs(status)
 		if len(shown) == 0 {
-			shown = ingressIPs(&getService(t, soon).Status.LoadBalancer)
+			shown = ingressIPs(&stack.LiveService(t, soon).Status.LoadBalancer)
 		}
 		if len(shown) != 1 || shown[0] != lb.Status.IPs[0].String() {
 			return fmt.Errorf("ingress %v, want the LoadBalancer's address %v", shown, lb.Status.IPs)
@@ -789,13 +789,13 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 				}
 				return nil
 			})
-			if current := getService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
+			if current := stack.LiveService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
 				t.Fatalf("the Service shows %v while its routing holds no destination", current.Status.LoadBalancer.Ingress)
 			}
 
 			stack.IronCoreProxy.FailWhere(nil)
 			testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
-				current := getService(t, service)
+				current := stack.LiveService(t, service)
 				if got := ingressIPs(&current.Status.LoadBalancer); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
 					return fmt.Errorf("ingress %v", got)
 				}

@@ -10,7 +10,6 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -161,15 +160,9 @@ func logRepairTime(t *testing.T, what string, started time.Time) {
 // untaintNode removes the cluster autoscaler's deletion taint from the Node.
 func untaintNode(t *testing.T, name string) {
 	t.Helper()
-	ctx := context.Background()
-	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
-	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateNode(t, name, func(node *corev1.Node) {
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
+	})
 }
 
 // removeTargetLabel removes the target label from the Machine's NetworkInterface, as an

@@ -83,16 +83,6 @@ func (h *targetsHarness) reportAddressesOnArrival(t *testing.T) {
 	go repair.Run(ctx, 1)
 }
 
-// getService reads the Service from the API server.
-func getService(t *testing.T, service *corev1.Service) *corev1.Service {
-	t.Helper()
-	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return current
-}
-
 // clusterNodes creates running Machines and their Nodes in the target cluster, Ready, and
 // returns the Nodes; they are deleted when the test ends.
 func clusterNodes(t *testing.T, names ...string) []*corev1.Node {
@@ -540,12 +530,20 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 // taintNode taints the Node for deletion by the cluster autoscaler.
 func taintNode(t *testing.T, name string) {
 	t.Helper()
+	updateNode(t, name, func(node *corev1.Node) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule})
+	})
+}
+
+// updateNode changes the Node as change does, on the API server's copy.
+func updateNode(t *testing.T, name string, change func(*corev1.Node)) {
+	t.Helper()
 	ctx := context.Background()
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule})
+	change(node)
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 				t.Errorf("%s/%s: refused, yet the CCM wrote: %s LoadBalancer %s", service.Namespace, service.Name, write.Verb, write.Name)
 			}
 		}
-		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+		if got := stack.LiveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
 			t.Errorf("%s/%s: refused, yet it shows %v", service.Namespace, service.Name, got)
 		}
 	}
@@ -243,7 +243,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 		t.Errorf("handed back, the namespace it came from shows %v, want the retained %v", got, addresses)
 	}
 	stack.WaitForRouting(t, waitTimeout, name, nodes)
-	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
+	if got := stack.LiveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service of the other namespace shows %v", got)
 	}
 }
@@ -303,7 +303,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 				t.Errorf("%s: refused, yet the CCM wrote: %s LoadBalancer %s", ask.name, write.Verb, write.Name)
 			}
 		}
-		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+		if got := stack.LiveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
 			t.Errorf("%s: refused, yet it shows %v", ask.name, got)
 		}
 	}
@@ -343,7 +343,7 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 			t.Errorf("the CCM wrote %s LoadBalancer %s without knowing its cluster's identity", write.Verb, write.Name)
 		}
 	}
-	if got := liveService(t, taker).Status.LoadBalancer.Ingress; len(got) > 0 {
+	if got := stack.LiveService(t, taker).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service shows %v before the identity is known", got)
 	}
 

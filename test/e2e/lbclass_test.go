@@ -94,7 +94,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 				retouched := createService(t, "ours-again-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
 				waitForIngress(t, retouched, anyIngress)
 			}
-			if live := liveService(t, ours); servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
+			if live := stack.LiveService(t, ours); servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
 				t.Errorf("Service %s of another class: finalizers %v, ingress %v", live.Name, live.Finalizers, live.Status.LoadBalancer.Ingress)
 			}
 			for _, write := range proxy.Writes() {

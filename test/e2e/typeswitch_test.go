@@ -61,7 +61,7 @@ func TestAHundredServicesSwitchTypeAtOnce(t *testing.T) {
 	for i, service := range services {
 		before[service.Name] = waitForIngress(t, service, anyIngress)
 		oldLoadBalancer[provider.LoadBalancerName(service)] = service.Name
-		services[i] = liveService(t, service)
+		services[i] = stack.LiveService(t, service)
 	}
 
 	watchCtx, stop := context.WithCancel(ctx)
@@ -227,15 +227,6 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 		defer mu.Unlock()
 		return early
 	}
-}
-
-func liveService(t *testing.T, service *corev1.Service) *corev1.Service {
-	t.Helper()
-	live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return live
 }
 
 // parallelDo runs do for 0..n-1 at once and returns their errors.
