@@ -24,39 +24,23 @@ import (
 // a routing holding a Node that cannot serve.
 func (c *chaos) watch(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.stack.TargetClientset, 0)
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if node, ok := obj.(*corev1.Node); ok {
-				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
-				c.nodeReadiness(node)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if node, ok := obj.(*corev1.Node); ok {
-				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
-				c.nodeReadiness(node)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			node, ok := obj.(*corev1.Node)
-			if !ok {
-				return
-			}
-			c.podCIDRsChanged(node.Name, nil)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(changesOf(true, func(node *corev1.Node, deleted bool) {
+		if !deleted {
+			c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+			c.nodeReadiness(node)
+			return
+		}
+		c.podCIDRsChanged(node.Name, nil)
+		c.mu.Lock()
+		leaving := c.leaving[node.Name]
+		c.mu.Unlock()
+		if !leaving {
 			c.mu.Lock()
-			leaving := c.leaving[node.Name]
+			c.result.WrongfulNodeDeletions++
 			c.mu.Unlock()
-			if !leaving {
-				c.mu.Lock()
-				c.result.WrongfulNodeDeletions++
-				c.mu.Unlock()
-				c.problem("Node %s was deleted though its Machine exists", node.Name)
-			}
-		},
-	}); err != nil {
+			c.problem("Node %s was deleted though its Machine exists", node.Name)
+		}
+	})); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
@@ -118,47 +102,14 @@ func (c *chaos) watchServing(ctx context.Context, ironcoreCache cache.Cache) err
 	if err != nil {
 		return err
 	}
-	if _, err := machines.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if machine, ok := obj.(*computev1alpha1.Machine); ok {
-				c.machineChanged(machine, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if machine, ok := obj.(*computev1alpha1.Machine); ok {
-				c.machineChanged(machine, true)
-			}
-		},
-	}); err != nil {
+	if _, err := machines.AddEventHandler(changesOf(false, c.machineChanged)); err != nil {
 		return err
 	}
 	nics, err := ironcoreCache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{})
 	if err != nil {
 		return err
 	}
-	_, err = nics.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, false)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, true)
-			}
-		},
-	})
+	_, err = nics.AddEventHandler(changesOf(true, c.networkInterfaceChanged))
 	return err
 }
 
@@ -345,4 +296,25 @@ func eachTick(ctx context.Context, period time.Duration, tick func()) {
 		}
 		tick()
 	}
+}
+
+// changesOf is an event handler calling changed with each object of type T its informer sees
+// updated, added too if added, or deleted (deleted true; also from a tombstone).
+func changesOf[T any](added bool, changed func(obj T, deleted bool)) toolscache.ResourceEventHandlerFuncs {
+	handle := func(obj any, deleted bool) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if typed, ok := obj.(T); ok {
+			changed(typed, deleted)
+		}
+	}
+	handler := toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { handle(obj, false) },
+		DeleteFunc: func(obj any) { handle(obj, true) },
+	}
+	if added {
+		handler.AddFunc = func(obj any) { handle(obj, false) }
+	}
+	return handler
 }
