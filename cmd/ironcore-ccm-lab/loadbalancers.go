@@ -62,17 +62,7 @@ func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
 			}
 			targets[s.name] = len(s.endpointsOn)
 		}
-		err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service "+s.name, func(ctx context.Context) error {
-			current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if len(current.Status.LoadBalancer.Ingress) == 0 {
-				return errors.New("no address yet")
-			}
-			service = current
-			return nil
-		})
+		service, err = waitForAddress(ctx, stack, service.Namespace, service.Name)
 		if err != nil {
 			return err
 		}
@@ -198,17 +188,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	fmt.Printf("  platform team: kubectl annotate loadbalancers.networking.ironcore.dev %s %s=shop\n", lbName, keys.AnnotationRetainedFor)
-	err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service shop/web", func(ctx context.Context) error {
-		current, err := stack.TargetClientset.CoreV1().Services("shop").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(current.Status.LoadBalancer.Ingress) == 0 {
-			return errors.New("no address yet")
-		}
-		again = current
-		return nil
-	})
+	again, err = waitForAddress(ctx, stack, "shop", "web")
 	if err != nil {
 		return err
 	}
@@ -223,4 +203,21 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	fmt.Printf("  shop/web: %s (%s), IronCore LoadBalancer %s, routed to %s, %s after it was created\n",
 		strings.Join(testenv.IngressIPs(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
 	return nil
+}
+
+// waitForAddress waits until the Service has an address, and returns it as it is then.
+func waitForAddress(ctx context.Context, stack *testenv.Stack, namespace, name string) (*corev1.Service, error) {
+	var service *corev1.Service
+	err := testenv.WaitFor(ctx, convergeTimeout, "an address for Service "+namespace+"/"+name, func(ctx context.Context) error {
+		current, err := stack.TargetClientset.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(current.Status.LoadBalancer.Ingress) == 0 {
+			return errors.New("no address yet")
+		}
+		service = current
+		return nil
+	})
+	return service, err
 }
