@@ -160,13 +160,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first := createService(t, "grants-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-	addresses := waitForIngress(t, first, anyIngress)
-	name := provider.LoadBalancerName(first)
-	if err := deleteService(first); err != nil {
-		t.Fatal(err)
-	}
-	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	addresses, name := retainedAddresses(t, "grants-kept")
 
 	byName := map[string]string{keys.AnnotationLoadBalancerName: name}
 	internal := func(key, value string) map[string]string {
@@ -317,13 +311,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	first := startCCMWithoutCrashCheck(t, "ccm-identity-1")
 	worker(t, "identity-1")
-	kept := createService(t, "identity-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-	addresses := waitForIngress(t, kept, anyIngress)
-	name := provider.LoadBalancerName(kept)
-	if err := deleteService(kept); err != nil {
-		t.Fatal(err)
-	}
-	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	addresses, name := retainedAddresses(t, "identity-kept")
 	if err := first.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +339,19 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("once the identity is known, the Service shows %v, want the retained %v", got, addresses)
 	}
+}
+
+// retainedAddresses creates a Service asking to retain its LoadBalancer, waits for its
+// addresses, deletes it and waits until its LoadBalancer is retained; it returns the addresses
+// and the LoadBalancer's name.
+func retainedAddresses(t *testing.T, service string) ([]string, string) {
+	t.Helper()
+	created := createService(t, service, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	addresses := waitForIngress(t, created, anyIngress)
+	name := provider.LoadBalancerName(created)
+	if err := deleteService(created); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	return addresses, name
 }

@@ -63,14 +63,7 @@ func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process 
 // nothing was done twice.
 func TestLeaderElection(t *testing.T) {
 	ctx := context.Background()
-	args := append(leaderElectionArgs(), routeArgs()...)
-	first := startCCMWithoutCrashCheck(t, "ccm-replica-1", args...)
-	second := startCCMWithoutCrashCheck(t, "ccm-replica-2", args...)
-	leader := waitForLeader(t, first, second)
-	follower := first
-	if leader == first {
-		follower = second
-	}
+	leader, follower := startReplicas(t, "ccm-replica")
 
 	runningMachine(t, "ha-1", testenv.MachineOptions{DualStack: true})
 	createNode(t, "ha-1", testenv.NodeOptions{PodCIDRs: podCIDRs(101)})
@@ -397,4 +390,18 @@ func waitForWrites(t *testing.T, proxy *apiproxy.Proxy, since time.Time, what st
 		}
 		return nil
 	})
+}
+
+// startReplicas runs two replicas with leader election, <prefix>-1 and <prefix>-2, and returns
+// them once one leads, the leader first.
+func startReplicas(t *testing.T, prefix string) (leader, follower *testenv.Process) {
+	t.Helper()
+	args := append(leaderElectionArgs(), routeArgs()...)
+	first := startCCMWithoutCrashCheck(t, prefix+"-1", args...)
+	second := startCCMWithoutCrashCheck(t, prefix+"-2", args...)
+	leader = waitForLeader(t, first, second)
+	if leader == first {
+		return leader, second
+	}
+	return leader, first
 }

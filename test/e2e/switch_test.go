@@ -81,14 +81,7 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		t.Fatal(err)
 	}
 	watcher.reset()
-	args := append(leaderElectionArgs(), routeArgs()...)
-	first := startCCMWithoutCrashCheck(t, "ccm-switch-replica-1", args...)
-	second := startCCMWithoutCrashCheck(t, "ccm-switch-replica-2", args...)
-	leader := waitForLeader(t, first, second)
-	follower := first
-	if leader == first {
-		follower = second
-	}
+	leader, follower := startReplicas(t, "ccm-switch-replica")
 	waitForLoadBalancerSyncs(t, leader, serviceCount)
 	leader.Kill()
 	waitForLoadBalancerSyncs(t, follower, serviceCount)
