@@ -62,17 +62,7 @@ func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
 			}
 			targets[s.name] = len(s.endpointsOn)
 		}
-		err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service "+s.name, func(ctx context.Context) error {
-			current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if len(current.Status.LoadBalancer.Ingress) == 0 {
-				return errors.New("no address yet")
-			}
-			service = current
-			return nil
-		})
+		service, err = waitForAddress(ctx, stack, service.Namespace, service.Name)
 		if err != nil {
 			return err
 		}
@@ -157,7 +147,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if web, err = services.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	lbName, addresses := provider.LoadBalancerName(web), ingressOf(web)
+	lbName, addresses := provider.LoadBalancerName(web), testenv.IngressIPs(web)
 	if err := services.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		return err
 	}
@@ -187,7 +177,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if err != nil {
 		return err
 	}
-	refusal, err := waitForEvent(ctx, stack, again, provider.ReasonNotAdopted)
+	refusal, err := stack.WaitForEvent(ctx, convergeTimeout, again, provider.ReasonNotAdopted)
 	if err != nil {
 		return err
 	}
@@ -198,17 +188,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	fmt.Printf("  platform team: kubectl annotate loadbalancers.networking.ironcore.dev %s %s=shop\n", lbName, keys.AnnotationRetainedFor)
-	err = testenv.WaitFor(ctx, convergeTimeout, "an address for Service shop/web", func(ctx context.Context) error {
-		current, err := stack.TargetClientset.CoreV1().Services("shop").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(current.Status.LoadBalancer.Ingress) == 0 {
-			return errors.New("no address yet")
-		}
-		again = current
-		return nil
-	})
+	again, err = waitForAddress(ctx, stack, "shop", "web")
 	if err != nil {
 		return err
 	}
@@ -217,36 +197,27 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 		return err
 	}
 	same := "the same address"
-	if !slices.Equal(ingressOf(again), addresses) {
+	if !slices.Equal(testenv.IngressIPs(again), addresses) {
 		same = "ANOTHER address"
 	}
 	fmt.Printf("  shop/web: %s (%s), IronCore LoadBalancer %s, routed to %s, %s after it was created\n",
-		strings.Join(ingressOf(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
+		strings.Join(testenv.IngressIPs(again), ","), same, lbName, routed, time.Since(created).Round(time.Millisecond))
 	return nil
 }
 
-func ingressOf(service *corev1.Service) []string {
-	var ips []string
-	for _, ingress := range service.Status.LoadBalancer.Ingress {
-		ips = append(ips, ingress.IP)
-	}
-	return ips
-}
-
-// waitForEvent waits for an event of the reason on the Service and returns its message.
-func waitForEvent(ctx context.Context, stack *testenv.Stack, service *corev1.Service, reason string) (string, error) {
-	var message string
-	err := testenv.WaitFor(ctx, convergeTimeout, "event "+reason+" on Service "+service.Namespace+"/"+service.Name, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason})
+// waitForAddress waits until the Service has an address, and returns it as it is then.
+func waitForAddress(ctx context.Context, stack *testenv.Stack, namespace, name string) (*corev1.Service, error) {
+	var service *corev1.Service
+	err := testenv.WaitFor(ctx, convergeTimeout, "an address for Service "+namespace+"/"+name, func(ctx context.Context) error {
+		current, err := stack.TargetClientset.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if len(events.Items) == 0 {
-			return errors.New("none yet")
+		if len(current.Status.LoadBalancer.Ingress) == 0 {
+			return errors.New("no address yet")
 		}
-		message = events.Items[0].Message
+		service = current
 		return nil
 	})
-	return message, err
+	return service, err
 }

@@ -1184,14 +1184,7 @@ func startupLookupFault(last string) bool {
 // superviseReplicas restarts a replica that ended by itself (a lost lease, a crash), as a
 // Deployment would, and reports it.
 func (c *chaos) superviseReplicas(ctx context.Context) {
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	eachTick(ctx, time.Second, func() {
 		for _, replica := range c.replicas {
 			replica.mu.Lock()
 			process, planning := replica.current, replica.planning
@@ -1219,7 +1212,7 @@ func (c *chaos) superviseReplicas(ctx context.Context) {
 				c.problem("restart %s: %v", replica.name, err)
 			}
 		}
-	}
+	})
 }
 
 func (c *chaos) stopReplicas() {

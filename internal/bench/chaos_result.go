@@ -132,14 +132,7 @@ func (o ChaosOptions) TargetMode() string {
 
 // Write stores the result in dir as <name>.json, <name>.md and <name>.png.
 func (r *ChaosResult) Write(dir string) ([]string, error) {
-	base, err := writeResult(dir, r.Name(), r, r.Markdown())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.plot(base + ".png"); err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md", base + ".png"}, nil
+	return writeResult(dir, r.Name(), r, r.Markdown(), r.plot)
 }
 
 // Err is nil if the run broke no invariant.
@@ -216,32 +209,20 @@ func (r *ChaosResult) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
 	}
 	fmt.Fprintf(&b, "\n| Targets disturbed on purpose (must be followed or repaired within %s) | count | p50 | max |\n|---|---:|---:|---:|\n", targetBound)
-	for _, row := range []struct {
-		name    string
-		seconds []Seconds
-	}{
+	writeTimingRows(&b, []timingRow{
 		{"Node unhealthy: until every routing that held it left it", r.FlapLeftSeconds},
 		{"Node healthy again: until every such routing held it again", r.FlapBackSeconds},
 		{"target label removed by hand: until the CCM put it back", r.LabelRepairSeconds},
 		{"destination removed by hand from a Local Service's routing: until the CCM put it back", r.RoutingRepairSeconds},
 		{"destination removed by hand from another Service's routing: until the CCM put it back", r.ClusterRoutingRepairSeconds},
-	} {
-		t := timingsOf(row.seconds)
-		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
-	}
+	})
 	fmt.Fprintf(&b, "\n| Nodes made unable to serve, faults off (%s) | count | p50 | max |\n|---|---:|---:|---:|\n", servingBoundOf(o))
-	for _, row := range []struct {
-		name    string
-		seconds []Seconds
-	}{
+	writeTimingRows(&b, []timingRow{
 		{"Machine deleted, its Node still Ready: until no routing held it", r.MachineGoneLeftSeconds},
 		{"NetworkInterface in Error: until no routing held it", r.NICErrorLeftSeconds},
 		{"the same Available again: until every routing that held it did again", r.NICErrorBackSeconds},
 		{"Node joined NotReady, then Ready: until every routing held it", r.NotReadyJoinSeconds},
-	} {
-		t := timingsOf(row.seconds)
-		fmt.Fprintf(&b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
-	}
+	})
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| writes of any kind, to IronCore or to the cluster, by a paused leader after the other took over (paused mid-write: %d of %d; "+
 		"lease renewals the API server refused as conflicts, not counted: %d) | %d |\n", midWrite, len(pauses), refused, writesAfter)
@@ -374,4 +355,18 @@ func servingBoundOf(o ChaosOptions) string {
 			"IronCore's routings, which its LoadBalancer controller recomputes one at a time: within %s", o.unservableBound(), o.unservableBound(), routingWrite, targetBound)
 	}
 	return fmt.Sprintf("no routing may hold one for more than %s and %s per routing", o.unservableBound(), routingWrite)
+}
+
+// timingRow is a row of a Markdown table of timings: what was timed, and the times.
+type timingRow struct {
+	name    string
+	seconds []Seconds
+}
+
+// writeTimingRows writes the rows of a table of count, p50 and max.
+func writeTimingRows(b *strings.Builder, rows []timingRow) {
+	for _, row := range rows {
+		t := timingsOf(row.seconds)
+		fmt.Fprintf(b, "| %s | %d | %.2fs | %.2fs |\n", row.name, t.Count, t.P50, t.Max)
+	}
 }

@@ -24,39 +24,23 @@ import (
 // a routing holding a Node that cannot serve.
 func (c *chaos) watch(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(c.stack.TargetClientset, 0)
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if node, ok := obj.(*corev1.Node); ok {
-				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
-				c.nodeReadiness(node)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if node, ok := obj.(*corev1.Node); ok {
-				c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
-				c.nodeReadiness(node)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			node, ok := obj.(*corev1.Node)
-			if !ok {
-				return
-			}
-			c.podCIDRsChanged(node.Name, nil)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(changesOf(true, func(node *corev1.Node, deleted bool) {
+		if !deleted {
+			c.podCIDRsChanged(node.Name, node.Spec.PodCIDRs)
+			c.nodeReadiness(node)
+			return
+		}
+		c.podCIDRsChanged(node.Name, nil)
+		c.mu.Lock()
+		leaving := c.leaving[node.Name]
+		c.mu.Unlock()
+		if !leaving {
 			c.mu.Lock()
-			leaving := c.leaving[node.Name]
+			c.result.WrongfulNodeDeletions++
 			c.mu.Unlock()
-			if !leaving {
-				c.mu.Lock()
-				c.result.WrongfulNodeDeletions++
-				c.mu.Unlock()
-				c.problem("Node %s was deleted though its Machine exists", node.Name)
-			}
-		},
-	}); err != nil {
+			c.problem("Node %s was deleted though its Machine exists", node.Name)
+		}
+	})); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
@@ -118,65 +102,25 @@ func (c *chaos) watchServing(ctx context.Context, ironcoreCache cache.Cache) err
 	if err != nil {
 		return err
 	}
-	if _, err := machines.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if machine, ok := obj.(*computev1alpha1.Machine); ok {
-				c.machineChanged(machine, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if machine, ok := obj.(*computev1alpha1.Machine); ok {
-				c.machineChanged(machine, true)
-			}
-		},
-	}); err != nil {
+	if _, err := machines.AddEventHandler(changesOf(false, c.machineChanged)); err != nil {
 		return err
 	}
 	nics, err := ironcoreCache.GetInformer(ctx, &networkingv1alpha1.NetworkInterface{})
 	if err != nil {
 		return err
 	}
-	_, err = nics.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, false)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-				c.networkInterfaceChanged(nic, true)
-			}
-		},
-	})
+	_, err = nics.AddEventHandler(changesOf(true, c.networkInterfaceChanged))
 	return err
 }
 
 // checkServingEvery checks the cached routings against the Nodes that cannot serve.
 func (c *chaos) checkServingEvery(ctx context.Context, ironcoreCache cache.Cache, period time.Duration) {
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	eachTick(ctx, period, func() {
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		if ironcoreCache.List(ctx, routings, client.InNamespace(c.stack.Namespace)) != nil ||
 			ironcoreCache.List(ctx, lbs, client.InNamespace(c.stack.Namespace)) != nil {
-			continue
+			return
 		}
 		// The routing of a LoadBalancer being deleted (a type switch's predecessor) serves no one.
 		live := make(map[string]bool, len(lbs.Items))
@@ -185,7 +129,7 @@ func (c *chaos) checkServingEvery(ctx context.Context, ironcoreCache cache.Cache
 		}
 		serving := slices.DeleteFunc(routings.Items, func(routing networkingv1alpha1.LoadBalancerRouting) bool { return !live[routing.Name] })
 		c.checkServing(serving, time.Now())
-	}
+	})
 }
 
 // podCIDRsChanged records a Node's pod CIDRs (none once it is gone), and a problem for each
@@ -291,22 +235,15 @@ func destinationKey(destination networkingv1alpha1.LoadBalancerDestination) stri
 // has one of each for a moment), whether a Service that had an address has none, and whether
 // faults are on.
 func (c *chaos) sample(ctx context.Context) {
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
 	addressed := map[string]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	eachTick(ctx, time.Second, func() {
 		services, err := c.stack.TargetClientset.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			continue
+			return
 		}
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		if err := c.stack.IronCore.Client.List(ctx, lbs, client.InNamespace(c.stack.Namespace)); err != nil {
-			continue
+			return
 		}
 		sample := ChaosSample{AtSeconds: newSeconds(time.Since(c.started)), LoadBalancers: len(lbs.Items)}
 		nowAddressed := map[string]bool{}
@@ -344,5 +281,40 @@ func (c *chaos) sample(ctx context.Context) {
 		sample.Faults = c.faultsOn
 		c.result.Timeline = append(c.result.Timeline, sample)
 		c.mu.Unlock()
+	})
+}
+
+// eachTick calls tick once a period, the first time a period from now, until ctx ends.
+func eachTick(ctx context.Context, period time.Duration, tick func()) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		tick()
 	}
+}
+
+// changesOf is an event handler calling changed with each object of type T its informer sees
+// updated, added too if added, or deleted (deleted true; also from a tombstone).
+func changesOf[T any](added bool, changed func(obj T, deleted bool)) toolscache.ResourceEventHandlerFuncs {
+	handle := func(obj any, deleted bool) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		if typed, ok := obj.(T); ok {
+			changed(typed, deleted)
+		}
+	}
+	handler := toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { handle(obj, false) },
+		DeleteFunc: func(obj any) { handle(obj, true) },
+	}
+	if added {
+		handler.AddFunc = func(obj any) { handle(obj, false) }
+	}
+	return handler
 }

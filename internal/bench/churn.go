@@ -411,11 +411,7 @@ func (r *ChurnResult) Name() string {
 
 // Write stores the result in dir as <name>.json and <name>.md.
 func (r *ChurnResult) Write(dir string) ([]string, error) {
-	base, err := writeResult(dir, r.Name(), r, r.Markdown())
-	if err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md"}, nil
+	return writeResult(dir, r.Name(), r, r.Markdown(), nil)
 }
 
 // Markdown renders the result as tables.

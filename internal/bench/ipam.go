@@ -274,11 +274,7 @@ func (r *IPAMResult) Name() string {
 
 // Write stores the result in dir as <name>.json and <name>.md.
 func (r *IPAMResult) Write(dir string) ([]string, error) {
-	base, err := writeResult(dir, r.Name(), r, r.Markdown())
-	if err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md"}, nil
+	return writeResult(dir, r.Name(), r, r.Markdown(), nil)
 }
 
 // Markdown renders the result as tables.

@@ -21,33 +21,33 @@ func (r *Result) Name() string {
 
 // Write stores the result in dir as <name>.json, <name>.md and <name>.png.
 func (r *Result) Write(dir string) ([]string, error) {
-	base, err := writeResult(dir, r.Name(), r, r.Markdown())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.plot(base + ".png"); err != nil {
-		return nil, err
-	}
-	return []string{base + ".json", base + ".md", base + ".png"}, nil
+	return writeResult(dir, r.Name(), r, r.Markdown(), r.plot)
 }
 
-// writeResult stores a result in dir as <name>.json and <name>.md and returns dir/name.
-func writeResult(dir, name string, result any, markdown string) (string, error) {
+// writeResult stores a result in dir as <name>.json and <name>.md, and as <name>.png drawn by
+// plot unless it is nil, and returns the files written.
+func writeResult(dir, name string, result any, markdown string, plot func(path string) error) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return nil, err
 	}
 	base := filepath.Join(dir, name)
 	data, err := json.MarshalIndent(result, "", "  ")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := os.WriteFile(base+".json", append(data, '\n'), 0o644); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := os.WriteFile(base+".md", []byte(markdown), 0o644); err != nil {
-		return "", err
+		return nil, err
 	}
-	return base, nil
+	if plot == nil {
+		return []string{base + ".json", base + ".md"}, nil
+	}
+	if err := plot(base + ".png"); err != nil {
+		return nil, err
+	}
+	return []string{base + ".json", base + ".md", base + ".png"}, nil
 }
 
 // Markdown renders the result as tables.

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/freshnodes"
@@ -57,24 +58,12 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	first, err := lister.Get(created.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.ResourceVersion != created.ResourceVersion {
-		t.Fatalf("before any conflict the lister gave version %s, want the cache's %s", first.ResourceVersion, created.ResourceVersion)
-	}
+	first := requireListed(t, lister, created.Name, created, "before any conflict", "the cache's")
 	if _, err := client.Update(ctx, initialized(first), metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Fatalf("an update of the cache's stale copy returned %v, want a conflict", err)
 	}
 
-	retry, err := lister.Get(created.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if retry.ResourceVersion != other.ResourceVersion {
-		t.Fatalf("after the conflict the lister gave version %s, want the API server's %s", retry.ResourceVersion, other.ResourceVersion)
-	}
+	retry := requireListed(t, lister, created.Name, other, "after the conflict", "the API server's")
 	updated, err := client.Update(ctx, initialized(retry), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("the retry on the lister's copy failed: %v", err)
@@ -84,13 +73,7 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	}
 
 	// The cache still holds the first version: the lister answers with the update's result.
-	after, err := lister.Get(created.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != updated.ResourceVersion {
-		t.Fatalf("after the update the lister gave version %s, want the update's %s", after.ResourceVersion, updated.ResourceVersion)
-	}
+	requireListed(t, lister, created.Name, updated, "after the update", "the update's")
 
 	// Once the cache catches up, and beyond, it is the cache's copy again.
 	newer, err := stack.TargetClientset.CoreV1().Nodes().Patch(ctx, created.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"later":"yes"}}}`), metav1.PatchOptions{})
@@ -100,13 +83,7 @@ func TestAnUpdateAfterAConflictIsMadeOnTheAPIServersCopy(t *testing.T) {
 	if err := store.Update(newer); err != nil {
 		t.Fatal(err)
 	}
-	caught, err := lister.Get(created.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if caught.ResourceVersion != newer.ResourceVersion {
-		t.Fatalf("with the cache ahead the lister gave version %s, want the cache's %s", caught.ResourceVersion, newer.ResourceVersion)
-	}
+	requireListed(t, lister, created.Name, newer, "with the cache ahead", "the cache's")
 }
 
 // TestANodeGoneFromTheCacheIsForgotten: a Node the cache no longer holds is not found, and what
@@ -127,13 +104,7 @@ func TestANodeGoneFromTheCacheIsForgotten(t *testing.T) {
 	if err := store.Add(created); err != nil {
 		t.Fatal(err)
 	}
-	back, err := lister.Get(created.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.ResourceVersion != created.ResourceVersion {
-		t.Fatalf("the lister gave version %s of a Node back in the cache, want the cache's %s", back.ResourceVersion, created.ResourceVersion)
-	}
+	requireListed(t, lister, created.Name, created, "with the Node back in the cache", "the cache's")
 }
 
 // TestAnotherNodeOfTheSameNameWaitsForTheCache: the Node is deleted and created again while the
@@ -170,4 +141,18 @@ func initialized(node *corev1.Node) *corev1.Node {
 	}
 	node.Labels["init"] = "1"
 	return node
+}
+
+// requireListed gets the Node from the lister, and fails the test unless it is want's version;
+// when says at which point of the test, whose whose copy want is.
+func requireListed(t *testing.T, lister corelisters.NodeLister, name string, want *corev1.Node, when, whose string) *corev1.Node {
+	t.Helper()
+	got, err := lister.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != want.ResourceVersion {
+		t.Fatalf("%s the lister gave version %s, want %s %s", when, got.ResourceVersion, whose, want.ResourceVersion)
+	}
+	return got
 }

@@ -31,18 +31,7 @@ import (
 var stack *testenv.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	var err error
-	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() { _ = stack.Stop() }()
-	return m.Run()
+	os.Exit(testenv.Main(m, &stack))
 }
 
 // waitTimeout bounds each wait for IronCore (scheduling, IPAM, the simulator) to settle.
@@ -339,24 +328,25 @@ func assertOnlyRead(t *testing.T) {
 
 func findNode(t *testing.T, report *inspect.Report, name string) inspect.Node {
 	t.Helper()
-	for _, node := range report.Nodes {
-		if node.Name == name {
-			return node
-		}
-	}
-	t.Fatalf("Node %s is not reported", name)
-	return inspect.Node{}
+	return find(t, "Node", report.Nodes, name, func(node inspect.Node) string { return node.Name })
 }
 
 func findService(t *testing.T, report *inspect.Report, name string) inspect.Service {
 	t.Helper()
-	for _, service := range report.Services {
-		if service.Name == name {
-			return service
+	return find(t, "Service", report.Services, name, func(service inspect.Service) string { return service.Name })
+}
+
+// find returns the reported item of the kind whose nameOf is name, failing the test without one.
+func find[T any](t *testing.T, kind string, items []T, name string, nameOf func(T) string) T {
+	t.Helper()
+	for _, item := range items {
+		if nameOf(item) == name {
+			return item
 		}
 	}
-	t.Fatalf("Service %s is not reported", name)
-	return inspect.Service{}
+	t.Fatalf("%s %s is not reported", kind, name)
+	var none T
+	return none
 }
 
 func wantIssues(t *testing.T, name string, issues []inspect.Issue, codes ...string) {
@@ -443,20 +433,8 @@ func createService(t *testing.T, name string) *corev1.Service {
 // from at the time at, as the CCM leaves it.
 func createRetainedLoadBalancer(t *testing.T, name, cluster, from, at string) {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   stack.Namespace,
-			Name:        name,
-			Labels:      map[string]string{keys.LabelClusterName: cluster, keys.LabelRetained: "true"},
-			Annotations: map[string]string{keys.AnnotationClusterName: cluster, keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at},
-		},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+	_, err := stack.CreateRetainedLoadBalancer(context.Background(), name, cluster, map[string]string{keys.AnnotationRetainedFrom: from, keys.AnnotationRetainedAt: at})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -75,14 +75,7 @@ func count(n int, singular, plural string) string {
 }
 
 func (r *Report) writeNodes(w io.Writer) error {
-	fmt.Fprintln(w, "NODES")
-	if len(r.Nodes) == 0 {
-		fmt.Fprintln(w, none)
-		return nil
-	}
-	table := newTable(w)
-	fmt.Fprintln(table, "NODE\tPROVIDER-ID\tMACHINE\tPOOL/ZONE\tSTATE\tNODE ADDRESSES\tMACHINE ADDRESSES\tISSUES")
-	for _, node := range r.Nodes {
+	err := writeSection(w, "NODES", none, "NODE\tPROVIDER-ID\tMACHINE\tPOOL/ZONE\tSTATE\tNODE ADDRESSES\tMACHINE ADDRESSES\tISSUES", r.Nodes, func(node Node) []string {
 		machine := cell(node.Machine)
 		if node.Machine != "" && node.MatchedBy != MatchedByProviderID {
 			machine += " (by " + node.MatchedBy + ")"
@@ -95,10 +88,10 @@ func (r *Report) writeNodes(w io.Writer) error {
 		if len(node.MachineAddresses) > 0 && sameAddresses(node.NodeAddresses, node.MachineAddresses) {
 			machineAddresses = "same"
 		}
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node.Name, cell(node.ProviderID), machine, poolZone, cell(node.MachineState),
-			formatAddresses(node.NodeAddresses), machineAddresses, issueCodes(node.Issues))
-	}
-	if err := table.Flush(); err != nil {
+		return []string{node.Name, cell(node.ProviderID), machine, poolZone, cell(node.MachineState),
+			formatAddresses(node.NodeAddresses), machineAddresses, issueCodes(node.Issues)}
+	})
+	if err != nil {
 		return err
 	}
 	for _, node := range r.Nodes {
@@ -108,22 +101,15 @@ func (r *Report) writeNodes(w io.Writer) error {
 }
 
 func (r *Report) writeServices(w io.Writer) error {
-	fmt.Fprintln(w, "LOADBALANCERS")
-	if len(r.Services) == 0 {
-		fmt.Fprintln(w, none)
-		return nil
-	}
-	table := newTable(w)
-	fmt.Fprintln(table, "SERVICE\tLOADBALANCER\tTYPE\tSERVICE IPS\tLOADBALANCER IPS\tTARGETS\tOWNER\tISSUES")
-	for _, service := range r.Services {
+	err := writeSection(w, "LOADBALANCERS", none, "SERVICE\tLOADBALANCER\tTYPE\tSERVICE IPS\tLOADBALANCER IPS\tTARGETS\tOWNER\tISSUES", r.Services, func(service Service) []string {
 		owner := none
 		if service.Owner != nil {
 			owner = service.Owner.Cluster + "/" + service.Owner.UID
 		}
-		fmt.Fprintf(table, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", service.Namespace, service.Name, cell(service.LoadBalancer), cell(service.Type),
-			joinOrNone(service.ServiceIPs), joinOrNone(service.LoadBalancerIPs), formatTargets(service), owner, issueCodes(service.Issues))
-	}
-	if err := table.Flush(); err != nil {
+		return []string{service.Namespace + "/" + service.Name, cell(service.LoadBalancer), cell(service.Type),
+			joinOrNone(service.ServiceIPs), joinOrNone(service.LoadBalancerIPs), formatTargets(service), owner, issueCodes(service.Issues)}
+	})
+	if err != nil {
 		return err
 	}
 	for _, service := range r.Services {
@@ -166,17 +152,10 @@ func formatTargets(service Service) string {
 }
 
 func (r *Report) writeRoutes(w io.Writer) error {
-	fmt.Fprintln(w, "ROUTES")
-	if len(r.Routes) == 0 {
-		fmt.Fprintln(w, "no Node has pod CIDRs and no managed route exists")
-		return nil
-	}
-	table := newTable(w)
-	fmt.Fprintln(table, "NODE\tNETWORKINTERFACE\tCIDR\tSTATE")
-	for _, route := range r.Routes {
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\n", cell(route.Node), cell(route.NetworkInterface), route.CIDR, route.State)
-	}
-	if err := table.Flush(); err != nil {
+	err := writeSection(w, "ROUTES", "no Node has pod CIDRs and no managed route exists", "NODE\tNETWORKINTERFACE\tCIDR\tSTATE", r.Routes, func(route Route) []string {
+		return []string{cell(route.Node), cell(route.NetworkInterface), route.CIDR, route.State}
+	})
+	if err != nil {
 		return err
 	}
 	for _, route := range r.Routes {
@@ -188,31 +167,31 @@ func (r *Report) writeRoutes(w io.Writer) error {
 }
 
 func (r *Report) writeOrphans(w io.Writer) error {
-	fmt.Fprintln(w, "ORPHANED LOADBALANCERS")
-	if len(r.Orphans) == 0 {
-		fmt.Fprintln(w, none)
-		return nil
-	}
-	table := newTable(w)
-	fmt.Fprintln(table, "LOADBALANCER\tRECORDED SERVICE\tSERVICE UID\tIPS\tREASON")
-	for _, orphan := range r.Orphans {
-		fmt.Fprintf(table, "%s\t%s/%s\t%s\t%s\t%s\n", orphan.LoadBalancer, orphan.Owner.Namespace, orphan.Owner.Name, orphan.Owner.UID, joinOrNone(orphan.IPs), orphan.Reason)
-	}
-	return table.Flush()
+	return writeSection(w, "ORPHANED LOADBALANCERS", none, "LOADBALANCER\tRECORDED SERVICE\tSERVICE UID\tIPS\tREASON", r.Orphans, func(orphan Orphan) []string {
+		return []string{orphan.LoadBalancer, orphan.Owner.Namespace + "/" + orphan.Owner.Name, orphan.Owner.UID, joinOrNone(orphan.IPs), orphan.Reason}
+	})
 }
 
 func (r *Report) writeConflicts(w io.Writer) error {
-	fmt.Fprintln(w, "OWNERSHIP CONFLICTS")
-	if len(r.Conflicts) == 0 {
-		fmt.Fprintln(w, none)
+	return writeSection(w, "OWNERSHIP CONFLICTS", none, "LOADBALANCER\tWANTED BY\tOWNED BY", r.Conflicts, func(conflict Conflict) []string {
+		return []string{conflict.LoadBalancer,
+			fmt.Sprintf("%s/%s (UID %s) of cluster %s", conflict.ServiceNamespace, conflict.ServiceName, conflict.ServiceUID, r.Cluster),
+			fmt.Sprintf("%s/%s (UID %s) of cluster %s", cell(conflict.Owner.Namespace), cell(conflict.Owner.Name), cell(conflict.Owner.UID), cell(conflict.Owner.Cluster))}
+	})
+}
+
+// writeSection prints a section's title, then empty if there are no rows, else a table of the
+// header (its columns separated by tabs) and a line per row with the cells row makes of it.
+func writeSection[T any](w io.Writer, title, empty, header string, rows []T, row func(T) []string) error {
+	fmt.Fprintln(w, title)
+	if len(rows) == 0 {
+		fmt.Fprintln(w, empty)
 		return nil
 	}
 	table := newTable(w)
-	fmt.Fprintln(table, "LOADBALANCER\tWANTED BY\tOWNED BY")
-	for _, conflict := range r.Conflicts {
-		fmt.Fprintf(table, "%s\t%s/%s (UID %s) of cluster %s\t%s/%s (UID %s) of cluster %s\n", conflict.LoadBalancer,
-			conflict.ServiceNamespace, conflict.ServiceName, conflict.ServiceUID, r.Cluster,
-			cell(conflict.Owner.Namespace), cell(conflict.Owner.Name), cell(conflict.Owner.UID), cell(conflict.Owner.Cluster))
+	fmt.Fprintln(table, header)
+	for _, r := range rows {
+		fmt.Fprintln(table, strings.Join(row(r), "\t"))
 	}
 	return table.Flush()
 }

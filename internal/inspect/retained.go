@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"slices"
 
@@ -44,15 +43,7 @@ func (in *inspection) findRetained(lbs []networkingv1alpha1.LoadBalancer) []Reta
 }
 
 func (r *Report) writeRetained(w io.Writer) error {
-	fmt.Fprintln(w, "RETAINED LOADBALANCERS")
-	if len(r.Retained) == 0 {
-		fmt.Fprintln(w, none)
-		return nil
-	}
-	table := newTable(w)
-	fmt.Fprintln(table, "LOADBALANCER\tTYPE\tIPS\tRETAINED FROM\tRETAINED AT")
-	for _, lb := range r.Retained {
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\n", lb.LoadBalancer, lb.Type, joinOrNone(lb.IPs), cell(lb.From), cell(lb.At))
-	}
-	return table.Flush()
+	return writeSection(w, "RETAINED LOADBALANCERS", none, "LOADBALANCER\tTYPE\tIPS\tRETAINED FROM\tRETAINED AT", r.Retained, func(lb Retained) []string {
+		return []string{lb.LoadBalancer, lb.Type, joinOrNone(lb.IPs), cell(lb.From), cell(lb.At)}
+	})
 }

@@ -43,7 +43,7 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 	go func() { _ = client.Start(ctx) }()
 	// The cache has started once its informers try to list (a watch that lists, with
 	// client-go's watch-list).
-	err = testenv.WaitFor(ctx, time.Minute, "the cache to list Machines", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the cache to list Machines", func(context.Context) error {
 		for _, count := range stack.IronCoreProxy.Counts() {
 			if (count.Verb == "list" || count.Verb == "watch") && count.Resource == "machines.compute.ironcore.dev" {
 				return nil
@@ -51,9 +51,6 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 		}
 		return fmt.Errorf("requests %v", stack.IronCoreProxy.Counts())
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -79,13 +76,9 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 	}
 
 	setProxyMode(t, apiproxy.Forward)
-	machine, err := stack.CreateMachine(ctx, "handled", testenv.MachineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	stack.CreateMachineForTest(t, "handled", testenv.MachineOptions{})
 	want := []string{"Machine/handled", "NetworkInterface/" + testenv.NetworkInterfaceName("handled")}
-	err = testenv.WaitFor(ctx, 2*time.Minute, "the handlers to see the new Machine and its interface", func(context.Context) error {
+	testenv.Await(t, ctx, 2*time.Minute, "the handlers to see the new Machine and its interface", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, key := range want {
@@ -95,7 +88,4 @@ func TestHandlersAreAddedWithoutWaitingForIronCore(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

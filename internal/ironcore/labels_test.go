@@ -20,12 +20,7 @@ import (
 // server, as a lagging cache does: the label must be added all the same, and another
 // cluster's value must never be overwritten.
 func TestAddLabelOnAStaleObject(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	const other = "example.org/other"
 	for i, tc := range []struct {
 		name string
@@ -85,11 +80,7 @@ func TestAddLabelOnAStaleObject(t *testing.T) {
 func staleMachine(t *testing.T, name string, stale, server map[string]string) *computev1alpha1.Machine {
 	t.Helper()
 	ctx := context.Background()
-	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{Unschedulable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{Unschedulable: true})
 	read := machine.DeepCopy()
 	read.Labels = stale
 	if server != nil {
@@ -108,20 +99,9 @@ func staleMachine(t *testing.T, name string, stale, server map[string]string) *c
 // that the label is absent would be refused). A copy newer than the write, without the label,
 // gets it again.
 func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	old := staleMachine(t, "relabel", nil, nil)
-	err = testenv.WaitFor(ctx, time.Minute, "the Machine in the cache", func(ctx context.Context) error {
-		_, err := c.Machine(ctx, old.Name)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitCached(t, ctx, "the Machine", c.Machine, old.Name)
 	// Held behind: once the cache shows the write, the write is forgotten.
 	release := stack.IronCoreProxy.HoldWatches("machines.compute.ironcore.dev")
 	t.Cleanup(release)
@@ -157,12 +137,7 @@ func TestAddLabelAgainOnACopyOlderThanItsWrite(t *testing.T) {
 // recorded (as it does for some of several), and when it comes later (the watch held back), so
 // that the records do not grow with the Machines labelled.
 func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	for i := range 5 {
 		machine := staleMachine(t, fmt.Sprintf("forget-label-%d", i), nil, nil)
 		if added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName); err != nil || !added {
@@ -171,13 +146,7 @@ func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 	}
 	// One more, written while the cache is behind: its watch brings the write later.
 	machine := staleMachine(t, "forget-label-behind", nil, nil)
-	err = testenv.WaitFor(ctx, time.Minute, "the Machine in the cache", func(ctx context.Context) error {
-		_, err := c.Machine(ctx, machine.Name)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitCached(t, ctx, "the Machine", c.Machine, machine.Name)
 	release := stack.IronCoreProxy.HoldWatches("machines.compute.ironcore.dev")
 	t.Cleanup(release)
 	if added, err := c.AddLabel(ctx, machine, keys.LabelCluster, stack.ClusterName); err != nil || !added {
@@ -187,13 +156,10 @@ func TestLabelWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		t.Fatal("the write is forgotten while the cache does not show it")
 	}
 	release()
-	err = testenv.WaitFor(ctx, time.Minute, "the label writes forgotten", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the label writes forgotten", func(context.Context) error {
 		if n := c.LabelWritesKnown(); n != 0 {
 			return fmt.Errorf("%d writes remembered", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

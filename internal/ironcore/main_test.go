@@ -2,9 +2,9 @@ package ironcore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
@@ -14,22 +14,7 @@ import (
 var stack *testenv.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	var err error
-	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
-		}
-	}()
-	return m.Run()
+	os.Exit(testenv.Main(m, &stack))
 }
 
 // setProxyMode switches the proxy between the clients under test and IronCore until the test
@@ -40,4 +25,13 @@ func setProxyMode(t *testing.T, mode apiproxy.Mode) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCoreProxy.SetMode(apiproxy.Forward) })
+}
+
+// waitCached waits until read, one of the client's cached readers, finds the named object.
+func waitCached[T any](t *testing.T, ctx context.Context, what string, read func(context.Context, string) (T, error), name string) {
+	t.Helper()
+	testenv.Await(t, ctx, time.Minute, what+" in the cache", func(ctx context.Context) error {
+		_, err := read(ctx, name)
+		return err
+	})
 }

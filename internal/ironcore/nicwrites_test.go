@@ -25,43 +25,28 @@ import (
 // for a token of its rate limiter, are written in one patch, and nothing else on the
 // NetworkInterface (another writer's label and prefix) is lost.
 func TestChangesDueTogetherShareOneWrite(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	gate := &gateLimiter{}
-	c, err := stack.StartIronCoreClientLimitedBy(ctx, gate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := stack.CreateMachine(ctx, "combined", testenv.MachineOptions{Unschedulable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	ctx, c := stack.StartIronCoreClientForTest(t, gate)
+	machine := stack.CreateMachineForTest(t, "combined", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
 	// Another writer's label and prefix, in the cache before the changes.
 	nic := &networkingv1alpha1.NetworkInterface{}
-	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterface", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the NetworkInterface", func(ctx context.Context) error {
 		return stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, nic)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := nic.DeepCopy()
 	nic.Labels = map[string]string{"example.org/other": "x"}
 	nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: commonv1alpha1.MustParseNewIPPrefix("10.201.0.0/24")})
 	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the other writer's changes in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the other writer's changes in the cache", func(ctx context.Context) error {
 		cached, err := c.NetworkInterface(ctx, name)
 		if err != nil || cached.Labels["example.org/other"] != "x" {
 			return errors.Join(err, errors.New("not yet"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cached, err := c.NetworkInterface(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -92,28 +77,19 @@ func TestChangesDueTogetherShareOneWrite(t *testing.T) {
 			errs[i] = change()
 		}()
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "all three changes waiting", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "all three changes waiting", func(context.Context) error {
 		if n := c.WaitingNetworkInterfaceChanges(); n != len(changes) {
 			return fmt.Errorf("%d waiting", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate.open()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 
-	patches := 0
-	for _, count := range stack.IronCoreProxy.Counts() {
-		if count.Resource == "networkinterfaces.networking.ironcore.dev" && count.Verb == "patch" {
-			patches += count.N
-		}
-	}
-	if patches != 1 {
+	if patches := nicPatches(); patches != 1 {
 		t.Errorf("%d patches of the NetworkInterface, want 1 for the three changes", patches)
 	}
 	live := &networkingv1alpha1.NetworkInterface{}
@@ -208,26 +184,11 @@ func (l *countingLimiter) QPS() float32    { return 0 }
 // exactly one token of the rate limiter; none is spent on finding the queue empty after a
 // write, which would halve the rate of Node writes in a burst.
 func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	limiter := &countingLimiter{}
-	c, err := stack.StartIronCoreClientLimitedBy(ctx, limiter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := stack.CreateMachine(ctx, "one-token", testenv.MachineOptions{Unschedulable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	ctx, c := stack.StartIronCoreClientForTest(t, limiter)
+	machine := stack.CreateMachineForTest(t, "one-token", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
-	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterface in the cache", func(ctx context.Context) error {
-		_, err := c.NetworkInterface(ctx, name)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
 	for i, value := range []string{"a", "b", "c"} {
 		before := limiter.taken()
 		err := c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
@@ -256,25 +217,10 @@ func TestANetworkInterfaceWriteTakesOneToken(t *testing.T) {
 // on the queue and is computed anew on the object read from the API server: both writers'
 // changes are kept, in two patches.
 func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := stack.CreateMachine(ctx, "stale-read", testenv.MachineOptions{Unschedulable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
+	machine := stack.CreateMachineForTest(t, "stale-read", testenv.MachineOptions{Unschedulable: true})
 	name := testenv.NetworkInterfaceName(machine.Name)
-	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterface in the cache", func(ctx context.Context) error {
-		_, err := c.NetworkInterface(ctx, name)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
 	release := stack.IronCoreProxy.HoldWatches("networkinterfaces.networking.ironcore.dev")
 	t.Cleanup(release)
 	const key = "example.org/appended"
@@ -288,7 +234,7 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack.IronCoreProxy.Reset()
-	err = c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+	err := c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		if nic.Labels == nil {
 			nic.Labels = map[string]string{}
 		}
@@ -305,13 +251,7 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 	if got := live.Labels[key]; got != "theirs.mine" {
 		t.Errorf("%s=%q, want %q: the change computed anew on the other writer's", key, got, "theirs.mine")
 	}
-	patches := 0
-	for _, count := range stack.IronCoreProxy.Counts() {
-		if count.Resource == "networkinterfaces.networking.ironcore.dev" && count.Verb == "patch" {
-			patches += count.N
-		}
-	}
-	if patches != 2 {
+	if patches := nicPatches(); patches != 2 {
 		t.Errorf("%d patches, want 2: one failing on the stale read, one on the object read afresh", patches)
 	}
 }
@@ -321,12 +261,7 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 // event for it comes before the write is recorded (as it does for some of several), so that the
 // records do not grow with the NetworkInterfaces written.
 func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	var names []string
 	for i := range 5 {
 		nic := &networkingv1alpha1.NetworkInterface{
@@ -342,7 +277,7 @@ func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), nic) })
 		names = append(names, nic.Name)
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the NetworkInterfaces in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the NetworkInterfaces in the cache", func(ctx context.Context) error {
 		for _, name := range names {
 			if _, err := c.NetworkInterface(ctx, name); err != nil {
 				return err
@@ -350,22 +285,28 @@ func TestNetworkInterfaceWritesAreForgottenOnceTheCacheShowsThem(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range names {
 		nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
 		if err := c.SetLabel(ctx, nic, "example.org/forget", "1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the writes forgotten", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the writes forgotten", func(context.Context) error {
 		if n := c.NetworkInterfaceWritesKnown(); n != 0 {
 			return fmt.Errorf("%d writes remembered", n)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// nicPatches counts the patches of NetworkInterfaces the IronCore proxy passed on since its
+// last reset.
+func nicPatches() int {
+	patches := 0
+	for _, count := range stack.IronCoreProxy.Counts() {
+		if count.Resource == "networkinterfaces.networking.ironcore.dev" && count.Verb == "patch" {
+			patches += count.N
+		}
 	}
+	return patches
 }

@@ -16,21 +16,12 @@ import (
 // TestReadOnlyReadersShareTheCachesObjects: the read-only readers return the cache's own
 // objects, the same on every read, with what the copying readers return.
 func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	client, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, client := stack.StartIronCoreClientForTest(t, nil)
 	const name = "read-only"
-	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
+	machine := stack.CreateMachineForTest(t, name, testenv.MachineOptions{})
 	nicName := testenv.NetworkInterfaceName(name)
 	// Settled: the simulator writes nothing more to either, so two reads see one version.
-	if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the cache to show the Machine running and its NetworkInterface available", func(ctx context.Context) error {
 		machine, err := client.Machine(ctx, name)
 		if err != nil {
 			return err
@@ -47,9 +38,7 @@ func TestReadOnlyReadersShareTheCachesObjects(t *testing.T) {
 			return errors.New("the NetworkInterface is not available")
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	first, err := client.ReadOnlyMachine(ctx, name)
 	if err != nil {

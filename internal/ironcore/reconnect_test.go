@@ -72,7 +72,7 @@ func TestListsAndWatchesOutlastAnOutage(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- call.do() }()
 		// Two attempts: the call has retried at least once.
-		err := testenv.WaitFor(ctx, time.Minute, "two "+call.verb+" attempts", func(context.Context) error {
+		testenv.Await(t, ctx, time.Minute, "two "+call.verb+" attempts", func(context.Context) error {
 			select {
 			case err := <-done:
 				t.Fatalf("the %s returned while IronCore failed: %v", call.verb, err)
@@ -85,9 +85,6 @@ func TestListsAndWatchesOutlastAnOutage(t *testing.T) {
 			}
 			return fmt.Errorf("requests %v", stack.IronCoreProxy.Counts())
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		setProxyMode(t, apiproxy.Forward)
 		select {
 		case err := <-done:

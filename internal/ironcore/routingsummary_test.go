@@ -20,12 +20,7 @@ import (
 // LoadBalancerRouting (one per target, most of what a routing weighs), yet tells their number
 // and a digest that matches the API server's routing, and follows a change of them.
 func TestCachedRoutingsKeepASummaryOfTheirDestinations(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
 	routing := &networkingv1alpha1.LoadBalancerRouting{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "summarized"},
 		NetworkRef: commonv1alpha1.LocalUIDReference{Name: stack.Network, UID: "network-uid"},
@@ -44,15 +39,14 @@ func TestCachedRoutingsKeepASummaryOfTheirDestinations(t *testing.T) {
 	expectSummary := func(resourceVersion string) {
 		t.Helper()
 		var cached *networkingv1alpha1.LoadBalancerRouting
-		if err := testenv.WaitFor(ctx, time.Minute, "the cache to show the routing", func(ctx context.Context) error {
+		testenv.Await(t, ctx, time.Minute, "the cache to show the routing", func(ctx context.Context) error {
+			var err error
 			cached, err = c.ReadOnlyLoadBalancerRouting(ctx, routing.Name)
 			if err == nil && cached.ResourceVersion != resourceVersion {
 				return fmt.Errorf("resource version %s, want %s", cached.ResourceVersion, resourceVersion)
 			}
 			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		live, err := c.LiveLoadBalancerRouting(ctx, routing.Name)
 		if err != nil {
 			t.Fatal(err)

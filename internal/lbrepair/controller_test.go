@@ -151,7 +151,7 @@ func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *rec
 func waitForStatus(t *testing.T, service *corev1.Service) string {
 	t.Helper()
 	var ip string
-	if err := testenv.WaitFor(context.Background(), time.Minute, "an address in the Service's status", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "an address in the Service's status", func(ctx context.Context) error {
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -161,9 +161,7 @@ func waitForStatus(t *testing.T, service *corev1.Service) string {
 		}
 		ip = current.Status.LoadBalancer.Ingress[0].IP
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return ip
 }
 
@@ -210,12 +208,10 @@ func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := testenv.WaitFor(ctx, time.Minute, "the Service in the controller's lister", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the Service in the controller's lister", func(context.Context) error {
 		_, err := services.Services(service.Namespace).Get(service.Name)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	release := proxy.HoldWatches("services")
 	t.Cleanup(release)
 	service.Labels = map[string]string{"edited": "elsewhere"}
@@ -282,7 +278,7 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 			t.Fatalf("no %s event", lbrepair.ReasonRecreated)
 		}
 	}
-	if err := testenv.WaitFor(ctx, time.Minute, "the LoadBalancer made again", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the LoadBalancer made again", func(ctx context.Context) error {
 		again, err := readLoadBalancer(ctx, service)
 		if err != nil {
 			return err
@@ -291,9 +287,7 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 			return errors.New("still the deleted one")
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if lbs.timesEnsured() == before {
 		t.Fatal("EnsureLoadBalancer was not called")
 	}

@@ -29,22 +29,7 @@ import (
 var stack *testenv.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	var err error
-	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
-		}
-	}()
-	return m.Run()
+	os.Exit(testenv.Main(m, &stack))
 }
 
 // TestNodeEventsShareOneKey: a handler that queues Nodes by key, as the upstream service
@@ -96,7 +81,7 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 	}
 	// Each Node is created and its status written: two events each, so the count alone does
 	// not tell that the informer has seen every Node; the lister does.
-	err := testenv.WaitFor(ctx, time.Minute, "the informer to see every Node and the deletion", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the informer to see every Node and the deletion", func(context.Context) error {
 		mu.Lock()
 		seen := events
 		mu.Unlock()
@@ -121,9 +106,6 @@ func TestNodeEventsShareOneKey(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if queue.Len() != 1 {
 		t.Fatalf("%d keys queued for %d Node events, want 1", queue.Len(), events)
 	}
@@ -167,7 +149,7 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 	// Service is not synced again (its status changes; the spec, which would sync it, does not).
 	cloud.waitForEnsured(t)
 	// The sync ends with the status write: a node sync before it could still race with it.
-	err = testenv.WaitFor(ctx, time.Minute, "the Service's status to show its load balancer", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the Service's status to show its load balancer", func(ctx context.Context) error {
 		service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "nodesync", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -177,9 +159,6 @@ func TestServiceControllerSeesEveryNode(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 15
 	var names []string
 	for i := range n {
@@ -212,7 +191,7 @@ type recordingCloud struct {
 // waitForEnsured waits for a call of EnsureLoadBalancer.
 func (c *recordingCloud) waitForEnsured(t *testing.T) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the load balancer to be ensured", func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the load balancer to be ensured", func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.ensured == 0 {
@@ -220,9 +199,6 @@ func (c *recordingCloud) waitForEnsured(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 var (
@@ -244,7 +220,7 @@ func (c *recordingCloud) record(nodes []*corev1.Node) {
 // the test among the stack's.
 func (c *recordingCloud) waitForHosts(t *testing.T, want []string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, fmt.Sprintf("the load balancer to have Nodes %v", want), func(context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var got []string
@@ -258,9 +234,6 @@ func (c *recordingCloud) waitForHosts(t *testing.T, want []string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func (c *recordingCloud) GetLoadBalancer(context.Context, string, *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {

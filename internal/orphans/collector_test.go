@@ -28,18 +28,7 @@ import (
 var stack *testenv.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	var err error
-	stack, err = testenv.Start(context.Background(), testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() { _ = stack.Stop() }()
-	return m.Run()
+	os.Exit(testenv.Main(m, &stack))
 }
 
 // clusterID is this cluster's identity in the tests, and otherClusterID another cluster's.
@@ -60,12 +49,7 @@ func collector(t *testing.T, mode config.OrphanCleanup, grace time.Duration, lbN
 
 func collectorWith(t *testing.T, settings orphans.Settings, lbNames ...string) *orphans.Collector {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	client, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, client := stack.StartIronCoreClientForTest(t, nil)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	c := orphans.New(client, factory.Core().V1().Services(), settings)
 	factory.Start(ctx.Done())
@@ -152,7 +136,7 @@ func gone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) bool {
 // sees them.
 func waitForCache(t *testing.T, client *ironcore.Client, names ...string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the LoadBalancers in the cache", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the LoadBalancers in the cache", func(ctx context.Context) error {
 		for _, name := range names {
 			if _, err := client.LoadBalancer(ctx, name); err != nil {
 				return err
@@ -160,9 +144,6 @@ func waitForCache(t *testing.T, client *ironcore.Client, names ...string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
@@ -226,13 +207,10 @@ func TestReportOnlyDeletesNothing(t *testing.T) {
 	}
 }
 
+// counter reads the count of orphaned LoadBalancers met with the action.
 func counter(t *testing.T, action string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.OrphanedLoadBalancers.WithLabelValues(action))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.OrphanedLoadBalancers.WithLabelValues(action))
 }
 
 // TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted: the cluster name is shared by any
@@ -427,13 +405,10 @@ func TestRetainedLoadBalancersAreReleasedAfterTheRetention(t *testing.T) {
 	}
 }
 
+// releaseCounter reads the count of retained LoadBalancers released with the action.
 func releaseCounter(t *testing.T, action string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
 }
 
 // TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased: the sweep finds a retained

@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -20,15 +19,7 @@ import (
 // and that the proxy counted exactly the failures the client saw.
 func TestProxyInjectsFaults(t *testing.T) {
 	ctx := context.Background()
-	stack, err := Start(ctx, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stack.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	stack := startForTest(t)
 	scheme, err := ironcore.NewScheme()
 	if err != nil {
 		t.Fatal(err)

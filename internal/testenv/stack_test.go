@@ -20,15 +20,7 @@ import (
 // attaches and reports them, and the garbage collector removes the interface with the Machine.
 func TestStackPlaysIronCore(t *testing.T) {
 	ctx := context.Background()
-	stack, err := Start(ctx, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stack.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	stack := startForTest(t)
 	c := stack.IronCore.Client
 
 	machine, err := stack.CreateMachine(ctx, "smoke", MachineOptions{DualStack: true, VirtualIP: true})
@@ -81,4 +73,19 @@ func TestStackPlaysIronCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startForTest starts a stack of the test's own and stops it when the test ends.
+func startForTest(t *testing.T) *Stack {
+	t.Helper()
+	stack, err := Start(context.Background(), Options{Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stack.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return stack
 }

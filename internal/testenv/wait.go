@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,5 +33,13 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, condition 
 		return fmt.Errorf("waiting %s for %s: %w", timeout, what, err)
 	default:
 		return fmt.Errorf("waiting %s for %s: %w (last: %w)", timeout, what, err, last)
+	}
+}
+
+// Await is WaitFor that fails the test if condition does not pass in time.
+func Await(t testing.TB, ctx context.Context, timeout time.Duration, what string, condition func(context.Context) error) {
+	t.Helper()
+	if err := WaitFor(ctx, timeout, what, condition); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/cloud-provider/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -59,20 +58,13 @@ func referenceLoadBalancer(t *testing.T, name, clusterName string, service *core
 		metav1.ApplyOptions{FieldManager: "cloud-provider.ironcore.dev/loadbalancer", Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	var lb *networkingv1alpha1.LoadBalancer
-	err = testenv.WaitFor(ctx, waitTimeout, "an address for the reference LoadBalancer", func(ctx context.Context) error {
-		lb = &networkingv1alpha1.LoadBalancer{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
-			return err
-		}
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}
+	stack.WaitForIronCore(t, waitTimeout, "an address for the reference LoadBalancer", lb, func() error {
 		if len(lb.Status.IPs) == 0 {
 			return fmt.Errorf("no address yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// It existed before the provider saw the Service, so it is in the provider's cache, which
 	// the provider trusts for a miss.
 	for _, c := range append(seenBy, cloud) {
@@ -184,19 +176,13 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	nodes := workerNodes(t, "lb-settle-1")
 	service := createService(t, "settle", testenv.ServiceOptions{})
 	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false)
-	err := testenv.WaitFor(ctx, waitTimeout, "IronCore to route the reference LoadBalancer", func(ctx context.Context) error {
-		routing := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(before), routing); err != nil {
-			return err
-		}
+	routing := &networkingv1alpha1.LoadBalancerRouting{ObjectMeta: metav1.ObjectMeta{Namespace: before.Namespace, Name: before.Name}}
+	stack.WaitForIronCore(t, waitTimeout, "IronCore to route the reference LoadBalancer", routing, func() error {
 		if len(routing.Destinations) == 0 {
 			return fmt.Errorf("no destination")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// unlabelled is the last time the target was read without its label, or the first call,
 	// before which the settling cannot have begun (only EnsureLoadBalancer begins it); moved,
@@ -204,7 +190,7 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	// the selector waited, however slow each call.
 	unlabelled, moved := time.Now(), time.Time{}
 	labelled := false
-	err = testenv.WaitFor(ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the selector to move", func(ctx context.Context) error {
 		_, ensureErr := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 		if !labelled {
 			read := time.Now()
@@ -218,9 +204,6 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 		}
 		return fmt.Errorf("the selector has not moved: %w", ensureErr)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Without the settling time the selector moves at the next call after the provider's cache
 	// shows the label.
 	if waited := moved.Sub(unlabelled); !labelled || waited < settle {

@@ -221,12 +221,9 @@ func badInputs(t *testing.T) []badInput {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { deleteMachine(name) })
-			err := testenv.WaitFor(context.Background(), waitTimeout, "the NetworkInterface", func(ctx context.Context) error {
+			testenv.Await(t, context.Background(), waitTimeout, "the NetworkInterface", func(ctx context.Context) error {
 				return stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(nic), &networkingv1alpha1.NetworkInterface{})
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 		}),
 		machine("A Machine whose only NetworkInterface is on another Network", "has no NetworkInterface on the cluster Network "+stack.Network, func(t *testing.T, name string) {
 			other := &networkingv1alpha1.Network{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "other-network"}}
@@ -405,7 +402,7 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), prefix) })
 		taken = append(taken, prefix)
 	}
-	err = testenv.WaitFor(ctx, waitTimeout, "the Prefixes to fill their parent", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the Prefixes to fill their parent", func(ctx context.Context) error {
 		for _, prefix := range taken {
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(prefix), prefix); err != nil {
 				return err
@@ -416,9 +413,6 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := writeTemp(t, "cloud-config.yaml", fmt.Sprintf("networkName: %s\nprefixName: %s\nclusterName: %s\n", stack.Network, name, stack.ClusterName))
 	options := testOptions()
 	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
@@ -530,19 +524,13 @@ func deleteMachine(name string) {
 
 func waitForNICIPs(t *testing.T, machine string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the NetworkInterface's IPs", func(ctx context.Context) error {
-		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
-			return err
-		}
+	nic := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}}
+	stack.WaitForIronCore(t, waitTimeout, "the NetworkInterface's IPs", nic, func() error {
 		if len(nic.Status.IPs) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // renderCatalogue writes the catalogue document from the table.

@@ -120,15 +120,12 @@ func requireRecordedOnce(t *testing.T, service *corev1.Service, reason string) {
 
 func waitForEventCount(t *testing.T, service *corev1.Service, reason string, want int32) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "event "+reason, func(context.Context) error {
 		if count := eventCount(t, service, reason); count != want {
 			return fmt.Errorf("recorded %d times, want %d", count, want)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func eventCount(t *testing.T, service *corev1.Service, reason string) int32 {
@@ -164,7 +161,7 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 	stack.IronCoreProxy.Reset()
 	setProxyMode(t, apiproxy.Fail)
 	untaintNode(t, "lb-retry-2")
-	err := testenv.WaitFor(ctx, waitTimeout, "a refused write of the target label", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "a refused write of the target label", func(context.Context) error {
 		for _, count := range stack.IronCoreProxy.Counts() {
 			if count.Verb == "patch" && count.Resource == "networkinterfaces.networking.ironcore.dev" {
 				return nil
@@ -172,9 +169,6 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 		}
 		return errors.New("no write of a NetworkInterface yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if hasTargetLabel(t, "lb-retry-2") {
 		t.Fatal("the target label was written while IronCore refused every request")
 	}

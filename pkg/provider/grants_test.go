@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -144,12 +145,7 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 // LoadBalancer without this cluster's identity is never taken over.
 func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	unknown, err := startCloud(ctx, stop, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unknown := startTestCloud(t, nil)
 	lbs := loadBalancerOf(t, unknown)
 	retained, addresses := retainedLoadBalancer(t, "identity-kept")
 	if retained.Labels[keys.LabelClusterID] != testClusterID {
@@ -158,7 +154,7 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	service := createService(t, "identity-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
 	nodes := workerNodes(t, "identity-taker-1")
 	stack.IronCoreProxy.Reset()
-	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 	if want := "does not know its cluster's identity"; !errorContains(err, want) {
 		t.Errorf("EnsureLoadBalancer error %v, want one saying %q", err, want)
 	}
@@ -212,12 +208,8 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 // new one, whose address no client has seen, is deleted.
 func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "retained-pending-1")
-	service := createService(t, "retained-pending", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	lbs, nodes, service, public := readyService(t, "retained-pending-1", "retained-pending", keys.AnnotationRetainLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	public := ironcoreLoadBalancer(t, name)
 
 	// The simulator holds the new LoadBalancer without addresses, as a provider that has not
 	// got to it yet.
@@ -226,16 +218,13 @@ func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	t.Cleanup(func() { stack.Simulator.Release(held) })
 	service = service.DeepCopy()
 	service.Annotations[keys.AnnotationInternalLoadBalancer] = "true"
-	err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+held.Name+" to be created", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+held.Name+" to be created", func(ctx context.Context) error {
 		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil && !isRetry(err) {
 			t.Fatalf("EnsureLoadBalancer: %v", err)
 		}
 		_, err := cloud.IronCore().LoadBalancer(ctx, held.Name)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	successor := ironcoreLoadBalancer(t, held.Name)
 
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
@@ -298,14 +287,7 @@ func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
 		{"pools-single", other, "pools-single", "is a single address"},
 	} {
 		service := createService(t, tc.service, internal(tc.namespace, tc.prefix))
-		stack.IronCoreProxy.Reset()
-		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-		if !errorContains(err, tc.want) {
-			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
-		}
-		waitForEventWith(t, service, provider.ReasonPrefixNotGranted, tc.prefix)
-		requireNoWrites(t, provider.LoadBalancerName(service))
-		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		requireRefused(t, lbs, service, nodes, tc.want, provider.ReasonPrefixNotGranted, tc.prefix)
 	}
 
 	for _, tc := range []struct{ service, namespace, prefix, cidr string }{
@@ -364,13 +346,20 @@ func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
 		{"ipam-literal", held, "is held by another LoadBalancer"},
 	} {
 		service := createService(t, tc.service, internal(tc.address))
-		stack.IronCoreProxy.Reset()
-		_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
-		if !errorContains(err, tc.want) {
-			t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", tc.service, err, tc.want)
-		}
-		waitForEventWith(t, service, provider.ReasonAddressUnavailable, tc.address)
-		requireNoWrites(t, provider.LoadBalancerName(service))
-		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		requireRefused(t, lbs, service, nodes, tc.want, provider.ReasonAddressUnavailable, tc.address)
 	}
+}
+
+// requireRefused checks that EnsureLoadBalancer refuses the Service with an error saying want
+// and an event of the reason naming what, and that nothing is written or made for it.
+func requireRefused(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, nodes []*corev1.Node, want, reason, what string) {
+	t.Helper()
+	stack.IronCoreProxy.Reset()
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", service, nodes)
+	if !errorContains(err, want) {
+		t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", service.Name, err, want)
+	}
+	waitForEventWith(t, service, reason, what)
+	requireNoWrites(t, provider.LoadBalancerName(service))
+	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
 }

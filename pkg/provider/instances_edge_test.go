@@ -76,7 +76,7 @@ func TestInstanceMetadataWaitsOnlyForTheClusterNetwork(t *testing.T) {
 	}
 	waitForAddresses := func(what string, want func() []corev1.NodeAddress) {
 		t.Helper()
-		err := testenv.WaitFor(ctx, edgeTimeout, what, func(ctx context.Context) error {
+		testenv.Await(t, ctx, edgeTimeout, what, func(ctx context.Context) error {
 			metadata, err := instancesV2(t).InstanceMetadata(ctx, n)
 			if err != nil {
 				return err
@@ -86,9 +86,6 @@ func TestInstanceMetadataWaitsOnlyForTheClusterNetwork(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	// The other interface does not exist yet.
@@ -109,13 +106,10 @@ func TestInstanceMetadataWaitsOnlyForTheClusterNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), nic) })
-	err := testenv.WaitFor(ctx, edgeTimeout, "the provider's cache to show the other interface", func(ctx context.Context) error {
+	testenv.Await(t, ctx, edgeTimeout, "the provider's cache to show the other interface", func(ctx context.Context) error {
 		_, err := cloud.IronCore().NetworkInterface(ctx, otherNIC)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitForAddresses("metadata without the addressless interface", func() []corev1.NodeAddress { return wantAddresses() })
 
 	// Its IP comes: it is listed after the cluster Network's.
@@ -137,7 +131,7 @@ func TestALongMachinePoolNameDoesNotHoldTheNodeBack(t *testing.T) {
 	createMachine(t, "long-pool", testenv.MachineOptions{Pool: pool})
 	n := node("long-pool-node", providerIDOf("long-pool"))
 	var metadata *cloudprovider.InstanceMetadata
-	err := testenv.WaitFor(ctx, edgeTimeout, "metadata from the long-named pool", func(ctx context.Context) error {
+	testenv.Await(t, ctx, edgeTimeout, "metadata from the long-named pool", func(ctx context.Context) error {
 		var err error
 		metadata, err = instancesV2(t).InstanceMetadata(ctx, n)
 		if err == nil && metadata.Zone != "zone-c" {
@@ -145,14 +139,11 @@ func TestALongMachinePoolNameDoesNotHoldTheNodeBack(t *testing.T) {
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, ok := metadata.AdditionalLabels[keys.LabelMachinePool]; ok {
 		t.Errorf("additional labels %v carry the pool name, which is not a valid label value", metadata.AdditionalLabels)
 	}
 	selector := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": n.Name, "reason": provider.ReasonMachinePoolLabelSkipped}.AsSelector().String()
-	err = testenv.WaitFor(ctx, edgeTimeout, "the Warning event on the Node", func(ctx context.Context) error {
+	testenv.Await(t, ctx, edgeTimeout, "the Warning event on the Node", func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return err
@@ -164,7 +155,4 @@ func TestALongMachinePoolNameDoesNotHoldTheNodeBack(t *testing.T) {
 		}
 		return errors.New("no such event")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -37,12 +37,7 @@ func providerIDOf(machine string) string {
 // createMachine creates a Machine and waits until the provider can describe it.
 func createMachine(t *testing.T, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
 	t.Helper()
-	ctx := context.Background()
-	machine, err := stack.CreateMachine(ctx, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), machine)) })
+	machine := stack.CreateMachineForTest(t, name, opts)
 	waitForMetadata(t, node(name, providerIDOf(name)))
 	return machine
 }
@@ -50,14 +45,11 @@ func createMachine(t *testing.T, name string, opts testenv.MachineOptions) *comp
 func waitForMetadata(t *testing.T, n *corev1.Node) *cloudprovider.InstanceMetadata {
 	t.Helper()
 	var metadata *cloudprovider.InstanceMetadata
-	err := testenv.WaitFor(context.Background(), waitTimeout, "metadata of Node "+n.Name, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "metadata of Node "+n.Name, func(ctx context.Context) error {
 		var err error
 		metadata, err = instancesV2(t).InstanceMetadata(ctx, n)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return metadata
 }
 
@@ -120,16 +112,13 @@ func TestInstanceMetadataWaitsForScheduling(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
 	n := node("unscheduled", "")
-	err = testenv.WaitFor(ctx, waitTimeout, "the Machine in the provider's cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the Machine in the provider's cache", func(ctx context.Context) error {
 		exists, err := instancesV2(t).InstanceExists(ctx, n)
 		if err == nil && !exists {
 			return errors.New("not yet")
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	metadata, err := instancesV2(t).InstanceMetadata(ctx, n)
 	if err == nil || !strings.Contains(err.Error(), "not scheduled") {
 		t.Fatalf("InstanceMetadata = %+v, %v; want a not-scheduled error", metadata, err)
@@ -147,7 +136,7 @@ func TestInstanceMetadataWaitsForAddresses(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), machine) })
 	n := node("addressless", "")
-	err = testenv.WaitFor(ctx, waitTimeout, "the Machine to run", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the Machine to run", func(ctx context.Context) error {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
 			return err
 		}
@@ -156,19 +145,13 @@ func TestInstanceMetadataWaitsForAddresses(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = testenv.WaitFor(ctx, waitTimeout, "a no-IPs error", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "a no-IPs error", func(ctx context.Context) error {
 		metadata, err := instancesV2(t).InstanceMetadata(ctx, n)
 		if err != nil && strings.Contains(err.Error(), "has no IPs yet") {
 			return nil
 		}
 		return fmt.Errorf("InstanceMetadata = %+v, %w", metadata, err)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stack.Simulator.Release(nic)
 	if metadata := waitForMetadata(t, n); len(metadata.NodeAddresses) != 2 {
 		t.Fatalf("addresses %v, want an InternalIP and the Hostname", metadata.NodeAddresses)
@@ -188,16 +171,13 @@ func TestInstanceExistsIsFalseOnlyForAGoneMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*corev1.Node{byProviderID, byName} {
-		err := testenv.WaitFor(ctx, waitTimeout, "InstanceExists to report the Machine gone", func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "InstanceExists to report the Machine gone", func(ctx context.Context) error {
 			exists, err := instancesV2(t).InstanceExists(ctx, n)
 			if exists || err != nil {
 				return fmt.Errorf("InstanceExists(%s) = %v, %w", n.Name, exists, err)
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -205,13 +185,10 @@ func TestInstanceExistsErrsWhileIronCoreFails(t *testing.T) {
 	ctx := context.Background()
 	machine := createMachine(t, "steady", testenv.MachineOptions{})
 	// The cache must know the Machine before IronCore fails: that is what answers then.
-	err := testenv.WaitFor(ctx, waitTimeout, "Machine steady in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "Machine steady in the cache", func(ctx context.Context) error {
 		_, err := cloud.IronCore().Machine(ctx, "steady")
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, mode := range []apiproxy.Mode{apiproxy.Fail, apiproxy.Down} {
 		setProxyMode(t, mode)
 		// A Machine the cache knows is still there.
@@ -265,22 +242,19 @@ func TestInstanceShutdownFollowsTheMachineState(t *testing.T) {
 	n := node("sleeper", providerIDOf(machine.Name))
 	waitForShutdown := func(want bool) {
 		t.Helper()
-		err := testenv.WaitFor(ctx, waitTimeout, fmt.Sprintf("InstanceShutdown to be %v", want), func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, fmt.Sprintf("InstanceShutdown to be %v", want), func(ctx context.Context) error {
 			shutdown, err := instancesV2(t).InstanceShutdown(ctx, n)
 			if err != nil || shutdown != want {
 				return fmt.Errorf("InstanceShutdown = %v, %w", shutdown, err)
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	waitForShutdown(false)
 
-	setPower(t, machine, computev1alpha1.PowerOff)
+	stack.SetPower(t, machine, computev1alpha1.PowerOff)
 	waitForShutdown(true)
-	setPower(t, machine, computev1alpha1.PowerOn)
+	stack.SetPower(t, machine, computev1alpha1.PowerOn)
 	waitForShutdown(false)
 
 	// A Machine being deleted is on its way out, whatever its state says.
@@ -303,30 +277,14 @@ func TestInstanceShutdownFollowsTheMachineState(t *testing.T) {
 	}
 }
 
-func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
-	t.Helper()
-	ctx := context.Background()
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-		t.Fatal(err)
-	}
-	base := machine.DeepCopy()
-	machine.Spec.Power = power
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestReadMethodsNeverWrite(t *testing.T) {
 	ctx := context.Background()
 	createMachine(t, "reader", testenv.MachineOptions{VirtualIP: true})
 	// A Machine that has just appeared may not be in the cache yet, and is then confirmed live.
-	err := testenv.WaitFor(ctx, waitTimeout, "Machine reader in the cache", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "Machine reader in the cache", func(ctx context.Context) error {
 		_, err := cloud.IronCore().Machine(ctx, "reader")
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stack.IronCoreProxy.Reset()
 	for _, n := range []*corev1.Node{node("reader", ""), node("reader", providerIDOf("reader")), node("gone", providerIDOf("gone"))} {
 		_, _ = instancesV2(t).InstanceExists(ctx, n)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,15 +56,7 @@ func workerNodes(t *testing.T, names ...string) []*corev1.Node {
 	var nodes []*corev1.Node
 	for _, name := range names {
 		createMachine(t, name, testenv.MachineOptions{})
-		nic := networkInterface(t, name)
-		base := nic.DeepCopy()
-		if nic.Labels == nil {
-			nic.Labels = map[string]string{}
-		}
-		nic.Labels[keys.LabelCluster] = stack.ClusterName
-		if err := stack.IronCore.Client.Patch(context.Background(), nic, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
+		labelForCluster(t, name)
 		nodes = append(nodes, readyNode(name, providerIDOf(name)))
 	}
 	return nodes
@@ -83,7 +74,7 @@ func readyNode(name, providerID string) *corev1.Node {
 func ensureUntilReady(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, nodes []*corev1.Node) *corev1.LoadBalancerStatus {
 	t.Helper()
 	var status *corev1.LoadBalancerStatus
-	err := testenv.WaitFor(context.Background(), waitTimeout, "EnsureLoadBalancer to report addresses", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "EnsureLoadBalancer to report addresses", func(ctx context.Context) error {
 		var err error
 		status, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 		var retry *api.RetryError
@@ -95,9 +86,6 @@ func ensureUntilReady(t *testing.T, lbs cloudprovider.LoadBalancer, service *cor
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return status
 }
 
@@ -118,62 +106,10 @@ func ingressIPs(status *corev1.LoadBalancerStatus) []string {
 	return ips
 }
 
-// nicIPs lists the IPs of the Machines' NetworkInterfaces, sorted.
-func nicIPs(t *testing.T, machines ...string) []string {
-	t.Helper()
-	var ips []string
-	for _, machine := range machines {
-		for _, ip := range networkInterface(t, machine).Status.IPs {
-			ips = append(ips, ip.String())
-		}
-	}
-	slices.Sort(ips)
-	return ips
-}
-
-// waitForRouting waits until the LoadBalancer's routing sends traffic to exactly the IPs.
-func waitForRouting(t *testing.T, lbName string, want []string) {
-	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
-		routing := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
-			return err
-		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if want == nil {
-			want = []string{}
-		}
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("destinations %v", got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // waitForEvent waits for an event with the reason on the Service, and returns its message.
 func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 	t.Helper()
-	var message string
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason, func(ctx context.Context) error {
-		events, err := stack.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason,
-		})
-		if err != nil {
-			return err
-		}
-		if len(events.Items) == 0 {
-			return errors.New("none yet")
-		}
-		message = events.Items[0].Message
-		return nil
-	})
+	message, err := stack.WaitForEvent(context.Background(), waitTimeout, service, reason)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +119,7 @@ func waitForEvent(t *testing.T, service *corev1.Service, reason string) string {
 // waitForEventText waits for an event the field selector selects whose message contains text.
 func waitForEventText(t *testing.T, namespace, selector, what, text string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return err
@@ -195,9 +131,6 @@ func waitForEventText(t *testing.T, namespace, selector, what, text string) {
 		}
 		return errors.New("none yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writes counts the requests to IronCore since the last proxy reset that changed something.
@@ -250,13 +183,10 @@ func equalJSON(t *testing.T, a, b any) bool {
 // LoadBalancer.
 func waitForCachedLoadBalancer(t *testing.T, c *provider.Cloud, name string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" in the cache", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" in the cache", func(ctx context.Context) error {
 		_, err := c.IronCore().LoadBalancer(ctx, name)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // updated is UpdateLoadBalancer's error as the service controller takes it: ImplementedElsewhere
@@ -266,4 +196,27 @@ func updated(err error) error {
 		return nil
 	}
 	return err
+}
+
+// readyService creates a Service annotated with annotation "true" for one worker Node, and
+// ensures its LoadBalancer until ready, writing the status into the Service; it returns the
+// package's load balancers, the Nodes, the Service and its IronCore LoadBalancer.
+func readyService(t *testing.T, node, name, annotation string) (cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service, *networkingv1alpha1.LoadBalancer) {
+	t.Helper()
+	lbs := loadBalancerOf(t, cloud)
+	nodes := workerNodes(t, node)
+	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{annotation: "true"}})
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
+	return lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+}
+
+// explicitService starts a provider of the test's own that writes routings, and creates a
+// Service for worker Nodes of the names; it returns the provider, its load balancers, the
+// Nodes and the Service.
+func explicitService(t *testing.T, name string, nodeNames ...string) (*provider.Cloud, cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service) {
+	t.Helper()
+	c := startTestCloud(t, explicitTargets)
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, nodeNames...)
+	return c, lbs, nodes, createService(t, name, testenv.ServiceOptions{})
 }

@@ -92,7 +92,7 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 		}
 	}
 	// IronCore's loadbalancer controller routes to the selected interfaces.
-	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1", "lb-public-2"))
 
 	// Nothing changed: another sync writes nothing.
 	stack.IronCoreProxy.Reset()
@@ -113,16 +113,16 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-public-1"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1"))
 	// nil, so that the service controller warns that the Service has no Nodes.
 	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v, want nil", err)
 	}
-	waitForRouting(t, name, nil)
+	stack.WaitForRouting(t, waitTimeout, name, nil)
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-public-1", "lb-public-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1", "lb-public-2"))
 }
 
 func TestDualStackPublicLoadBalancer(t *testing.T) {
@@ -226,12 +226,8 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 // the new addresses. Deleting the Service in the middle of a switch deletes both.
 func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-switch-1")
-	service := createService(t, "switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	lbs, nodes, service, internalLB := readyService(t, "lb-switch-1", "switch", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	internalLB := ironcoreLoadBalancer(t, name)
 
 	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
 	// the addresses it shows and the old LoadBalancer: what every sync must do while the new
@@ -272,14 +268,11 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		// Copies, each time: the provider's controllers still read the Service given before.
 		service = service.DeepCopy()
 		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
-		err := testenv.WaitFor(ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
 			keepsOld(old)
 			_, err := cloud.IronCore().LoadBalancer(ctx, successor)
 			return err
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Once more with the new LoadBalancer in the provider's cache, without addresses.
 		keepsOld(old)
 		return release
@@ -291,7 +284,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		t.Helper()
 		before := service.Status.LoadBalancer.DeepCopy()
 		holdSuccessor(internal, old, successor)()
-		err := testenv.WaitFor(ctx, waitTimeout, "the Service to switch to "+successor, func(context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "the Service to switch to "+successor, func(context.Context) error {
 			switch status := ensure(); {
 			case status == nil:
 			case len(status.Ingress) == 0:
@@ -309,9 +302,6 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		next := ironcoreLoadBalancer(t, successor)
 		if next.UID == old.UID || ingressIPs(&service.Status.LoadBalancer) == nil || !slices.Equal(ingressIPs(&service.Status.LoadBalancer), ipStringsOf(next)) {
 			t.Fatalf("the Service shows %v; LoadBalancer %s has %v", ingressIPs(&service.Status.LoadBalancer), next.Name, ipStringsOf(next))
@@ -332,16 +322,13 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		t.Fatalf("LoadBalancer %s is %s, want Public", publicLB.Name, publicLB.Spec.Type)
 	}
 	prefixKey := client.ObjectKey{Namespace: stack.Namespace, Name: networkingv1alpha1.LoadBalancerIPIPAMPrefixName(name, 0)}
-	err := testenv.WaitFor(ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the internal LoadBalancer's prefix to be collected", func(ctx context.Context) error {
 		err := stack.IronCore.Client.Get(ctx, prefixKey, &ipamv1alpha1.Prefix{})
 		if client.IgnoreNotFound(err) != nil || err == nil {
 			return errors.Join(err, errors.New("still there"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// And back to Internal, under the Service's own name again.
 	switchTo("true", publicLB, name)
 	internalLB = ironcoreLoadBalancer(t, name)
@@ -364,18 +351,10 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 // one's does.
 func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	defer close(stop)
-	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbs := loadBalancerOf(t, explicit)
-	nodes := workerNodes(t, "lb-pending-1", "lb-pending-2")
-	service := createService(t, "pending-switch", testenv.ServiceOptions{})
+	_, lbs, nodes, service := explicitService(t, "pending-switch", "lb-pending-1", "lb-pending-2")
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
 	name := provider.LoadBalancerName(service)
-	waitForRouting(t, name, nicIPs(t, "lb-pending-1"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1"))
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
 	stack.Simulator.Hold(held)
 	t.Cleanup(func() { stack.Simulator.Release(held) })
@@ -390,8 +369,8 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, successor.Name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
-	waitForRouting(t, name, nicIPs(t, "lb-pending-1", "lb-pending-2"))
+	stack.WaitForRouting(t, waitTimeout, successor.Name, stack.NetworkInterfaceIPs(t, "lb-pending-1", "lb-pending-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1", "lb-pending-2"))
 	if lb := ironcoreLoadBalancer(t, name); lb.DeletionTimestamp != nil {
 		t.Fatal("the old LoadBalancer is being deleted while the switch waits")
 	}
@@ -412,7 +391,7 @@ func ipStringsOf(lb *networkingv1alpha1.LoadBalancer) []string {
 // waitForLoadBalancerGone waits until the LoadBalancer is deleted or being deleted.
 func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+lb.Name+" to go", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+lb.Name+" to go", func(ctx context.Context) error {
 		current := &networkingv1alpha1.LoadBalancer{}
 		err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
 		switch {
@@ -423,29 +402,18 @@ func waitForLoadBalancerGone(t *testing.T, lb *networkingv1alpha1.LoadBalancer) 
 		}
 		return errors.New("still there")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestExplicitRouting(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	defer close(stop)
-	explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	lbs := loadBalancerOf(t, explicit)
-	nodes := workerNodes(t, "lb-explicit-1", "lb-explicit-2")
-	service := createService(t, "explicit", testenv.ServiceOptions{})
+	_, lbs, nodes, service := explicitService(t, "explicit", "lb-explicit-1", "lb-explicit-2")
 	ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	lb := ironcoreLoadBalancer(t, name)
 	if lb.Spec.NetworkInterfaceSelector != nil {
 		t.Fatalf("selector %v, want none in explicit mode", lb.Spec.NetworkInterfaceSelector)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-1", "lb-explicit-2"))
 	routing := &networkingv1alpha1.LoadBalancerRouting{}
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
 		t.Fatal(err)
@@ -457,11 +425,11 @@ func TestExplicitRouting(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:])); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-2"))
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil)); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
 	}
-	waitForRouting(t, name, nil)
+	stack.WaitForRouting(t, waitTimeout, name, nil)
 
 	// A Node whose Machine is gone is left out without failing the update (the node lifecycle
 	// controller deletes it), and the others still get traffic.
@@ -469,7 +437,7 @@ func TestExplicitRouting(t *testing.T) {
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))); err != nil {
 		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-explicit-1", "lb-explicit-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-1", "lb-explicit-2"))
 }
 
 // TestAddressesThatArriveSoonNeedNoRetry: IronCore allocates a new LoadBalancer's address
@@ -497,28 +465,22 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 		t.Fatalf("the first EnsureLoadBalancer returned no address after %s, without waiting for IronCore's", took)
 	}
 	var lb *networkingv1alpha1.LoadBalancer
-	err = testenv.WaitFor(ctx, waitTimeout, "the LoadBalancer's address", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the LoadBalancer's address", func(context.Context) error {
 		if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(soon)); len(lb.Status.IPs) != 1 {
 			return fmt.Errorf("addresses %v", lb.Status.IPs)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
 		shown := ingressIPs(status)
 		if len(shown) == 0 {
-			shown = ingressIPs(&getService(t, soon).Status.LoadBalancer)
+			shown = ingressIPs(&stack.LiveService(t, soon).Status.LoadBalancer)
 		}
 		if len(shown) != 1 || shown[0] != lb.Status.IPs[0].String() {
 			return fmt.Errorf("ingress %v, want the LoadBalancer's address %v", shown, lb.Status.IPs)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	lbs := loadBalancerOf(t, cloud)
 	nodes := workerNodes(t, "lb-soon-1")
@@ -555,16 +517,13 @@ func TestDeletion(t *testing.T) {
 		t.Fatalf("second EnsureLoadBalancerDeleted: %v", err)
 	}
 	stack.Simulator.Release(lb)
-	err := testenv.WaitFor(ctx, waitTimeout, "the LoadBalancer to be gone", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the LoadBalancer to be gone", func(ctx context.Context) error {
 		_, exists, err := lbs.GetLoadBalancer(ctx, "kubernetes", service)
 		if err != nil || exists {
 			return errors.Join(err, errors.New("still exists"))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	requireNoLoadBalancer(t, name)
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 		t.Fatalf("EnsureLoadBalancerDeleted of a gone LoadBalancer: %v", err)
@@ -651,14 +610,7 @@ func TestConcurrentSyncs(t *testing.T) {
 // exists and is eligible; once the Node is excluded by label, it is dropped.
 func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	ctx := context.Background()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(ctx, stop, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	setInformers(t, c, factory)
+	c, factory, stop := startCloudWithInformers(t, nil)
 	factory.Start(stop)
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "stale-1", "stale-2")
@@ -688,7 +640,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
 		seen, err := factory.Core().V1().Nodes().Lister().Get(excluded.Name)
 		if err != nil {
 			return err
@@ -698,9 +650,6 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
@@ -709,15 +658,12 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 
 func waitForNICLabel(t *testing.T, machine string, want bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), time.Minute, "the target label of "+machine, func(context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the target label of "+machine, func(context.Context) error {
 		if hasTargetLabel(t, machine) != want {
 			return fmt.Errorf("label present: %v, want %v", !want, want)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestAnUninitializedNodeIsNoTarget: the service controller passes Nodes to load balancers
@@ -773,7 +719,7 @@ func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
 	}
 	// The watch delivers in the order of creation: once the last is seen, the others would
 	// have been.
-	err := testenv.WaitFor(ctx, waitTimeout, "the provider to see its own routing", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the provider to see its own routing", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if !seen["routings-own"] {
@@ -781,9 +727,6 @@ func TestSelectorModeWatchesOnlyItsOwnRoutings(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
 	defer mu.Unlock()
 	if seen["routings-unlabelled"] || seen["routings-foreign"] {
@@ -832,7 +775,7 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 			// The address comes while the routing cannot be written: it does not wait for the
 			// targets. Until the provider's cache has it, the status is pending on the address.
 			var lb *networkingv1alpha1.LoadBalancer
-			err = testenv.WaitFor(ctx, waitTimeout, "the address, pending on traffic", func(ctx context.Context) error {
+			testenv.Await(t, ctx, waitTimeout, "the address, pending on traffic", func(ctx context.Context) error {
 				if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(service)); len(lb.Status.IPs) == 0 {
 					return errors.New("the LoadBalancer has no address")
 				}
@@ -846,24 +789,18 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if current := getService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
+			if current := stack.LiveService(t, service); len(current.Status.LoadBalancer.Ingress) != 0 {
 				t.Fatalf("the Service shows %v while its routing holds no destination", current.Status.LoadBalancer.Ingress)
 			}
 
 			stack.IronCoreProxy.FailWhere(nil)
-			err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
-				current := getService(t, service)
+			testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(context.Context) error {
+				current := stack.LiveService(t, service)
 				if got := ingressIPs(&current.Status.LoadBalancer); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
 					return fmt.Errorf("ingress %v", got)
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			held := &networkingv1alpha1.LoadBalancerRouting{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lb.Name}, held); err != nil || len(held.Destinations) == 0 {
 				t.Fatalf("the Service shows its address, its routing: %v, %v", held.Destinations, err)
@@ -918,7 +855,7 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	waitForEvent(t, service, lbrepair.ReasonAddressPending)
 
 	stack.Simulator.Release(held)
-	err = testenv.WaitFor(ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the address in the Service's status", func(ctx context.Context) error {
 		lb := ironcoreLoadBalancer(t, held.Name)
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
@@ -929,9 +866,6 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// A Service edited into an invalid spec is the Service's problem, reported by its sync; it
 	// is not a LoadBalancer waiting for IronCore, and gets no pending Warning.

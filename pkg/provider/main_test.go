@@ -44,18 +44,11 @@ func runTests(m *testing.M) int {
 		// stack of their own.
 		return m.Run()
 	}
-	ctx := context.Background()
-	var err error
-	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
-		}
-	}()
+	return testenv.Run(&stack, func() int { return runWithStack(m) })
+}
+
+// runWithStack starts the package's recorder and provider on the stack and runs the tests.
+func runWithStack(m *testing.M) int {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: stack.TargetClientset.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -63,7 +56,8 @@ func runTests(m *testing.M) int {
 
 	stop := make(chan struct{})
 	defer close(stop)
-	cloud, err = startCloud(ctx, stop, nil)
+	var err error
+	cloud, err = startCloud(context.Background(), stop, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the cloud provider: %v\n", err)
 		return 1
@@ -72,6 +66,33 @@ func runTests(m *testing.M) int {
 	cloud.ClusterID().Set(testClusterID)
 	return m.Run()
 }
+
+// startTestCloud starts a provider for the test as startCloud does, stopped when the test ends.
+func startTestCloud(t *testing.T, modify func(*config.Options)) *provider.Cloud {
+	t.Helper()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c, err := startCloud(context.Background(), stop, modify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startCloudWithInformers is startTestCloud on informers of the provider's own, set but not
+// started; stop closes when the test ends.
+func startCloudWithInformers(t *testing.T, modify func(*config.Options)) (*provider.Cloud, informers.SharedInformerFactory, <-chan struct{}) {
+	t.Helper()
+	c := startTestCloud(t, modify)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	setInformers(t, c, factory)
+	return c, factory, stop
+}
+
+// explicitTargets makes a provider write its LoadBalancers' routings instead of selecting.
+func explicitTargets(o *config.Options) { o.UseNICSelector = false }
 
 // startCloud builds and initializes a provider from the stack's CCM configuration, with the
 // options changed by modify if not nil. It reaches IronCore through the stack's proxy, so

@@ -68,7 +68,7 @@ func allocateAndSet(t *testing.T, c *provider.Cloud, nodes corelisters.NodeListe
 	t.Helper()
 	ctx := context.Background()
 	var cidrs []string
-	err := testenv.WaitFor(ctx, waitTimeout, "pod CIDRs for Node "+node.Name, func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "pod CIDRs for Node "+node.Name, func(ctx context.Context) error {
 		allocation, err := c.AllocatePodCIDRs(ctx, node)
 		if err != nil {
 			return err
@@ -79,9 +79,6 @@ func allocateAndSet(t *testing.T, c *provider.Cloud, nodes corelisters.NodeListe
 		cidrs = allocation.CIDRs
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	node.Spec.PodCIDR, node.Spec.PodCIDRs = cidrs[0], cidrs
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -92,7 +89,7 @@ func allocateAndSet(t *testing.T, c *provider.Cloud, nodes corelisters.NodeListe
 
 func waitForCachedNode(t *testing.T, nodes corelisters.NodeLister, name string, ok func(*corev1.Node) bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the provider's cache to show Node "+name, func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the provider's cache to show Node "+name, func(context.Context) error {
 		node, err := nodes.Get(name)
 		if err != nil {
 			return err
@@ -102,9 +99,6 @@ func waitForCachedNode(t *testing.T, nodes corelisters.NodeLister, name string, 
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestASecondNodeOnAMachineGetsNoPodCIDRs: a NetworkInterface's pod CIDR entries are one Node's.
@@ -159,15 +153,12 @@ func TestAnAmbiguousHostnameKeepsItsPodCIDRs(t *testing.T) {
 	}
 
 	createMachine(t, "pc-host-b", testenv.MachineOptions{Hostname: hostname})
-	err = testenv.WaitFor(ctx, waitTimeout, "the provider's cache to show both Machines with hostname "+hostname, func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the provider's cache to show both Machines with hostname "+hostname, func(ctx context.Context) error {
 		if _, err := c.IronCore().MachineByHostname(ctx, hostname); !errors.Is(err, ironcore.ErrAmbiguousHostname) {
 			return errors.New("not ambiguous yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	released, err := c.ReleaseUnusedPodCIDRs(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -108,15 +108,12 @@ func TestTheRepairDoesNotRecreateForADeletedService(t *testing.T) {
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	err := testenv.WaitFor(ctx, waitTimeout, "the repair's read of the Service from the API server", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the repair's read of the Service from the API server", func(context.Context) error {
 		if r.readServices() {
 			return nil
 		}
 		return errors.New("no read yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	release()
 	left := &networkingv1alpha1.LoadBalancerList{}
 	if err := stack.IronCore.Client.List(ctx, left, client.InNamespace(stack.Namespace), client.MatchingLabels{keys.LabelServiceUID: string(service.UID)}); err != nil {
@@ -153,7 +150,7 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	// The service controller's part: the new LoadBalancer, beside the old one, until it is
 	// allocated and routes somewhere.
 	var successor *networkingv1alpha1.LoadBalancer
-	err = testenv.WaitFor(ctx, waitTimeout, "the new Internal LoadBalancer, allocated", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the new Internal LoadBalancer, allocated", func(ctx context.Context) error {
 		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", switched, nodes); err != nil {
 			var retry *api.RetryError
 			if !errors.As(err, &retry) {
@@ -172,15 +169,12 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 		}
 		return errors.New("none yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if cached, err := r.services.Services(service.Namespace).Get(service.Name); err != nil || cached.Annotations[keys.AnnotationInternalLoadBalancer] == "true" {
 		t.Fatalf("the repair's cache shows the switch (%v) although its watch is held back", err)
 	}
 	// The allocated successor brings the Service to the repair; it either reads the Service
 	// from the API server before deleting, or deletes the successor.
-	err = testenv.WaitFor(ctx, waitTimeout, "the repair to look at the switching Service", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the repair to look at the switching Service", func(context.Context) error {
 		if r.readServices() {
 			return nil
 		}
@@ -189,9 +183,6 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 		}
 		return errors.New("not yet")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if lb := ironcoreLoadBalancerOrNil(t, successor.Name); lb == nil || lb.UID != successor.UID || lb.DeletionTimestamp != nil {
 		t.Fatalf("the repair deleted the switch's new LoadBalancer %s on a Service cache behind the switch", successor.Name)
 	}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -27,84 +26,71 @@ import (
 // from, selects nothing, and its routing holds no destination; the Service gets an event naming
 // the addresses. Called again (a retry), deleting is quiet and changes nothing.
 func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
-	for _, tc := range []struct {
-		mode      string
-		selecting bool
-	}{{"selector", true}, {"explicit", false}} {
-		t.Run(tc.mode, func(t *testing.T) {
-			ctx := context.Background()
-			c := cloud
-			if !tc.selecting {
-				stop := make(chan struct{})
-				t.Cleanup(func() { close(stop) })
-				explicit, err := startCloud(ctx, stop, func(o *config.Options) { o.UseNICSelector = false })
-				if err != nil {
-					t.Fatal(err)
-				}
-				explicit.ClusterID().Set(testClusterID)
-				c = explicit
-			}
-			lbs := loadBalancerOf(t, c)
-			machine := "retain-" + tc.mode + "-1"
-			service := createService(t, "retain-"+tc.mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-			status := ensureUntilReady(t, lbs, service, workerNodes(t, machine))
-			name := provider.LoadBalancerName(service)
-			waitForRouting(t, name, nicIPs(t, machine))
-			before := ironcoreLoadBalancer(t, name)
-			held := &networkingv1alpha1.LoadBalancerRouting{}
-			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, held); err != nil {
-				t.Fatal(err)
-			}
+	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
+		ctx := context.Background()
+		c := cloud
+		if !useSelector {
+			explicit := startTestCloud(t, explicitTargets)
+			explicit.ClusterID().Set(testClusterID)
+			c = explicit
+		}
+		lbs := loadBalancerOf(t, c)
+		machine := "retain-" + mode + "-1"
+		service := createService(t, "retain-"+mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+		status := ensureUntilReady(t, lbs, service, workerNodes(t, machine))
+		name := provider.LoadBalancerName(service)
+		stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, machine))
+		before := ironcoreLoadBalancer(t, name)
+		held := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, held); err != nil {
+			t.Fatal(err)
+		}
 
-			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
-				t.Fatal(err)
-			}
-			waitForRouting(t, name, nil)
-			lb := ironcoreLoadBalancer(t, name)
-			if lb.UID != before.UID || lb.DeletionTimestamp != nil {
-				t.Fatalf("LoadBalancer %s (UID %s, deletion %v), want the same one (UID %s), not being deleted", name, lb.UID, lb.DeletionTimestamp, before.UID)
-			}
-			if got, want := ipStringsOf(lb), ingressIPs(status); !slices.Equal(got, want) {
-				t.Errorf("addresses %v, want the Service's %v", got, want)
-			}
-			owner := ironcore.OwnerOf(lb)
-			if owner.UID != "" || owner.Name != "" || owner.Namespace != "" || owner.Cluster != stack.ClusterName {
-				t.Errorf("owner %+v, want this cluster (%s) and no Service", owner, stack.ClusterName)
-			}
-			if !ironcore.Retained(lb) || lb.Annotations[keys.AnnotationRetainedFrom] != service.Namespace+"/"+service.Name || lb.Annotations[keys.AnnotationRetainedAt] == "" {
-				t.Errorf("labels %v, annotations %v: want it marked retained from %s/%s, with the time", lb.Labels, lb.Annotations, service.Namespace, service.Name)
-			}
-			if lb.Spec.NetworkInterfaceSelector != nil {
-				t.Errorf("selector %v, want none: nothing may route to a retained LoadBalancer", lb.Spec.NetworkInterfaceSelector)
-			}
-			if message := waitForEvent(t, service, provider.ReasonLoadBalancerRetained); !strings.Contains(message, ingressIPs(status)[0]) {
-				t.Errorf("event %q does not name the address %s", message, ingressIPs(status)[0])
-			}
+		if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+			t.Fatal(err)
+		}
+		stack.WaitForRouting(t, waitTimeout, name, nil)
+		lb := ironcoreLoadBalancer(t, name)
+		if lb.UID != before.UID || lb.DeletionTimestamp != nil {
+			t.Fatalf("LoadBalancer %s (UID %s, deletion %v), want the same one (UID %s), not being deleted", name, lb.UID, lb.DeletionTimestamp, before.UID)
+		}
+		if got, want := ipStringsOf(lb), ingressIPs(status); !slices.Equal(got, want) {
+			t.Errorf("addresses %v, want the Service's %v", got, want)
+		}
+		owner := ironcore.OwnerOf(lb)
+		if owner.UID != "" || owner.Name != "" || owner.Namespace != "" || owner.Cluster != stack.ClusterName {
+			t.Errorf("owner %+v, want this cluster (%s) and no Service", owner, stack.ClusterName)
+		}
+		if !ironcore.Retained(lb) || lb.Annotations[keys.AnnotationRetainedFrom] != service.Namespace+"/"+service.Name || lb.Annotations[keys.AnnotationRetainedAt] == "" {
+			t.Errorf("labels %v, annotations %v: want it marked retained from %s/%s, with the time", lb.Labels, lb.Annotations, service.Namespace, service.Name)
+		}
+		if lb.Spec.NetworkInterfaceSelector != nil {
+			t.Errorf("selector %v, want none: nothing may route to a retained LoadBalancer", lb.Spec.NetworkInterfaceSelector)
+		}
+		if message := waitForEvent(t, service, provider.ReasonLoadBalancerRetained); !strings.Contains(message, ingressIPs(status)[0]) {
+			t.Errorf("event %q does not name the address %s", message, ingressIPs(status)[0])
+		}
 
-			// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
-			err := testenv.WaitFor(ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
-				routing := &networkingv1alpha1.LoadBalancerRouting{}
-				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
-					return err
-				}
-				routing.Destinations = held.Destinations
-				return stack.IronCore.Client.Update(ctx, routing)
-			})
-			if err != nil {
-				t.Fatal(err)
+		// A hand edit that routes the retained LoadBalancer to its old Node again is undone.
+		testenv.Await(t, ctx, waitTimeout, "a hand edit of the retained routing", func(ctx context.Context) error {
+			routing := &networkingv1alpha1.LoadBalancerRouting{}
+			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, routing); err != nil {
+				return err
 			}
-			waitForRouting(t, name, nil)
-			lb = ironcoreLoadBalancer(t, name)
-
-			if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
-				t.Fatalf("EnsureLoadBalancerDeleted again: %v", err)
-			}
-			if again := ironcoreLoadBalancer(t, name); again.ResourceVersion != lb.ResourceVersion {
-				t.Errorf("the retained LoadBalancer was written again (resource version %s, then %s)", lb.ResourceVersion, again.ResourceVersion)
-			}
-			requireNoEvent(t, service, provider.ReasonOwnershipConflict)
+			routing.Destinations = held.Destinations
+			return stack.IronCore.Client.Update(ctx, routing)
 		})
-	}
+		stack.WaitForRouting(t, waitTimeout, name, nil)
+		lb = ironcoreLoadBalancer(t, name)
+
+		if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
+			t.Fatalf("EnsureLoadBalancerDeleted again: %v", err)
+		}
+		if again := ironcoreLoadBalancer(t, name); again.ResourceVersion != lb.ResourceVersion {
+			t.Errorf("the retained LoadBalancer was written again (resource version %s, then %s)", lb.ResourceVersion, again.ResourceVersion)
+		}
+		requireNoEvent(t, service, provider.ReasonOwnershipConflict)
+	}, testenv.ModeSelector, testenv.ModeExplicit)
 }
 
 // TestAMisspeltRetainKeepsTheLoadBalancer: a value of the retain annotation other than "true"
@@ -150,7 +136,7 @@ func retainedLoadBalancer(t *testing.T, name string) (*networkingv1alpha1.LoadBa
 	if err := lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, provider.LoadBalancerName(service), nil)
+	stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), nil)
 	return ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), ingressIPs(status)
 }
 
@@ -172,7 +158,7 @@ func TestANewServiceTakesARetainedLoadBalancerOver(t *testing.T) {
 		t.Errorf("LoadBalancer UID %s (was %s), labels %v: want the same one, owned by the new Service and no longer retained", lb.UID, retained.UID, lb.Labels)
 	}
 	waitForEvent(t, successor, provider.ReasonLoadBalancerAdopted)
-	waitForRouting(t, retained.Name, nicIPs(t, "adopted-by-1"))
+	stack.WaitForRouting(t, waitTimeout, retained.Name, stack.NetworkInterfaceIPs(t, "adopted-by-1"))
 
 	// The same Service, back to type LoadBalancer after a time as ClusterIP, gets its own back.
 	own, ownAddresses := retainedLoadBalancer(t, "adopted-back")
@@ -241,34 +227,18 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 // marks one, on this cluster's Network.
 func foreignRetainedLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name,
-			Labels:      map[string]string{keys.LabelClusterName: "another-cluster", keys.LabelRetained: "true"},
-			Annotations: map[string]string{keys.AnnotationClusterName: "another-cluster", keys.AnnotationRetainedFrom: "default/theirs"},
-		},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
+	lb, err := stack.CreateRetainedLoadBalancer(context.Background(), name, "another-cluster", map[string]string{keys.AnnotationRetainedFrom: "default/theirs"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), lb) })
 	// IronCore writes its address: the version to compare with is the one after that.
-	err := testenv.WaitFor(context.Background(), waitTimeout, "an address for LoadBalancer "+name, func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "an address for LoadBalancer "+name, lb, func() error {
 		if len(lb.Status.IPs) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return lb
 }
 

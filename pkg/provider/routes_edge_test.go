@@ -46,12 +46,9 @@ func TestRoutesOfAnUninitializedNodeNamedByHostname(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Until the Node informer has the Node, CreateRoute cannot find it.
-	err = testenv.WaitFor(ctx, edgeTimeout, "the route to be created", func(ctx context.Context) error {
+	testenv.Await(t, ctx, edgeTimeout, "the route to be created", func(ctx context.Context) error {
 		return routes.CreateRoute(ctx, "kubernetes", "", route(node, cidr))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitForListedRoutes(t, testenv.NetworkInterfaceName(machine), nodeName+" "+cidr)
 
 	// Listing asks the cache only, even about a Node whose Machine the cache does not have.

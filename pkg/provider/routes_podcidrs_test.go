@@ -39,7 +39,7 @@ func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
 		addresses = append(addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
 	}
 	node := routeNodeWithAddresses(t, name, addresses)
-	err = testenv.WaitFor(ctx, waitTimeout, "the provider's cache to show the allocation", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the provider's cache to show the allocation", func(ctx context.Context) error {
 		cached, err := cloud.IronCore().PodCIDRPrefix(ctx, prefix.Name)
 		if err != nil {
 			return err
@@ -49,9 +49,6 @@ func TestRoutesOfPodCIDRsAllocatedByIronCore(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A literal route to the Node, listed with its target, shows that the provider sees both
 	// the NetworkInterface and the Node. The allocated CIDR, not the Node's yet, is not listed
 	// beside it (the route controller would ask to delete it), and CreateRoute adds no copy.

@@ -162,7 +162,7 @@ func waitForListedRoutes(t *testing.T, nicPrefix string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
 	routes := routesOf(t)
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routes %v", want), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("routes %v", want), func(ctx context.Context) error {
 		list, err := routes.ListRoutes(ctx, "kubernetes")
 		if err != nil {
 			return err
@@ -179,9 +179,6 @@ func waitForListedRoutes(t *testing.T, nicPrefix string, want ...string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestDualStackRoutes(t *testing.T) {
@@ -223,7 +220,7 @@ func TestCreateRouteIsIdempotentWhileStatusLags(t *testing.T) {
 	}
 	// Once the cache shows the route, asking again is free: the route controller asks on
 	// every pass for any route its listing misses.
-	err := testenv.WaitFor(ctx, time.Minute, "the cache to show the route", func(ctx context.Context) error {
+	testenv.Await(t, ctx, time.Minute, "the cache to show the route", func(ctx context.Context) error {
 		cached, err := cloud.IronCore().NetworkInterface(ctx, nic.Name)
 		if err != nil {
 			return err
@@ -233,9 +230,6 @@ func TestCreateRouteIsIdempotentWhileStatusLags(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stack.IronCoreProxy.Reset()
 	if err := routes.CreateRoute(ctx, "kubernetes", string(node.UID), route(node, "10.244.2.0/24")); err != nil {
 		t.Fatal(err)
@@ -297,12 +291,9 @@ func TestANodeWithoutAnInternalIPYetGetsItsRoute(t *testing.T) {
 		t.Cleanup(func() {
 			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), tc.name, metav1.DeleteOptions{})
 		})
-		err := testenv.WaitFor(ctx, waitTimeout, "the route of "+tc.name, func(ctx context.Context) error {
+		testenv.Await(t, ctx, waitTimeout, "the route of "+tc.name, func(ctx context.Context) error {
 			return routes.CreateRoute(ctx, "kubernetes", "", &cloudprovider.Route{TargetNode: types.NodeName(tc.name), DestinationCIDR: tc.cidr})
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if literal, _ := specPrefixes(t, tc.name); !slices.Equal(literal, []string{tc.cidr}) {
 			t.Errorf("prefixes of %s: %v, want its pod CIDR", tc.name, literal)
 		}

@@ -10,9 +10,7 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -67,57 +65,52 @@ const driftNodes = 50
 // the service controller, with a Normal event on the Node or the Service and the drift counted.
 // How fast is measured by make chaos, not here: a test's time is the machine's.
 func TestTargetDriftIsRepaired(t *testing.T) {
-	for _, mode := range []struct {
-		name        string
-		useSelector bool
-	}{{"selector", true}, {"explicit", false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			h := startTargets(t, func(o *config.Options) { o.UseNICSelector = mode.useSelector })
-			prefix := "drift-" + mode.name + "-"
-			var names []string
-			for i := range driftNodes {
-				names = append(names, fmt.Sprintf("%s%d", prefix, i))
-			}
-			nodes := clusterNodes(t, names...)
-			h.waitForNodesInLister(t, nodes)
-			service := createService(t, prefix+"svc", testenv.ServiceOptions{})
-			local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
-			setEndpoints(t, local, endpointsOn(names[:3]...))
-			ensureUntilReady(t, h.lbs, service, nodes)
-			ensureUntilReady(t, h.lbs, local, nodes)
-			waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
-			waitForRouting(t, provider.LoadBalancerName(local), nicIPs(t, names[:3]...))
+	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
+		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
+		prefix := "drift-" + mode + "-"
+		var names []string
+		for i := range driftNodes {
+			names = append(names, fmt.Sprintf("%s%d", prefix, i))
+		}
+		nodes := clusterNodes(t, names...)
+		h.waitForNodesInLister(t, nodes)
+		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
+		local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+		setEndpoints(t, local, endpointsOn(names[:3]...))
+		ensureUntilReady(t, h.lbs, service, nodes)
+		ensureUntilReady(t, h.lbs, local, nodes)
+		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(local), stack.NetworkInterfaceIPs(t, names[:3]...))
 
-			if mode.useSelector {
-				// A first label put back: the nudge of the selecting LoadBalancer for the
-				// targets as they are, which the Local Service's LoadBalancer (it does not
-				// select) calls for.
-				removeTargetLabel(t, names[2])
-				waitForNICLabel(t, names[2], true)
-				nudge := waitForTargetsNudge(t, provider.LoadBalancerName(service), "")
-				before := driftRepaired(t, "label")
-				started := time.Now()
-				for _, name := range names[:2] {
-					removeTargetLabel(t, name)
-				}
-				waitForNICLabel(t, names[0], true)
-				waitForNICLabel(t, names[1], true)
-				logRepairTime(t, "target labels removed by hand back", started)
-				waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
-				if after := driftRepaired(t, "label"); after < before+2 {
-					t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
-				}
-				// The Local Service's LoadBalancer does not select: IronCore v0.5.0 may miss the
-				// labels put back for the selecting ones, so the CCM nudges them, although no
-				// target changed.
-				waitForTargetsNudge(t, provider.LoadBalancerName(service), nudge)
-				waitForRouting(t, provider.LoadBalancerName(service), nicIPs(t, names...))
-			} else {
-				repairedRouting(t, service, nicIPs(t, names...))
+		if useSelector {
+			// A first label put back: the nudge of the selecting LoadBalancer for the
+			// targets as they are, which the Local Service's LoadBalancer (it does not
+			// select) calls for.
+			removeTargetLabel(t, names[2])
+			waitForNICLabel(t, names[2], true)
+			nudge := waitForTargetsNudge(t, provider.LoadBalancerName(service), "")
+			before := driftRepaired(t, "label")
+			started := time.Now()
+			for _, name := range names[:2] {
+				removeTargetLabel(t, name)
 			}
-			repairedRouting(t, local, nicIPs(t, names[:3]...))
-		})
-	}
+			waitForNICLabel(t, names[0], true)
+			waitForNICLabel(t, names[1], true)
+			logRepairTime(t, "target labels removed by hand back", started)
+			waitForNodeEvent(t, names[0], lbtargets.ReasonDriftRepaired, "was changed outside the CCM")
+			if after := driftRepaired(t, "label"); after < before+2 {
+				t.Errorf("drift repaired (label) went from %v to %v, want 2 more", before, after)
+			}
+			// The Local Service's LoadBalancer does not select: IronCore v0.5.0 may miss the
+			// labels put back for the selecting ones, so the CCM nudges them, although no
+			// target changed.
+			waitForTargetsNudge(t, provider.LoadBalancerName(service), nudge)
+			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
+		} else {
+			repairedRouting(t, service, stack.NetworkInterfaceIPs(t, names...))
+		}
+		repairedRouting(t, local, stack.NetworkInterfaceIPs(t, names[:3]...))
+	}, testenv.ModeSelector, testenv.ModeExplicit)
 }
 
 // waitForTargetsNudge waits until the LoadBalancer's targets digest differs from before, and
@@ -149,7 +142,7 @@ func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	before := driftRepaired(t, "routing")
 	started := time.Now()
 	dropDestinations(t, lbName, 2)
-	waitForRouting(t, lbName, want)
+	stack.WaitForRouting(t, waitTimeout, lbName, want)
 	logRepairTime(t, "the routing of "+service.Name+" edited by hand back", started)
 	waitForEvent(t, service, lbtargets.ReasonDriftRepaired)
 	if after := driftRepaired(t, "routing"); after < before+1 {
@@ -167,15 +160,9 @@ func logRepairTime(t *testing.T, what string, started time.Time) {
 // untaintNode removes the cluster autoscaler's deletion taint from the Node.
 func untaintNode(t *testing.T, name string) {
 	t.Helper()
-	ctx := context.Background()
-	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
-	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateNode(t, name, func(node *corev1.Node) {
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == servicecontroller.ToBeDeletedTaint })
+	})
 }
 
 // removeTargetLabel removes the target label from the Machine's NetworkInterface, as an
@@ -210,11 +197,7 @@ func dropDestinations(t *testing.T, name string, drop int) {
 // driftRepaired reads the CCM's count of repaired drift of the kind.
 func driftRepaired(t *testing.T, kind string) float64 {
 	t.Helper()
-	value, err := testutil.GetCounterMetricValue(metrics.LoadBalancerTargetDriftRepaired.WithLabelValues(kind))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return value
+	return testenv.Counter(t, metrics.LoadBalancerTargetDriftRepaired.WithLabelValues(kind))
 }
 
 // TestFlapsUnderLoadLoseNoTarget: 10 Nodes are each tainted for deletion by the cluster
@@ -257,7 +240,7 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 	close(work)
 	wg.Wait()
 
-	want := nicIPs(t, names...)
+	want := stack.NetworkInterfaceIPs(t, names...)
 	for _, service := range services {
 		waitForRoutingToInclude(t, provider.LoadBalancerName(service), want)
 	}
@@ -292,11 +275,11 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		selecting = append(selecting, provider.LoadBalancerName(service))
 	}
 	for _, lbName := range selecting {
-		waitForRouting(t, lbName, nicIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))
 	}
 
 	for _, name := range names[2:] {
-		ip := nicIPs(t, name)
+		ip := stack.NetworkInterfaceIPs(t, name)
 		started := time.Now()
 		if _, err := stack.SetNodeReadySince(ctx, name, corev1.ConditionFalse, time.Now().Add(-2*time.Minute)); err != nil {
 			t.Fatal(err)
@@ -315,6 +298,6 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 		logRepairTime(t, "every selecting routing with "+name+" Ready again", started)
 	}
 	for _, lbName := range selecting {
-		waitForRouting(t, lbName, nicIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))
 	}
 }

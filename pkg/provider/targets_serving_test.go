@@ -46,7 +46,7 @@ func startServing(t *testing.T, prefix string, useSelector bool) *servingHarness
 		local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 		ensureUntilReady(t, h.lbs, local, nodes)
 	}
-	waitForRoutingToInclude(t, lbName, nicIPs(t, names...))
+	waitForRoutingToInclude(t, lbName, stack.NetworkInterfaceIPs(t, names...))
 	return &servingHarness{targetsHarness: h, names: names, nodes: nodes, lbName: lbName, watcher: watcher}
 }
 
@@ -56,7 +56,7 @@ func startServing(t *testing.T, prefix string, useSelector bool) *servingHarness
 func (h *servingHarness) barrier(t *testing.T) {
 	t.Helper()
 	taintNode(t, h.names[2])
-	waitForRoutingToExclude(t, h.lbName, nicIPs(t, h.names[2]))
+	waitForRoutingToExclude(t, h.lbName, stack.NetworkInterfaceIPs(t, h.names[2]))
 }
 
 var targetModes = []struct {
@@ -79,7 +79,7 @@ func TestANodeThatWasNeverReadyIsNoTarget(t *testing.T) {
 			h.waitForNodesInLister(t, []*corev1.Node{node(joining, providerIDOf(joining))})
 
 			h.barrier(t)
-			ip := nicIPs(t, joining)[0]
+			ip := stack.NetworkInterfaceIPs(t, joining)[0]
 			if h.watcher.had(ip) {
 				t.Fatalf("the routing sent traffic to %s, a Node that was never Ready", joining)
 			}
@@ -106,7 +106,7 @@ func TestADeletedMachineLeavesEveryRouting(t *testing.T) {
 			ctx := context.Background()
 			h := startServing(t, "machinegone-"+mode.name+"-", mode.useSelector)
 			gone := h.names[0]
-			ips := nicIPs(t, gone)
+			ips := stack.NetworkInterfaceIPs(t, gone)
 			machine := &computev1alpha1.Machine{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: gone}, machine); err != nil {
 				t.Fatal(err)
@@ -139,7 +139,7 @@ func TestADeletedMachineLeavesEveryRouting(t *testing.T) {
 			if node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{}); err != nil || !nodeReady(node) {
 				t.Fatalf("the Node was to stay Ready while its Machine went: %v", err)
 			}
-			waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names[1]))
+			waitForRoutingToInclude(t, h.lbName, stack.NetworkInterfaceIPs(t, h.names[1]))
 		})
 	}
 }
@@ -151,13 +151,13 @@ func TestANetworkInterfaceInErrorIsNoTarget(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			h := startServing(t, "nicerror-"+mode.name+"-", mode.useSelector)
 			broken := h.names[0]
-			ips := nicIPs(t, broken)
+			ips := stack.NetworkInterfaceIPs(t, broken)
 			nic := networkInterface(t, broken)
 			stack.Simulator.Hold(nic)
 			t.Cleanup(func() { stack.Simulator.Release(nic) })
 			setNetworkInterfaceState(t, broken, networkingv1alpha1.NetworkInterfaceStateError)
 			waitForRoutingToExclude(t, h.lbName, ips)
-			waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names[1], h.names[2]))
+			waitForRoutingToInclude(t, h.lbName, stack.NetworkInterfaceIPs(t, h.names[1], h.names[2]))
 			setNetworkInterfaceState(t, broken, networkingv1alpha1.NetworkInterfaceStateAvailable)
 			waitForRoutingToInclude(t, h.lbName, ips)
 		})
@@ -212,19 +212,13 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 	if err := stack.IronCore.Client.Patch(ctx, routing, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	err := testenv.WaitFor(ctx, waitTimeout, "the routing's owner back", func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, key, routing); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "the routing's owner back", routing, func() error {
 		if len(routing.OwnerReferences) == 0 {
 			return fmt.Errorf("no owner")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitForRoutingToInclude(t, h.lbName, nicIPs(t, h.names...))
+	waitForRoutingToInclude(t, h.lbName, stack.NetworkInterfaceIPs(t, h.names...))
 }
 
 // TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer: a Service deleted right after a type
@@ -232,12 +226,8 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 // LoadBalancer behind.
 func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-switch-delete-1")
-	service := createService(t, "switch-delete", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
+	lbs, nodes, service, internalLB := readyService(t, "lb-switch-delete-1", "switch-delete", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	internalLB := ironcoreLoadBalancer(t, name)
 
 	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
 	t.Cleanup(release)
@@ -273,7 +263,7 @@ func TestATargetsGraceEndsAfterARestart(t *testing.T) {
 		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
 		h.waitForNodesInLister(t, nodes)
 		ensureUntilReady(t, h.lbs, service, nodes)
-		waitForRoutingToInclude(t, lbName, nicIPs(t, names...))
+		waitForRoutingToInclude(t, lbName, stack.NetworkInterfaceIPs(t, names...))
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -288,10 +278,10 @@ func TestATargetsGraceEndsAfterARestart(t *testing.T) {
 		o.UnreadyGracePeriod = 75 * time.Second
 	})
 	h.waitForNodesInLister(t, nodes)
-	ips := nicIPs(t, names[0])
+	ips := stack.NetworkInterfaceIPs(t, names[0])
 	// Another Node's change makes the new process write the routing while the grace lasts.
 	taintNode(t, names[2])
-	waitForRoutingToExclude(t, lbName, nicIPs(t, names[2]))
+	waitForRoutingToExclude(t, lbName, stack.NetworkInterfaceIPs(t, names[2]))
 	if got, err := routingIPs(ctx, lbName); err != nil || !slices.Contains(got, ips[0]) {
 		t.Fatalf("a target within its grace period left the routing after a restart: %v %v", got, err)
 	}

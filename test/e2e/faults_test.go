@@ -23,15 +23,12 @@ func TestAHungIronCoreRequestIsGivenUp(t *testing.T) {
 	stack.IronCoreProxy.SetFaults(1, apiproxy.Fault{Kind: apiproxy.Hang, Rate: 1, Match: loadBalancerWrites})
 	t.Cleanup(func() { stack.IronCoreProxy.SetFaults(0) })
 	service := createService(t, "hung-write", testenv.ServiceOptions{})
-	err := testenv.WaitFor(context.Background(), waitTimeout, "a LoadBalancer write to hang", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "a LoadBalancer write to hang", func(context.Context) error {
 		if n := stack.IronCoreProxy.Injected()[apiproxy.Hang]; n == 0 {
 			return fmt.Errorf("none hung yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stack.IronCoreProxy.SetFaults(0)
 	answered := time.Now()
 	waitForIngress(t, service, anyIngress)

@@ -26,15 +26,12 @@ import (
 func waitForLoadBalancer(t *testing.T, name, what string, check func(*networkingv1alpha1.LoadBalancer) error) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	lb := &networkingv1alpha1.LoadBalancer{}
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" "+what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" "+what, func(ctx context.Context) error {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
 			return err
 		}
 		return check(lb)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return lb
 }
 
@@ -157,19 +154,13 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	ctx := context.Background()
 	startCCM(t, "ccm-grants")
 	worker(t, "grants-1")
-	nodes := nicIPs(t, "grants-1")
+	nodes := stack.NetworkInterfaceIPs(t, "grants-1")
 	for _, namespace := range []string{"green", "grey"} {
 		if _, err := stack.TargetClientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	first := createService(t, "grants-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-	addresses := waitForIngress(t, first, anyIngress)
-	name := provider.LoadBalancerName(first)
-	if err := deleteService(first); err != nil {
-		t.Fatal(err)
-	}
-	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	addresses, name := retainedAddresses(t, "grants-kept")
 
 	byName := map[string]string{keys.AnnotationLoadBalancerName: name}
 	internal := func(key, value string) map[string]string {
@@ -183,7 +174,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 				t.Errorf("%s/%s: refused, yet the CCM wrote: %s LoadBalancer %s", service.Namespace, service.Name, write.Verb, write.Name)
 			}
 		}
-		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+		if got := stack.LiveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
 			t.Errorf("%s/%s: refused, yet it shows %v", service.Namespace, service.Name, got)
 		}
 	}
@@ -230,7 +221,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("the Service of the namespace it was handed to shows %v, want the retained %v", got, addresses)
 	}
-	waitForRouting(t, name, nodes)
+	stack.WaitForRouting(t, waitTimeout, name, nodes)
 	if owner := waitForOwner(t, name, []*corev1.Service{taker}); owner != 0 {
 		t.Errorf("owner %d", owner)
 	}
@@ -245,8 +236,8 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 	if got := waitForIngress(t, back, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("handed back, the namespace it came from shows %v, want the retained %v", got, addresses)
 	}
-	waitForRouting(t, name, nodes)
-	if got := liveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
+	stack.WaitForRouting(t, waitTimeout, name, nodes)
+	if got := stack.LiveService(t, outsider).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service of the other namespace shows %v", got)
 	}
 }
@@ -306,7 +297,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 				t.Errorf("%s: refused, yet the CCM wrote: %s LoadBalancer %s", ask.name, write.Verb, write.Name)
 			}
 		}
-		if got := liveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
+		if got := stack.LiveService(t, service).Status.LoadBalancer.Ingress; len(got) > 0 {
 			t.Errorf("%s: refused, yet it shows %v", ask.name, got)
 		}
 	}
@@ -320,13 +311,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	first := startCCMWithoutCrashCheck(t, "ccm-identity-1")
 	worker(t, "identity-1")
-	kept := createService(t, "identity-kept", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
-	addresses := waitForIngress(t, kept, anyIngress)
-	name := provider.LoadBalancerName(kept)
-	if err := deleteService(kept); err != nil {
-		t.Fatal(err)
-	}
-	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	addresses, name := retainedAddresses(t, "identity-kept")
 	if err := first.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +331,7 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 			t.Errorf("the CCM wrote %s LoadBalancer %s without knowing its cluster's identity", write.Verb, write.Name)
 		}
 	}
-	if got := liveService(t, taker).Status.LoadBalancer.Ingress; len(got) > 0 {
+	if got := stack.LiveService(t, taker).Status.LoadBalancer.Ingress; len(got) > 0 {
 		t.Errorf("the Service shows %v before the identity is known", got)
 	}
 
@@ -354,4 +339,19 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	if got := waitForIngress(t, taker, anyIngress); !slices.Equal(got, addresses) {
 		t.Errorf("once the identity is known, the Service shows %v, want the retained %v", got, addresses)
 	}
+}
+
+// retainedAddresses creates a Service asking to retain its LoadBalancer, waits for its
+// addresses, deletes it and waits until its LoadBalancer is retained; it returns the addresses
+// and the LoadBalancer's name.
+func retainedAddresses(t *testing.T, service string) ([]string, string) {
+	t.Helper()
+	created := createService(t, service, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
+	addresses := waitForIngress(t, created, anyIngress)
+	name := provider.LoadBalancerName(created)
+	if err := deleteService(created); err != nil {
+		t.Fatal(err)
+	}
+	waitForLoadBalancer(t, name, "retained", labelled(keys.LabelRetained, "true"))
+	return addresses, name
 }

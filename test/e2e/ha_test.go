@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +42,7 @@ func leads(replica *testenv.Process) bool {
 func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process {
 	t.Helper()
 	var leader *testenv.Process
-	err := testenv.WaitFor(context.Background(), waitTimeout, "a leader", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "a leader", func(context.Context) error {
 		var leaders []*testenv.Process
 		for _, replica := range replicas {
 			if leads(replica) {
@@ -56,9 +55,6 @@ func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process 
 		leader = leaders[0]
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return leader
 }
 
@@ -67,14 +63,7 @@ func waitForLeader(t *testing.T, replicas ...*testenv.Process) *testenv.Process 
 // nothing was done twice.
 func TestLeaderElection(t *testing.T) {
 	ctx := context.Background()
-	args := append(leaderElectionArgs(), routeArgs()...)
-	first := startCCMWithoutCrashCheck(t, "ccm-replica-1", args...)
-	second := startCCMWithoutCrashCheck(t, "ccm-replica-2", args...)
-	leader := waitForLeader(t, first, second)
-	follower := first
-	if leader == first {
-		follower = second
-	}
+	leader, follower := startReplicas(t, "ccm-replica")
 
 	runningMachine(t, "ha-1", testenv.MachineOptions{DualStack: true})
 	createNode(t, "ha-1", testenv.NodeOptions{PodCIDRs: podCIDRs(101)})
@@ -84,15 +73,12 @@ func TestLeaderElection(t *testing.T) {
 
 	killed := time.Now()
 	leader.Kill()
-	err := testenv.WaitFor(ctx, waitTimeout, "the other replica to lead", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the other replica to lead", func(context.Context) error {
 		if !leads(follower) {
 			return fmt.Errorf("not leading yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("the other replica took over %s after the leader was killed (lease duration 4s)", time.Since(killed).Round(time.Millisecond))
 
 	// The new leader serves new work...
@@ -129,7 +115,7 @@ func startCCMWithoutCrashCheck(t *testing.T, name string, args ...string) *teste
 // waitForPrefixes waits until each Machine's NetworkInterface has exactly the pod CIDRs.
 func waitForPrefixes(t *testing.T, want map[string][]string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "the pod CIDRs on the NetworkInterfaces", func(ctx context.Context) error {
 		for machine, cidrs := range want {
 			prefixes, err := nicPrefixes(ctx, machine)
 			if err != nil {
@@ -141,9 +127,6 @@ func waitForPrefixes(t *testing.T, want map[string][]string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // requireOneLoadBalancerEach checks that every Service has exactly one IronCore LoadBalancer.
@@ -172,27 +155,9 @@ func TestRestartMidFlight(t *testing.T) {
 	args := routeArgs()
 	ccm := startCCMWithoutCrashCheck(t, "ccm-before-restart", args...)
 
-	names := make([]string, count)
-	for i := range names {
-		names[i] = fmt.Sprintf("restart-%02d", i)
-	}
+	names := numbered("restart", count)
+	createMachines(t, names, testenv.MachineOptions{DualStack: true})
 	var wg sync.WaitGroup
-	for _, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := stack.CreateMachine(context.Background(), name, testenv.MachineOptions{DualStack: true}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
 	services := make([]*corev1.Service, count)
 	for i, name := range names {
 		wg.Add(1)
@@ -215,15 +180,12 @@ func TestRestartMidFlight(t *testing.T) {
 		}()
 	}
 	// Kill the CCM as soon as it has started creating LoadBalancers: in the middle of it all.
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the CCM to be busy", func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the CCM to be busy", func(context.Context) error {
 		if !strings.Contains(readLog(ccm), "Applied IronCore LoadBalancer") {
 			return fmt.Errorf("no LoadBalancer applied yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ccm.Kill()
 	wg.Wait()
 	if t.Failed() {
@@ -404,7 +366,7 @@ func leaseHolder(t *testing.T) string {
 func waitForNewLeaseHolder(t *testing.T, holder string) time.Time {
 	t.Helper()
 	var acquired time.Time
-	err := testenv.WaitFor(context.Background(), waitTimeout, "another replica to acquire the lease", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "another replica to acquire the lease", func(ctx context.Context) error {
 		lease, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -415,23 +377,31 @@ func waitForNewLeaseHolder(t *testing.T, holder string) time.Time {
 		acquired = lease.Spec.AcquireTime.Time
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return acquired
 }
 
 // waitForWrites waits until the proxy has forwarded a write that arrived after since.
 func waitForWrites(t *testing.T, proxy *apiproxy.Proxy, since time.Time, what string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(context.Context) error {
 		writes := proxy.Writes()
 		if len(writes) == 0 || !writes[len(writes)-1].At.After(since) {
 			return fmt.Errorf("no write yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// startReplicas runs two replicas with leader election, <prefix>-1 and <prefix>-2, and returns
+// them once one leads, the leader first.
+func startReplicas(t *testing.T, prefix string) (leader, follower *testenv.Process) {
+	t.Helper()
+	args := append(leaderElectionArgs(), routeArgs()...)
+	first := startCCMWithoutCrashCheck(t, prefix+"-1", args...)
+	second := startCCMWithoutCrashCheck(t, prefix+"-2", args...)
+	leader = waitForLeader(t, first, second)
+	if leader == first {
+		return leader, second
 	}
+	return leader, first
 }

@@ -50,7 +50,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 			foreign := createService(t, "foreign-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: "example.org/other"})
 			ours := createService(t, "ours-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
 			waitForIngress(t, ours, anyIngress)
-			waitForRouting(t, provider.LoadBalancerName(ours), nicIPs(t, node))
+			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(ours), stack.NetworkInterfaceIPs(t, node))
 			if tc.classlessOurs {
 				waitForIngress(t, classless, anyIngress)
 			}
@@ -94,7 +94,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 				retouched := createService(t, "ours-again-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
 				waitForIngress(t, retouched, anyIngress)
 			}
-			if live := liveService(t, ours); servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
+			if live := stack.LiveService(t, ours); servicehelpers.HasLBFinalizer(live) || len(live.Status.LoadBalancer.Ingress) > 0 {
 				t.Errorf("Service %s of another class: finalizers %v, ingress %v", live.Name, live.Finalizers, live.Status.LoadBalancer.Ingress)
 			}
 			for _, write := range proxy.Writes() {
@@ -169,7 +169,7 @@ func addPort(t *testing.T, service *corev1.Service, port int32) {
 
 func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("LoadBalancer %s with port %d", lbName, port), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("LoadBalancer %s with port %d", lbName, port), func(ctx context.Context) error {
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
 			return err
@@ -181,9 +181,6 @@ func waitForLoadBalancerPort(t *testing.T, lbName string, port int32) {
 		}
 		return fmt.Errorf("ports %v", lb.Spec.Ports)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceType, class *string) {
@@ -204,14 +201,11 @@ func setType(t *testing.T, service *corev1.Service, serviceType corev1.ServiceTy
 
 func waitForService(t *testing.T, service *corev1.Service, what string, check func(*corev1.Service) error) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" with "+what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Service "+service.Name+" with "+what, func(ctx context.Context) error {
 		live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		return check(live)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

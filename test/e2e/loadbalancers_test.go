@@ -51,7 +51,7 @@ func deleteService(service *corev1.Service) error {
 func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) error) []string {
 	t.Helper()
 	var ips []string
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "ingress of Service "+service.Name, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "ingress of Service "+service.Name, func(ctx context.Context) error {
 		current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -62,9 +62,6 @@ func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) 
 		}
 		return check(ips)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return ips
 }
 
@@ -73,44 +70,6 @@ func anyIngress(ips []string) error {
 		return errors.New("no ingress yet")
 	}
 	return nil
-}
-
-func nicIPs(t *testing.T, machines ...string) []string {
-	t.Helper()
-	ips := []string{}
-	for _, machine := range machines {
-		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(machine)}, nic); err != nil {
-			t.Fatal(err)
-		}
-		for _, ip := range nic.Status.IPs {
-			ips = append(ips, ip.String())
-		}
-	}
-	slices.Sort(ips)
-	return ips
-}
-
-func waitForRouting(t *testing.T, lbName string, want []string) {
-	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
-		routing := &networkingv1alpha1.LoadBalancerRouting{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
-			return err
-		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("destinations %v", got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestLoadBalancerLifecycle follows one Service through the CCM: an address, targets that
@@ -126,11 +85,11 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	public := waitForIngress(t, service, anyIngress)
 	t.Logf("Service got address %v %s after it was created", public, time.Since(created).Round(time.Millisecond))
 	name := provider.LoadBalancerName(service)
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-2"))
 
 	// A new Node becomes a target; an excluded one stops being one.
 	worker(t, "lb-3")
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-2", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-2", "lb-3"))
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "lb-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +98,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForRouting(t, name, nicIPs(t, "lb-1", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-3"))
 
 	// Public to Internal: a new LoadBalancer with an internal address, and the Service never
 	// without an address on the way: a watch sees every status the Service goes through.
@@ -153,7 +112,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	})
 	t.Logf("switched to Internal: %v -> %v", public, internal)
 	internalName := name + "-internal"
-	waitForRouting(t, internalName, nicIPs(t, "lb-1", "lb-3"))
+	stack.WaitForRouting(t, waitTimeout, internalName, stack.NetworkInterfaceIPs(t, "lb-1", "lb-3"))
 	waitForNoLeftovers(t, []string{name})
 	for _, ips := range statuses() {
 		if len(ips) != 1 || (ips[0] != public[0] && ips[0] != internal[0]) {
@@ -238,16 +197,13 @@ func updateService(ctx context.Context, service *corev1.Service, change func(*co
 
 func waitForServiceGone(t *testing.T, service *corev1.Service) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Service "+service.Name+" to be gone", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Service "+service.Name+" to be gone", func(ctx context.Context) error {
 		_, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForNoLeftovers waits until no IronCore LoadBalancer, LoadBalancerRouting or ephemeral
@@ -258,7 +214,7 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 	for _, name := range lbNames {
 		wanted[name] = true
 	}
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "no IronCore leftovers", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "no IronCore leftovers", func(ctx context.Context) error {
 		var left []string
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
@@ -290,9 +246,6 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestFiftyServicesAtOnce creates 50 Services in a burst, 10 of them Internal, and waits for
@@ -389,7 +342,7 @@ func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
 	ccm := startCCM(t, "ccm-orphans", "--orphan-load-balancer-grace-period=2s")
 	waitForNoLeftovers(t, []string{orphan.Name})
 	// Wait until the collector decided on each namesake: it logged a refusal, or deleted it.
-	err = testenv.WaitFor(ctx, waitTimeout, "the collector's decision on the namesakes", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the collector's decision on the namesakes", func(ctx context.Context) error {
 		for _, lb := range namesakes {
 			current := &networkingv1alpha1.LoadBalancer{}
 			err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current)
@@ -400,9 +353,6 @@ func TestOrphanedLoadBalancersAreCollected(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, lb := range append(namesakes, foreign) {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil || lb.DeletionTimestamp != nil {
 			t.Errorf("another cluster's LoadBalancer %s was deleted: %v, %v", lb.Name, err, lb.DeletionTimestamp)

@@ -27,24 +27,15 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	stack, err = testenv.Start(ctx, testenv.Options{Progress: os.Stderr})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start the test stack: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the test stack: %v\n", err)
+	return testenv.Run(&stack, func() int {
+		var err error
+		ccmBinary, err = testenv.BuildCCM(context.Background(), stack.Dir, raceEnabled)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
-	}()
-	ccmBinary, err = testenv.BuildCCM(ctx, stack.Dir, raceEnabled)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+		return m.Run()
+	})
 }
 
 // startCCM runs the CCM for the rest of the test, and checks when the test ends that it is
@@ -124,7 +115,7 @@ func waitHealthy(t *testing.T, port int) {
 	t.Helper()
 	httpClient := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of a local test process
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
-	err := testenv.WaitFor(context.Background(), time.Minute, "the CCM's /healthz", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), time.Minute, "the CCM's /healthz", func(ctx context.Context) error {
 		request, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -139,9 +130,6 @@ func waitHealthy(t *testing.T, port int) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func readLog(p *testenv.Process) string {

@@ -144,7 +144,7 @@ func requireDisjoint(t *testing.T, byNode map[string][]string) {
 // IronCore has deleted every Prefix allocated for one.
 func waitForNoPodCIDREntries(t *testing.T, machine string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the pod CIDRs of "+machine+" released", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the pod CIDRs of "+machine+" released", func(ctx context.Context) error {
 		state, err := readPodCIDRNIC(ctx, machine)
 		if err != nil {
 			return err
@@ -154,9 +154,6 @@ func waitForNoPodCIDREntries(t *testing.T, machine string) {
 		}
 		return noPodCIDRPrefixesOf(ctx, machine)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // noDeletingPodCIDRPrefixesOf fails while a pod CIDR Prefix of the Machine is being deleted.
@@ -262,7 +259,7 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 	}
 	families := []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	byNode := map[string][]string{}
-	err := testenv.WaitFor(ctx, 3*waitTimeout, "every Node with pod CIDRs from IronCore", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 3*waitTimeout, "every Node with pod CIDRs from IronCore", func(ctx context.Context) error {
 		for _, name := range names {
 			if _, done := byNode[name]; done {
 				continue
@@ -275,13 +272,10 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("%d dual-stack Nodes got their pod CIDRs from IronCore %s after they were created", count, time.Since(started).Round(time.Millisecond))
 	requireDisjoint(t, byNode)
 
-	err = testenv.WaitFor(ctx, 2*waitTimeout, "every Node's network available, the other allocator's CIDRs routed as literal prefixes", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "every Node's network available, the other allocator's CIDRs routed as literal prefixes", func(ctx context.Context) error {
 		for _, name := range append(slices.Clone(names), others...) {
 			node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -303,23 +297,17 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range others {
 		waitForNodeEvent(t, name, "PodCIDRsFromAnotherAllocator", "kube-controller-manager")
 	}
 	// Routes reconciled since keep every prefix: none deleted, none duplicated.
 	keptBefore := strings.Count(readLog(ccm), `: "keep"`)
-	err = testenv.WaitFor(ctx, waitTimeout, "two more route reconciles", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "two more route reconciles", func(context.Context) error {
 		if kept := strings.Count(readLog(ccm), `: "keep"`) - keptBefore; kept < 2*2*(count+len(others)) {
 			return fmt.Errorf("%d routes kept so far", kept)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range names {
 		if cidrs, err := checkPodCIDRs(ctx, name, families, []netip.Prefix{v4, v6}); err != nil || !slices.Equal(cidrs, byNode[name]) {
 			t.Errorf("after the route reconciles, Node %s: pod CIDRs %v (%v), want %v", name, cidrs, err, byNode[name])
@@ -354,7 +342,7 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	createNode(t, again, testenv.NodeOptions{})
-	err = testenv.WaitFor(ctx, 2*waitTimeout, "Node "+again+", registered again at once, with the pod CIDRs its NetworkInterface routes", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "Node "+again+", registered again at once, with the pod CIDRs its NetworkInterface routes", func(ctx context.Context) error {
 		if err := noDeletingPodCIDRPrefixesOf(ctx, again); err != nil {
 			return err
 		}
@@ -364,9 +352,6 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	requireDisjoint(t, byNode)
 	if strings.Contains(readLog(ccm), "Cannot release pod CIDRs") || strings.Contains(readLog(ccm), "Cannot sync pod CIDRs") {
 		t.Error("the CCM logged a failed pod CIDR sync or release")
@@ -381,12 +366,9 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 	if err := stack.IronCore.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: removed}}); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+removed+" left", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+removed+" left", func(ctx context.Context) error {
 		return noPodCIDRPrefixesOf(ctx, removed)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestPodCIDRAllocationSurvivesExhaustionAndAKill fills the parent, so that a Node's entry is
@@ -508,16 +490,13 @@ func TestAPodCIDRWaitsForTheNodeThatHoldsIt(t *testing.T) {
 	if err := stack.IronCore.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: old}}); err != nil {
 		t.Fatal(err)
 	}
-	err := testenv.WaitFor(ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+old+" left", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "no pod CIDR Prefix of Machine "+old+" left", func(ctx context.Context) error {
 		return noPodCIDRPrefixesOf(ctx, old)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	runningMachine(t, replacement, testenv.MachineOptions{})
 	createNode(t, replacement, testenv.NodeOptions{})
-	err = testenv.WaitFor(ctx, 2*waitTimeout, "IronCore to allocate the range again, to "+replacement, func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "IronCore to allocate the range again, to "+replacement, func(ctx context.Context) error {
 		state, err := readPodCIDRNIC(ctx, replacement)
 		if err != nil {
 			return err
@@ -527,9 +506,6 @@ func TestAPodCIDRWaitsForTheNodeThatHoldsIt(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitForNodeEvent(t, replacement, "PodCIDRHeldByAnotherNode", "still the pod CIDR of Node "+old)
 	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, replacement, metav1.GetOptions{})
 	if err != nil {

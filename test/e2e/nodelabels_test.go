@@ -55,7 +55,7 @@ func TestNodesCarryTheirLabelsFromIronCore(t *testing.T) {
 // relabel sets the Machine's labels; an empty value removes one.
 func relabel(t *testing.T, machine *computev1alpha1.Machine, labels map[string]string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "the Machine relabelled", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "the Machine relabelled", func(ctx context.Context) error {
 		current := &computev1alpha1.Machine{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), current); err != nil {
 			return err
@@ -72,7 +72,4 @@ func relabel(t *testing.T, machine *computev1alpha1.Machine, labels map[string]s
 		}
 		return stack.IronCore.Client.Update(ctx, current)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -34,19 +34,11 @@ const (
 // runningMachine creates a Machine and waits until IronCore reports it running with addresses.
 func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *computev1alpha1.Machine {
 	t.Helper()
-	ctx := context.Background()
-	machine, err := stack.CreateMachine(ctx, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), machine)) })
+	machine := stack.CreateMachineForTest(t, name, opts)
 	nicKey := client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}
-	err = testenv.WaitFor(ctx, waitTimeout, "Machine "+name+" running with addresses", func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-			return err
-		}
+	stack.WaitForIronCore(t, waitTimeout, "Machine "+name+" running with addresses", machine, func() error {
 		nic := &networkingv1alpha1.NetworkInterface{}
-		if err := stack.IronCore.Client.Get(ctx, nicKey, nic); err != nil {
+		if err := stack.IronCore.Client.Get(context.Background(), nicKey, nic); err != nil {
 			return err
 		}
 		if machine.Status.State != computev1alpha1.MachineStateRunning || len(nic.Status.IPs) == 0 {
@@ -54,9 +46,6 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return machine
 }
 
@@ -64,18 +53,42 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 // with addresses; it returns their names.
 func runningMachines(t *testing.T, prefix string, count int, opts testenv.MachineOptions) []string {
 	t.Helper()
-	names := make([]string, count)
+	names := numbered(prefix, count)
 	var wg sync.WaitGroup
-	for i := range count {
-		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runningMachine(t, names[i], opts)
-		}()
+	for _, name := range names {
+		wg.Go(func() { runningMachine(t, name, opts) })
 	}
 	wg.Wait()
 	return names
+}
+
+// numbered names count things <prefix>-NN.
+func numbered(prefix string, count int) []string {
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
+	}
+	return names
+}
+
+// createMachines creates the Machines at once, each deleted with its Node when the test ends.
+func createMachines(t *testing.T, names []string, opts testenv.MachineOptions) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			if _, err := stack.CreateMachine(context.Background(), name, opts); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
+			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
 }
 
 func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Node {
@@ -94,7 +107,7 @@ func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Nod
 func waitForNode(t *testing.T, name, what string, check func(*corev1.Node) error) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	err := testenv.WaitFor(context.Background(), waitTimeout, what, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, what, func(ctx context.Context) error {
 		var err error
 		node, err = stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -102,9 +115,6 @@ func waitForNode(t *testing.T, name, what string, check func(*corev1.Node) error
 		}
 		return check(node)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return node
 }
 
@@ -164,7 +174,7 @@ func TestNodeLifecycle(t *testing.T) {
 	}
 
 	// The CCM labels the Machine and its interface for this cluster, once.
-	err := testenv.WaitFor(ctx, waitTimeout, "the cluster label on the Machine and its interface", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the cluster label on the Machine and its interface", func(ctx context.Context) error {
 		for _, obj := range []client.Object{machine, nic} {
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 				return err
@@ -175,12 +185,9 @@ func TestNodeLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Shut down: the kubelet stops reporting, the Machine is off, the Node gets the taint.
-	setPower(t, machine, computev1alpha1.PowerOff)
+	stack.SetPower(t, machine, computev1alpha1.PowerOff)
 	if _, err := stack.SetNodeReady(ctx, "worker-1", corev1.ConditionFalse); err != nil {
 		t.Fatal(err)
 	}
@@ -200,29 +207,13 @@ func TestNodeLifecycle(t *testing.T) {
 
 func waitForNodeDeleted(t *testing.T, name string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "Node "+name+" to be deleted", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "Node "+name+" to be deleted", func(ctx context.Context) error {
 		_, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setPower(t *testing.T, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
-	t.Helper()
-	ctx := context.Background()
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
-		t.Fatal(err)
-	}
-	base := machine.DeepCopy()
-	machine.Spec.Power = power
-	if err := stack.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestNodesSurviveAnIronCoreOutage makes the IronCore API unreachable, then fail, for several

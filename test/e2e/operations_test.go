@@ -67,7 +67,7 @@ func TestMetricsAreServedToAuthorizedScrapers(t *testing.T) {
 	waitForNode(t, "metrics-worker", "Node metrics-worker to be initialized", initialized)
 	service := createService(t, "metrics-service", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)
-	err := testenv.WaitFor(ctx, waitTimeout, "the route of metrics-worker", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the route of metrics-worker", func(ctx context.Context) error {
 		prefixes, err := nicPrefixes(ctx, "metrics-worker")
 		if err != nil {
 			return err
@@ -77,9 +77,6 @@ func TestMetricsAreServedToAuthorizedScrapers(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	if status, _ := scrape(t, url, ""); status != http.StatusForbidden && status != http.StatusUnauthorized {

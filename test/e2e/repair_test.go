@@ -37,7 +37,7 @@ func TestALoadBalancerDeletedOutOfBandIsRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after []string
-	err := testenv.WaitFor(ctx, waitTimeout, "a new LoadBalancer with its address in the Service", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "a new LoadBalancer with its address in the Service", func(ctx context.Context) error {
 		current := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), current); err != nil {
 			return err
@@ -58,9 +58,6 @@ func TestALoadBalancerDeletedOutOfBandIsRecreated(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("recreated %s after it was deleted: ingress %v -> %v", time.Since(deleted).Round(time.Millisecond), before, after)
 	waitForServiceEvent(t, service.Namespace, service.Name, lbrepair.ReasonRecreated)
 }
@@ -77,7 +74,7 @@ func TestAPendingNetworkInterfaceBecomesATargetAgain(t *testing.T) {
 	service := createService(t, "pending", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)
 	lbName := provider.LoadBalancerName(service)
-	ip := nicIPs(t, "pending-2")[0]
+	ip := stack.NetworkInterfaceIPs(t, "pending-2")[0]
 	waitForDestination(t, lbName, ip, true)
 
 	nic := &networkingv1alpha1.NetworkInterface{}
@@ -99,7 +96,7 @@ func TestAPendingNetworkInterfaceBecomesATargetAgain(t *testing.T) {
 
 func waitForDestination(t *testing.T, lbName, ip string, want bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("%s as a destination of %s: %v", ip, lbName, want), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("%s as a destination of %s: %v", ip, lbName, want), func(ctx context.Context) error {
 		routing := &networkingv1alpha1.LoadBalancerRouting{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, routing); err != nil {
 			return err
@@ -110,23 +107,17 @@ func waitForDestination(t *testing.T, lbName, ip string, want bool) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForServiceEvent waits for an event with the reason on the Service.
 func waitForServiceEvent(t *testing.T, namespace, name, reason string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Service "+name, func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "event "+reason+" on Service "+name, func(context.Context) error {
 		if len(serviceEvents(t, namespace, name, reason)) == 0 {
 			return errors.New("none yet")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // serviceEvents lists the messages of the Service's events with the reason.

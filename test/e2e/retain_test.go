@@ -35,7 +35,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 	startCCM(t, "ccm-retain", "--orphan-load-balancer-grace-period=1s")
 	worker(t, "retain-1")
 	worker(t, "retain-2")
-	nodes := nicIPs(t, "retain-1", "retain-2")
+	nodes := stack.NetworkInterfaceIPs(t, "retain-1", "retain-2")
 	kubeSystem, err := stack.TargetClientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 			first := createService(t, "kept-"+ask.how, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 			addresses := waitForIngress(t, first, anyIngress)
 			name := provider.LoadBalancerName(first)
-			waitForRouting(t, name, nodes)
+			stack.WaitForRouting(t, waitTimeout, name, nodes)
 			deletions := watchLoadBalancerDeletions(t, name)
 			lb := &networkingv1alpha1.LoadBalancer{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
@@ -70,7 +70,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitForServiceGone(t, first)
-			waitForRouting(t, name, []string{})
+			stack.WaitForRouting(t, waitTimeout, name, []string{})
 			retained := watchDestinationsOf(t, name)
 			// The collector sweeps past the grace period: a real orphan goes, the retained one stays.
 			orphan := orphanLoadBalancer(t, fmt.Sprintf("retain-orphan-%d", i), stack.ClusterName, fmt.Sprintf("5a4c1d1e-0000-4000-8000-00000000010%d", i), string(kubeSystem.UID))
@@ -106,7 +106,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 				t.Errorf("the new Service's addresses %v, want the retained ones %v", got, addresses)
 			}
 			adopted := time.Now()
-			waitForRouting(t, name, nodes)
+			stack.WaitForRouting(t, waitTimeout, name, nodes)
 			t.Logf("%s: the new Service's routing held its Nodes %s after its ingress showed the retained address", ask.how, time.Since(adopted).Round(time.Millisecond))
 			loser := racers[1-winner]
 			if ask.how == "annotation" {
@@ -151,7 +151,7 @@ func currentVersion(t *testing.T, name string) string {
 func waitForOwner(t *testing.T, name string, services []*corev1.Service) int {
 	t.Helper()
 	winner := -1
-	err := testenv.WaitFor(context.Background(), waitTimeout, "LoadBalancer "+name+" taken over", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "LoadBalancer "+name+" taken over", func(ctx context.Context) error {
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, lb); err != nil {
 			return err
@@ -162,9 +162,6 @@ func waitForOwner(t *testing.T, name string, services []*corev1.Service) int {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return winner
 }
 

@@ -63,7 +63,7 @@ func TestRoutesOfTwentyDualStackNodes(t *testing.T) {
 	for i, name := range names {
 		createNode(t, name, testenv.NodeOptions{PodCIDRs: podCIDRs(i + 1)})
 	}
-	err := testenv.WaitFor(ctx, 2*waitTimeout, "all pod CIDRs routed and every Node's network available", func(ctx context.Context) error {
+	testenv.Await(t, ctx, 2*waitTimeout, "all pod CIDRs routed and every Node's network available", func(ctx context.Context) error {
 		for i, name := range names {
 			prefixes, err := nicPrefixes(ctx, name)
 			if err != nil {
@@ -82,24 +82,18 @@ func TestRoutesOfTwentyDualStackNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("all %d pod CIDRs of %d Nodes routed, and their networks available, %s after the Nodes were created", 2*count, count, time.Since(started).Round(time.Millisecond))
 
 	// In a steady cluster, reconciling routes writes nothing to IronCore: let the route
 	// controller pass over every route twice more, and count the writes meanwhile.
 	stack.IronCoreProxy.Reset()
 	keptBefore := strings.Count(readLog(ccm), `: "keep"`)
-	err = testenv.WaitFor(ctx, waitTimeout, "two more route reconciles", func(context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "two more route reconciles", func(context.Context) error {
 		if kept := strings.Count(readLog(ccm), `: "keep"`) - keptBefore; kept < 2*2*count {
 			return fmt.Errorf("%d routes kept so far", kept)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range stack.IronCoreProxy.Counts() {
 		if !slices.Contains([]string{"get", "list", "watch"}, c.Verb) {
 			t.Errorf("steady state: %d %s requests on %s", c.N, c.Verb, c.Resource)
@@ -111,7 +105,7 @@ func TestRoutesOfTwentyDualStackNodes(t *testing.T) {
 	if err := stack.TargetClientset.CoreV1().Nodes().Delete(ctx, names[0], metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = testenv.WaitFor(ctx, waitTimeout, "the deleted Node's routes to go", func(ctx context.Context) error {
+	testenv.Await(t, ctx, waitTimeout, "the deleted Node's routes to go", func(ctx context.Context) error {
 		prefixes, err := nicPrefixes(ctx, names[0])
 		if err != nil {
 			return err
@@ -121,9 +115,6 @@ func TestRoutesOfTwentyDualStackNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("the deleted Node's routes were removed %s after", time.Since(deleted).Round(time.Millisecond))
 	if prefixes, err := nicPrefixes(ctx, names[1]); err != nil || !slices.Equal(prefixes, podCIDRs(2)) {
 		t.Fatalf("another Node's prefixes changed: %v, %v", prefixes, err)

@@ -28,93 +28,88 @@ const servingNodes = 20
 // deleted, and one released from its Machine, each with its state and addresses kept, leave it.
 // How long each took is logged, not asserted.
 func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
-	for _, mode := range []struct {
-		name        string
-		useSelector bool
-	}{{"explicit", false}, {"selector", true}} {
-		t.Run(mode.name, func(t *testing.T) {
-			ctx := context.Background()
-			startCCM(t, "ccm-serving-"+mode.name, fmt.Sprintf("--use-nic-selector=%t", mode.useSelector))
-			prefix := "serving-" + mode.name
-			names := runningMachines(t, prefix, servingNodes+1, testenv.MachineOptions{})
-			joining, names := names[servingNodes], names[:servingNodes]
-			var wg sync.WaitGroup
-			for _, name := range names {
-				wg.Go(func() { createNode(t, name, testenv.NodeOptions{}) })
-			}
-			wg.Wait()
-			for _, name := range names {
-				waitForNode(t, name, "Node "+name+" to be initialized", initialized)
-			}
-			service := createService(t, prefix+"-svc", testenv.ServiceOptions{})
-			waitForIngress(t, service, anyIngress)
-			lbName := provider.LoadBalancerName(service)
-			for _, name := range names {
-				waitForDestination(t, lbName, nicIPs(t, name)[0], true)
-			}
-			// A Local Service shares the Network: then IronCore v0.5.0 misses label changes for a
-			// selecting LoadBalancer unless the CCM nudges it.
-			local := createService(t, prefix+"-local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
-			setEndpoints(t, local, names[0])
-			waitForIngress(t, local, anyIngress)
-			watcher := watchDestinationsOf(t, lbName)
+	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
+		ctx := context.Background()
+		startCCM(t, "ccm-serving-"+mode, fmt.Sprintf("--use-nic-selector=%t", useSelector))
+		prefix := "serving-" + mode
+		names := runningMachines(t, prefix, servingNodes+1, testenv.MachineOptions{})
+		joining, names := names[servingNodes], names[:servingNodes]
+		var wg sync.WaitGroup
+		for _, name := range names {
+			wg.Go(func() { createNode(t, name, testenv.NodeOptions{}) })
+		}
+		wg.Wait()
+		for _, name := range names {
+			waitForNode(t, name, "Node "+name+" to be initialized", initialized)
+		}
+		service := createService(t, prefix+"-svc", testenv.ServiceOptions{})
+		waitForIngress(t, service, anyIngress)
+		lbName := provider.LoadBalancerName(service)
+		for _, name := range names {
+			waitForDestination(t, lbName, stack.NetworkInterfaceIPs(t, name)[0], true)
+		}
+		// A Local Service shares the Network: then IronCore v0.5.0 misses label changes for a
+		// selecting LoadBalancer unless the CCM nudges it.
+		local := createService(t, prefix+"-local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
+		setEndpoints(t, local, names[0])
+		waitForIngress(t, local, anyIngress)
+		watcher := watchDestinationsOf(t, lbName)
 
-			// A Node as a kubelet registers it on its first start: NotReady.
-			createNode(t, joining, testenv.NodeOptions{NotReady: true})
-			waitForNode(t, joining, "Node "+joining+" to be initialized", initialized)
-			// Another Node's change is a barrier: the routing written for it was decided after the
-			// joining Node was initialized.
-			barrier := names[servingNodes-1]
-			taint(t, barrier)
-			waitForDestination(t, lbName, nicIPs(t, barrier)[0], false)
-			joiningIP := nicIPs(t, joining)[0]
-			if watcher.hadEver(joiningIP) {
-				t.Fatalf("the routing sent traffic to %s, a Node that was never Ready", joining)
-			}
-			ready := time.Now()
-			if _, err := stack.SetNodeReady(ctx, joining, corev1.ConditionTrue); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("a Node Ready for the first time joined the routing in %s", watcher.waitFor(t, joiningIP, true, ready))
+		// A Node as a kubelet registers it on its first start: NotReady.
+		createNode(t, joining, testenv.NodeOptions{NotReady: true})
+		waitForNode(t, joining, "Node "+joining+" to be initialized", initialized)
+		// Another Node's change is a barrier: the routing written for it was decided after the
+		// joining Node was initialized.
+		barrier := names[servingNodes-1]
+		taint(t, barrier)
+		waitForDestination(t, lbName, stack.NetworkInterfaceIPs(t, barrier)[0], false)
+		joiningIP := stack.NetworkInterfaceIPs(t, joining)[0]
+		if watcher.hadEver(joiningIP) {
+			t.Fatalf("the routing sent traffic to %s, a Node that was never Ready", joining)
+		}
+		ready := time.Now()
+		if _, err := stack.SetNodeReady(ctx, joining, corev1.ConditionTrue); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("a Node Ready for the first time joined the routing in %s", watcher.waitFor(t, joiningIP, true, ready))
 
-			// A Machine being deleted, held by a finalizer as machinepoollet's holds it, while its
-			// Node is Ready.
-			deleted := names[1]
-			deletedIP := nicIPs(t, deleted)[0]
-			holdAndDeleteMachine(t, deleted)
-			t.Logf("the Node of a Machine being deleted left the routing in %s", watcher.waitFor(t, deletedIP, false, time.Now()))
+		// A Machine being deleted, held by a finalizer as machinepoollet's holds it, while its
+		// Node is Ready.
+		deleted := names[1]
+		deletedIP := stack.NetworkInterfaceIPs(t, deleted)[0]
+		holdAndDeleteMachine(t, deleted)
+		t.Logf("the Node of a Machine being deleted left the routing in %s", watcher.waitFor(t, deletedIP, false, time.Now()))
 
-			// A NetworkInterface in Error, its addresses kept, and Available again.
-			broken := names[2]
-			brokenIP := nicIPs(t, broken)[0]
-			nic := &networkingv1alpha1.NetworkInterface{}
-			if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(broken)}, nic); err != nil {
-				t.Fatal(err)
-			}
-			stack.Simulator.Hold(nic)
-			t.Cleanup(func() { stack.Simulator.Release(nic) })
-			setNICState(t, broken, networkingv1alpha1.NetworkInterfaceStateError)
-			t.Logf("a NetworkInterface in Error left the routing in %s", watcher.waitFor(t, brokenIP, false, time.Now()))
-			setNICState(t, broken, networkingv1alpha1.NetworkInterfaceStateAvailable)
-			t.Logf("a NetworkInterface Available again joined the routing in %s", watcher.waitFor(t, brokenIP, true, time.Now()))
+		// A NetworkInterface in Error, its addresses kept, and Available again.
+		broken := names[2]
+		brokenIP := stack.NetworkInterfaceIPs(t, broken)[0]
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(broken)}, nic); err != nil {
+			t.Fatal(err)
+		}
+		stack.Simulator.Hold(nic)
+		t.Cleanup(func() { stack.Simulator.Release(nic) })
+		setNICState(t, broken, networkingv1alpha1.NetworkInterfaceStateError)
+		t.Logf("a NetworkInterface in Error left the routing in %s", watcher.waitFor(t, brokenIP, false, time.Now()))
+		setNICState(t, broken, networkingv1alpha1.NetworkInterfaceStateAvailable)
+		t.Logf("a NetworkInterface Available again joined the routing in %s", watcher.waitFor(t, brokenIP, true, time.Now()))
 
-			// A NetworkInterface being deleted, held by a finalizer, its state and addresses kept.
-			deleting := names[3]
-			deletingIP := nicIPs(t, deleting)[0]
-			holdAndDelete(t, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(deleting)}})
-			t.Logf("a NetworkInterface being deleted left the routing in %s", watcher.waitFor(t, deletingIP, false, time.Now()))
+		// A NetworkInterface being deleted, held by a finalizer, its state and addresses kept.
+		deleting := names[3]
+		deletingIP := stack.NetworkInterfaceIPs(t, deleting)[0]
+		holdAndDelete(t, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(deleting)}})
+		t.Logf("a NetworkInterface being deleted left the routing in %s", watcher.waitFor(t, deletingIP, false, time.Now()))
 
-			// A NetworkInterface released from its Machine (spec.machineRef cleared, as IronCore
-			// releases one), its state and addresses kept, the Machine still listing it.
-			detached := names[4]
-			detachedIP := nicIPs(t, detached)[0]
-			detach(t, detached)
-			t.Logf("a NetworkInterface released from its Machine left the routing in %s", watcher.waitFor(t, detachedIP, false, time.Now()))
-			if fewest := watcher.fewestSince(); fewest == 0 {
-				t.Fatal("the routing fell to 0 destinations")
-			}
-		})
-	}
+		// A NetworkInterface released from its Machine (spec.machineRef cleared, as IronCore
+		// releases one), its state and addresses kept, the Machine still listing it.
+		detached := names[4]
+		detachedIP := stack.NetworkInterfaceIPs(t, detached)[0]
+		detach(t, detached)
+		t.Logf("a NetworkInterface released from its Machine left the routing in %s", watcher.waitFor(t, detachedIP, false, time.Now()))
+		if fewest := watcher.fewestSince(); fewest == 0 {
+			t.Fatal("the routing fell to 0 destinations")
+		}
+	}, testenv.ModeExplicit, testenv.ModeSelector)
 }
 
 // taint taints the Node for deletion by the cluster autoscaler.
@@ -207,7 +202,7 @@ type destinationsWatcher struct {
 func watchDestinationsOf(t *testing.T, name string) *destinationsWatcher {
 	t.Helper()
 	w := &destinationsWatcher{held: map[string]bool{}, ever: map[string]bool{}, changed: map[string]time.Time{}, fewest: -1}
-	listAndWatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
+	stack.WatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
 		for i := range listed {
 			if listed[i].Name == name {
 				w.observe(listed[i].Destinations)
@@ -269,7 +264,7 @@ func (w *destinationsWatcher) fewestSince() int {
 func (w *destinationsWatcher) waitFor(t *testing.T, ip string, held bool, from time.Time) time.Duration {
 	t.Helper()
 	var took time.Duration
-	err := testenv.WaitFor(context.Background(), waitTimeout, fmt.Sprintf("%s held: %t", ip, held), func(context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, fmt.Sprintf("%s held: %t", ip, held), func(context.Context) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.held[ip] != held {
@@ -278,8 +273,5 @@ func (w *destinationsWatcher) waitFor(t *testing.T, ip string, held bool, from t
 		took = w.changed[ip].Sub(from)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return took.Round(time.Millisecond)
 }

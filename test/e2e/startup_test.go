@@ -261,7 +261,7 @@ func gitOutput(t *testing.T, args ...string) string {
 // CCM exits first.
 func waitForLogLine(t *testing.T, ccm *testenv.Process, what, line string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 30*time.Second, what, func(context.Context) error {
+	testenv.Await(t, context.Background(), 30*time.Second, what, func(context.Context) error {
 		select {
 		case <-ccm.Exited():
 			return fmt.Errorf("it exited (%w):\n%s", ccm.Err(), tail(readLog(ccm), 5))
@@ -272,7 +272,4 @@ func waitForLogLine(t *testing.T, ccm *testenv.Process, what, line string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -18,10 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -41,10 +38,7 @@ const referenceFieldManager = "cloud-provider.ironcore.dev/loadbalancer"
 // switches --use-nic-selector on and off again under the same watch.
 func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	const nodeCount, serviceCount = 50, 20
-	names := make([]string, nodeCount)
-	for i := range names {
-		names[i] = fmt.Sprintf("ref-%02d", i)
-	}
+	names := numbered("ref", nodeCount)
 	referenceNodes(t, names)
 	services, lbs := referenceServices(t, "ref-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
@@ -87,14 +81,7 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		t.Fatal(err)
 	}
 	watcher.reset()
-	args := append(leaderElectionArgs(), routeArgs()...)
-	first := startCCMWithoutCrashCheck(t, "ccm-switch-replica-1", args...)
-	second := startCCMWithoutCrashCheck(t, "ccm-switch-replica-2", args...)
-	leader := waitForLeader(t, first, second)
-	follower := first
-	if leader == first {
-		follower = second
-	}
+	leader, follower := startReplicas(t, "ccm-switch-replica")
 	waitForLoadBalancerSyncs(t, leader, serviceCount)
 	leader.Kill()
 	waitForLoadBalancerSyncs(t, follower, serviceCount)
@@ -108,10 +95,7 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 // labels are in place, and no routing ever holds fewer destinations than before.
 func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 	const nodeCount, serviceCount = 20, 5
-	names := make([]string, nodeCount)
-	for i := range names {
-		names[i] = fmt.Sprintf("slowlist-%02d", i)
-	}
+	names := numbered("slowlist", nodeCount)
 	referenceNodes(t, names)
 	_, lbs := referenceServices(t, "slowlist-svc", serviceCount)
 	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
@@ -132,15 +116,12 @@ func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 // since it started.
 func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, ccm.Name+" to sync every load balancer", func(context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, ccm.Name+" to sync every load balancer", func(context.Context) error {
 		if synced := strings.Count(readLog(ccm), `reason="EnsuredLoadBalancer"`); synced < count {
 			return fmt.Errorf("%d synced", synced)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // referenceNodes creates running Machines and their Nodes as the reference CCM leaves them:
@@ -149,21 +130,8 @@ func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
 func referenceNodes(t *testing.T, names []string) {
 	t.Helper()
 	ctx := context.Background()
+	createMachines(t, names, testenv.MachineOptions{})
 	var wg sync.WaitGroup
-	for _, name := range names {
-		wg.Go(func() {
-			if _, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = stack.IronCore.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}})
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -314,7 +282,7 @@ func referenceLoadBalancer(ctx context.Context, clientset ironcoreclientset.Inte
 func waitForReferenceRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, atLeast int) map[string]int {
 	t.Helper()
 	baseline := map[string]int{}
-	err := testenv.WaitFor(context.Background(), 2*waitTimeout, "IronCore to route the reference LoadBalancers", func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 2*waitTimeout, "IronCore to route the reference LoadBalancers", func(ctx context.Context) error {
 		for _, lb := range lbs {
 			routing := &networkingv1alpha1.LoadBalancerRouting{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), routing); err != nil {
@@ -327,9 +295,6 @@ func waitForReferenceRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalanc
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return baseline
 }
 
@@ -350,7 +315,7 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 		tracked[lb.Name] = true
 	}
 	w := &routingWatcher{current: map[string]int{}}
-	listAndWatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
+	stack.WatchRoutings(t, func(listed []networkingv1alpha1.LoadBalancerRouting) {
 		for _, routing := range listed {
 			if tracked[routing.Name] {
 				w.current[routing.Name] = len(routing.Destinations)
@@ -368,46 +333,6 @@ func watchRoutings(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer) *routin
 		w.observe(routing.Name, count)
 	})
 	return w
-}
-
-// listAndWatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then
-// calls changed with every change a watch from that list sees (deleted: a deletion) until the
-// test ends.
-func listAndWatchRoutings(t *testing.T, listed func([]networkingv1alpha1.LoadBalancerRouting), changed func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
-	t.Helper()
-	clientset, err := ironcoreclientset.NewForConfig(stack.IronCore.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(stack.Namespace)
-	list, err := routings.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed(list.Items)
-	ctx, cancel := context.WithCancel(context.Background())
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
-				changed(routing, event.Type == watch.Deleted)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		watcher.Stop()
-		cancel()
-		<-done
-	})
 }
 
 func (w *routingWatcher) observe(name string, count int) {
@@ -481,7 +406,7 @@ func mapsValues(m map[string]int) []int {
 // a routing we write) and its routing holds the baseline again.
 func waitForSelectorMode(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, baseline map[string]int, useSelector bool) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), 3*waitTimeout, fmt.Sprintf("LoadBalancers in --use-nic-selector=%v mode", useSelector), func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), 3*waitTimeout, fmt.Sprintf("LoadBalancers in --use-nic-selector=%v mode", useSelector), func(ctx context.Context) error {
 		for _, want := range lbs {
 			lb := &networkingv1alpha1.LoadBalancer{}
 			if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(want), lb); err != nil {
@@ -504,9 +429,6 @@ func waitForSelectorMode(t *testing.T, lbs []*networkingv1alpha1.LoadBalancer, b
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // requireAdoptedInPlace checks that every LoadBalancer is the one the reference made, with

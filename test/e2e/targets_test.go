@@ -36,7 +36,7 @@ func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 	setEndpoints(t, local, names[1])
 	waitForIngress(t, local, anyIngress)
 	localLB := provider.LoadBalancerName(local)
-	waitForRouting(t, localLB, nicIPs(t, names[1]))
+	stack.WaitForRouting(t, waitTimeout, localLB, stack.NetworkInterfaceIPs(t, names[1]))
 	lb := &networkingv1alpha1.LoadBalancer{}
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: localLB}, lb); err != nil {
 		t.Fatal(err)
@@ -46,27 +46,27 @@ func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 	}
 	changed := time.Now()
 	setEndpoints(t, local, names[0], names[2])
-	waitForRouting(t, localLB, nicIPs(t, names[0], names[2]))
+	stack.WaitForRouting(t, waitTimeout, localLB, stack.NetworkInterfaceIPs(t, names[0], names[2]))
 	t.Logf("the routing followed an endpoint change in %s", time.Since(changed).Round(time.Millisecond))
 
 	cluster := createService(t, "targets-cluster", testenv.ServiceOptions{})
 	waitForIngress(t, cluster, anyIngress)
 	clusterLB := provider.LoadBalancerName(cluster)
 	for _, name := range names {
-		waitForDestination(t, clusterLB, nicIPs(t, name)[0], true)
+		waitForDestination(t, clusterLB, stack.NetworkInterfaceIPs(t, name)[0], true)
 	}
 
 	if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	waitForDestination(t, clusterLB, nicIPs(t, names[0])[0], false)
-	waitForRouting(t, localLB, nicIPs(t, names[2]))
+	waitForDestination(t, clusterLB, stack.NetworkInterfaceIPs(t, names[0])[0], false)
+	stack.WaitForRouting(t, waitTimeout, localLB, stack.NetworkInterfaceIPs(t, names[2]))
 	waitForNodeEvent(t, names[0], lbtargets.ReasonTargetExcluded, "load balancer traffic")
 	if _, err := stack.SetNodeReady(ctx, names[0], corev1.ConditionTrue); err != nil {
 		t.Fatal(err)
 	}
-	waitForDestination(t, clusterLB, nicIPs(t, names[0])[0], true)
-	waitForRouting(t, localLB, nicIPs(t, names[0], names[2]))
+	waitForDestination(t, clusterLB, stack.NetworkInterfaceIPs(t, names[0])[0], true)
+	stack.WaitForRouting(t, waitTimeout, localLB, stack.NetworkInterfaceIPs(t, names[0], names[2]))
 
 	svc, err := stack.TargetClientset.CoreV1().Services(local.Namespace).Get(ctx, local.Name, metav1.GetOptions{})
 	if err != nil {
@@ -95,7 +95,7 @@ func setEndpoints(t *testing.T, service *corev1.Service, nodes ...string) {
 // text.
 func waitForNodeEvent(t *testing.T, node, reason, containing string) {
 	t.Helper()
-	err := testenv.WaitFor(context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
+	testenv.Await(t, context.Background(), waitTimeout, "event "+reason+" on Node "+node, func(ctx context.Context) error {
 		events, err := stack.TargetClientset.CoreV1().Events("").List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
 		})
@@ -107,7 +107,4 @@ func waitForNodeEvent(t *testing.T, node, reason, containing string) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -61,7 +61,7 @@ func TestAHundredServicesSwitchTypeAtOnce(t *testing.T) {
 	for i, service := range services {
 		before[service.Name] = waitForIngress(t, service, anyIngress)
 		oldLoadBalancer[provider.LoadBalancerName(service)] = service.Name
-		services[i] = liveService(t, service)
+		services[i] = stack.LiveService(t, service)
 	}
 
 	watchCtx, stop := context.WithCancel(ctx)
@@ -143,7 +143,7 @@ func watchSwitchingServices(t *testing.T, ctx context.Context, before map[string
 			if !ok || before[service.Name] == nil {
 				continue
 			}
-			ips := ingressOf(service)
+			ips := testenv.IngressIPs(service)
 			mu.Lock()
 			addressed[service.Name] = len(ips) > 0 && event.Type != watch.Deleted
 			if !addressed[service.Name] {
@@ -214,7 +214,7 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 			if err != nil {
 				continue // the test is over
 			}
-			if slices.Equal(ingressOf(service), before[name]) {
+			if slices.Equal(testenv.IngressIPs(service), before[name]) {
 				mu.Lock()
 				early = append(early, lb.Name+" of "+name)
 				mu.Unlock()
@@ -227,23 +227,6 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 		defer mu.Unlock()
 		return early
 	}
-}
-
-func ingressOf(service *corev1.Service) []string {
-	var ips []string
-	for _, ingress := range service.Status.LoadBalancer.Ingress {
-		ips = append(ips, ingress.IP)
-	}
-	return ips
-}
-
-func liveService(t *testing.T, service *corev1.Service) *corev1.Service {
-	t.Helper()
-	live, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return live
 }
 
 // parallelDo runs do for 0..n-1 at once and returns their errors.

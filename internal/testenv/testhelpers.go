@@ -1,0 +1,243 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/flowcontrol"
+	componentmetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+)
+
+// The CCM's two target modes, as InTargetModes names them: the CCM writes each LoadBalancer's
+// routing (explicit), or LoadBalancers select the NetworkInterfaces it labels (selector).
+const (
+	ModeExplicit = "explicit"
+	ModeSelector = "selector"
+)
+
+// InTargetModes runs test as a subtest per named target mode, in the order named; useSelector
+// is whether the mode is ModeSelector.
+func InTargetModes(t *testing.T, test func(t *testing.T, mode string, useSelector bool), modes ...string) {
+	t.Helper()
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { test(t, mode, mode == ModeSelector) })
+	}
+}
+
+// SetPower sets the Machine's power on IronCore, reading it anew into machine first.
+func (s *Stack) SetPower(t testing.TB, machine *computev1alpha1.Machine, power computev1alpha1.Power) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine); err != nil {
+		t.Fatal(err)
+	}
+	base := machine.DeepCopy()
+	machine.Spec.Power = power
+	if err := s.IronCore.Client.Patch(ctx, machine, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NetworkInterfaceIPs lists the status IPs of the Machines' NetworkInterfaces, sorted.
+func (s *Stack) NetworkInterfaceIPs(t testing.TB, machines ...string) []string {
+	t.Helper()
+	ips := []string{}
+	for _, machine := range machines {
+		nic := &networkingv1alpha1.NetworkInterface{}
+		if err := s.IronCore.Client.Get(context.Background(), client.ObjectKey{Namespace: s.Namespace, Name: NetworkInterfaceName(machine)}, nic); err != nil {
+			t.Fatal(err)
+		}
+		for _, ip := range nic.Status.IPs {
+			ips = append(ips, ip.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// WaitForRouting waits up to timeout until the LoadBalancer's routing sends traffic to exactly
+// the IPs, sorted.
+func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName string, want []string) {
+	t.Helper()
+	err := WaitFor(context.Background(), timeout, fmt.Sprintf("routing of %s to %v", lbName, want), func(ctx context.Context) error {
+		routing := &networkingv1alpha1.LoadBalancerRouting{}
+		if err := s.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: lbName}, routing); err != nil {
+			return err
+		}
+		got := []string{}
+		for _, destination := range routing.Destinations {
+			got = append(got, destination.IP.String())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("destinations %v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then calls
+// changed with every change a watch from that list sees (deleted: a deletion) until the test
+// ends.
+func (s *Stack) WatchRoutings(t testing.TB, listed func([]networkingv1alpha1.LoadBalancerRouting), changed func(routing *networkingv1alpha1.LoadBalancerRouting, deleted bool)) {
+	t.Helper()
+	clientset, err := ironcoreclientset.NewForConfig(s.IronCore.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(s.Namespace)
+	list, err := routings.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed(list.Items)
+	ctx, cancel := context.WithCancel(context.Background())
+	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return routings.Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for event := range watcher.ResultChan() {
+			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+				changed(routing, event.Type == watch.Deleted)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		watcher.Stop()
+		cancel()
+		<-done
+	})
+}
+
+// Counter reads one of the CCM's counters.
+func Counter(t testing.TB, counter componentmetrics.CounterMetric) float64 {
+	t.Helper()
+	value, err := testutil.GetCounterMetricValue(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value
+}
+
+// WaitForIronCore waits up to timeout until check passes on obj, an IronCore object read anew
+// from the API server into obj (its namespace and name set) before each check.
+func (s *Stack) WaitForIronCore(t testing.TB, timeout time.Duration, what string, obj client.Object, check func() error) {
+	t.Helper()
+	err := WaitFor(context.Background(), timeout, what, func(ctx context.Context) error {
+		if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		return check()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CreateMachineForTest creates a Machine as CreateMachine does, deleted when the test ends.
+func (s *Stack) CreateMachineForTest(t testing.TB, name string, opts MachineOptions) *computev1alpha1.Machine {
+	t.Helper()
+	machine, err := s.CreateMachine(context.Background(), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), machine)) })
+	return machine
+}
+
+// WaitForEvent waits up to timeout for an event of the reason on the Service, and returns its
+// message.
+func (s *Stack) WaitForEvent(ctx context.Context, timeout time.Duration, service *corev1.Service, reason string) (string, error) {
+	var message string
+	err := WaitFor(ctx, timeout, "event "+reason+" on Service "+service.Namespace+"/"+service.Name, func(ctx context.Context) error {
+		events, err := s.TargetClientset.CoreV1().Events(service.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(service.UID) + ",reason=" + reason})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return errors.New("none yet")
+		}
+		message = events.Items[0].Message
+		return nil
+	})
+	return message, err
+}
+
+// IngressIPs lists the addresses of the Service's status.
+func IngressIPs(service *corev1.Service) []string {
+	var ips []string
+	for _, ingress := range service.Status.LoadBalancer.Ingress {
+		ips = append(ips, ingress.IP)
+	}
+	return ips
+}
+
+// CreateRetainedLoadBalancer creates a Public LoadBalancer on the cluster Network as the CCM of
+// the named cluster leaves one it retained, with the annotations given besides its cluster's.
+func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster string, annotations map[string]string) (*networkingv1alpha1.LoadBalancer, error) {
+	lb := &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
+			Labels:      map[string]string{keys.LabelClusterName: cluster, keys.LabelRetained: "true"},
+			Annotations: map[string]string{keys.AnnotationClusterName: cluster},
+		},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: s.Network},
+		},
+	}
+	maps.Copy(lb.Annotations, annotations)
+	return lb, s.IronCore.Client.Create(ctx, lb)
+}
+
+// StartIronCoreClientForTest starts an IronCore client as StartIronCoreClientLimitedBy does,
+// until the test ends; it returns the client and a context that ends with the test.
+func (s *Stack) StartIronCoreClientForTest(t testing.TB, limiter flowcontrol.RateLimiter) (context.Context, *ironcore.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := s.StartIronCoreClientLimitedBy(ctx, limiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c
+}
+
+// LiveService reads the Service from the API server.
+func (s *Stack) LiveService(t testing.TB, service *corev1.Service) *corev1.Service {
+	t.Helper()
+	live, err := s.TargetClientset.CoreV1().Services(service.Namespace).Get(context.Background(), service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live
+}
