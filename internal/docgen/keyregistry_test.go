@@ -6,6 +6,8 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,6 +71,46 @@ func TestAllIsWellFormed(t *testing.T) {
 		}
 		if len(key.On) == 0 || key.Origin == "" || key.WrittenBy == "" || key.ReadBy == "" || key.Meaning == "" {
 			t.Errorf("%s is not fully documented: %+v", key.Name, key)
+		}
+	}
+}
+
+// TestEveryKeyConstantIsUsed fails when a key is no longer read or written anywhere, so that the
+// docs cannot describe dead keys.
+func TestEveryKeyConstantIsUsed(t *testing.T) {
+	used := map[string]bool{}
+	for _, dir := range []string{"../../cmd", "../../internal", "../../pkg"} {
+		err := filepath.WalkDir(dir, func(path string, entry fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case entry.IsDir() && (entry.Name() == "testdata" || entry.Name() == "docgen"):
+				// docgen documents every key; documenting one is no use of it.
+				return filepath.SkipDir
+			case entry.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+				return nil
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(file, func(node ast.Node) bool {
+				if selector, ok := node.(*ast.SelectorExpr); ok {
+					if pkg, ok := selector.X.(*ast.Ident); ok && pkg.Name == "keys" {
+						used[selector.Sel.Name] = true
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range declaredKeys(t) {
+		if !used[name] {
+			t.Errorf("keys.%s is used nowhere outside tests; remove it from keys.go and All", name)
 		}
 	}
 }
