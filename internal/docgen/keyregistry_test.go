@@ -110,7 +110,7 @@ func TestEveryKeyConstantIsUsed(t *testing.T) {
 	}
 	for name := range declaredKeys(t) {
 		if !used[name] {
-			t.Errorf("keys.%s is used nowhere outside tests; remove it from keys.go and All", name)
+			t.Errorf("keys.%s is used nowhere outside tests; remove it from keys.go and AllKeys", name)
 		}
 	}
 }
