@@ -335,10 +335,17 @@ func (t *Controller) sync(ctx context.Context, k key) error {
 		}
 		// After a restart this process cannot tell whether the Node was a target.
 		t.queueAllTargets(0)
-	case retainedKind:
-		return t.syncRetained(ctx, k.name)
-	case selectorKind:
-		return t.syncSelector(ctx, k.name)
+	case retainedKind, selectorKind:
+		lb, err := t.ironcore.LoadBalancer(ctx, k.name)
+		switch {
+		case errors.Is(err, ironcore.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case k.kind == retainedKind:
+			return t.syncRetained(ctx, lb)
+		}
+		return t.syncSelector(ctx, lb)
 	case verifyKind:
 		t.markVerify(k.name)
 		return t.syncRouting(ctx, k.name)

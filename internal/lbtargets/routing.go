@@ -231,14 +231,7 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 // syncRetained keeps the routing of a LoadBalancer of this cluster that was retained after its
 // Service empty: no Service is served by it, so no Node may get its traffic. Until its selector
 // is gone, IronCore writes its routing.
-func (t *Controller) syncRetained(ctx context.Context, name string) error {
-	lb, err := t.ironcore.LoadBalancer(ctx, name)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	}
+func (t *Controller) syncRetained(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	if !ironcore.Retained(lb) || !t.owners.Retains(lb) || lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil {
 		return nil
 	}

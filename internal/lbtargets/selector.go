@@ -108,15 +108,8 @@ func (m *selectorMoves) forget(uid types.UID) {
 	delete(m.moves, uid)
 }
 
-// syncSelector checks a selector move that HoldSelector recorded for the named LoadBalancer.
-func (t *Controller) syncSelector(ctx context.Context, name string) error {
-	lb, err := t.ironcore.LoadBalancer(ctx, name)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	}
+// syncSelector checks a selector move that HoldSelector recorded for the LoadBalancer.
+func (t *Controller) syncSelector(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	move, found := t.moves.get(lb.UID)
 	if !found {
 		return nil
