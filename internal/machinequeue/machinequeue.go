@@ -16,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
 // nodesByMachine indexes the Nodes by Machine name; the queues on one informer share it.
@@ -50,23 +49,19 @@ func New(name string, client *ironcore.Client, informer toolscache.SharedIndexIn
 	return q, nil
 }
 
-// MachineOf returns the name of the Machine a Node's provider ID names in this cluster's
-// IronCore namespace; false for any other object, and for a Node of another provider or
-// namespace, or not yet initialized.
-func (q *Queue) MachineOf(obj any) (string, bool) {
+// machineOf names the Machine a Node's provider ID names in this cluster's IronCore namespace
+// (see ironcore.Client.MachineNamedBy); none for any other object.
+func (q *Queue) machineOf(obj any) string {
 	node, ok := obj.(*corev1.Node)
-	if !ok || node.Spec.ProviderID == "" {
-		return "", false
+	if !ok {
+		return ""
 	}
-	id, err := providerid.Parse(node.Spec.ProviderID)
-	if err != nil || id.Namespace != q.ironcore.Namespace() {
-		return "", false
-	}
-	return id.Machine, true
+	machine, _ := q.ironcore.MachineNamedBy(node)
+	return machine
 }
 
 func (q *Queue) index(obj any) ([]string, error) {
-	if machine, ok := q.MachineOf(obj); ok {
+	if machine := q.machineOf(obj); machine != "" {
 		return []string{machine}, nil
 	}
 	return nil, nil
@@ -74,7 +69,7 @@ func (q *Queue) index(obj any) ([]string, error) {
 
 // AddNode queues the Machine of a Node, if it has one.
 func (q *Queue) AddNode(obj any) {
-	if machine, ok := q.MachineOf(obj); ok {
+	if machine := q.machineOf(obj); machine != "" {
 		q.Add(machine)
 	}
 }
