@@ -84,27 +84,18 @@ func (c *Controller) sync(ctx context.Context, machineName string) error {
 	if err != nil || node == nil {
 		return err
 	}
-	machine, err := c.ironcore.Machine(ctx, machineName)
-	if errors.Is(err, ironcore.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	machine, nics, _, err := c.ironcore.ReadOnlyNodeMachine(ctx, node, "")
+	if err != nil || machine == nil {
 		return err
 	}
-	// The NetworkInterfaces first, the Machine last: a labelled Machine tells that its
-	// NetworkInterfaces have been seen to.
-	var objects []client.Object
-	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
-		nic, err := c.ironcore.NetworkInterface(ctx, name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue // labelled when it appears
-		}
-		if err != nil {
-			return err
-		}
+	// The NetworkInterfaces first (one that does not exist yet is labelled when it appears), the
+	// Machine last: a labelled Machine tells that its NetworkInterfaces have been seen to.
+	objects := make([]client.Object, 0, len(nics)+1)
+	for _, nic := range nics {
 		objects = append(objects, nic)
 	}
-	objects = append(objects, machine)
+	// AddLabel writes the patched Machine back into it: a copy, not the cache's.
+	objects = append(objects, machine.DeepCopy())
 	var errs []error
 	now := time.Now()
 	for _, obj := range objects {
