@@ -11,11 +11,9 @@ import (
 	"slices"
 	"time"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,83 +32,49 @@ const ReasonLabelConflict = "ClusterLabelConflict"
 
 // Controller labels the IronCore objects of this cluster's Nodes.
 type Controller struct {
+	*machinequeue.Queue
 	ironcore *ironcore.Client
 	cluster  string
 	// routedNetwork is the Network on which this CCM routes the Nodes' pod CIDRs, or empty.
 	routedNetwork string
 	recorder      record.EventRecorder
-	queue         *machinequeue.Queue
 }
 
-// New wires the controller to the CCM's Node informer and the IronCore cache. routedNetwork
-// names the Network on which this CCM routes the Nodes' pod CIDRs (its route controller runs),
-// or is empty. Call it before the informers start.
+// New wires the controller to the CCM's Node informer and the IronCore cache: a Node, its
+// Machine or one of its NetworkInterfaces changing queues the Machine. routedNetwork names the
+// Network on which this CCM routes the Nodes' pod CIDRs (its route controller runs), or is
+// empty. Call it before the informers start.
 func New(client *ironcore.Client, cluster, routedNetwork string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
-	queue, err := machinequeue.New(Name, client, nodeInformer.Informer())
-	if err != nil {
-		return nil, err
-	}
-	c := &Controller{ironcore: client, cluster: cluster, routedNetwork: routedNetwork, recorder: recorder, queue: queue}
-	if _, err := nodeInformer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    queue.AddNode,
-		UpdateFunc: func(_, newObj any) { queue.AddNode(newObj) },
-	}); err != nil {
-		return nil, err
-	}
-	if err := client.OnMachineChange(func(machine *computev1alpha1.Machine) { queue.Add(machine.Name) }); err != nil {
-		return nil, err
-	}
-	if err := client.OnNetworkInterfaceChange(func(nic *networkingv1alpha1.NetworkInterface) {
-		if nic.Spec.MachineRef != nil {
-			queue.Add(nic.Spec.MachineRef.Name)
-		}
+	c := &Controller{ironcore: client, cluster: cluster, routedNetwork: routedNetwork, recorder: recorder}
+	var err error
+	if c.Queue, err = machinequeue.New(client, nodeInformer, machinequeue.Spec{
+		Name: Name, Failure: "Cannot label IronCore objects with the cluster name", Sync: c.sync, NetworkInterfaces: true,
 	}); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// Name implements the controller-manager's controller.Interface.
-func (c *Controller) Name() string { return Name }
-
-// Run processes the queue with the given number of workers until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	c.queue.Run(ctx, workers, "Cannot label IronCore objects with the cluster name", c.sync)
-}
-
 // sync labels the named Machine and its NetworkInterfaces if a Node of this cluster runs on it.
-func (c *Controller) sync(ctx context.Context, machineName string) error {
-	node, err := c.queue.NodeOf(machineName)
-	if err != nil || node == nil {
+func (c *Controller) sync(ctx context.Context, machineName string, node *corev1.Node) error {
+	machine, nics, _, err := c.ironcore.ReadOnlyNodeMachine(ctx, node, "")
+	if err != nil || machine == nil {
 		return err
 	}
-	machine, err := c.ironcore.Machine(ctx, machineName)
-	if errors.Is(err, ironcore.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// The NetworkInterfaces first, the Machine last: a labelled Machine tells that its
-	// NetworkInterfaces have been seen to.
-	var objects []client.Object
-	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
-		nic, err := c.ironcore.NetworkInterface(ctx, name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue // labelled when it appears
-		}
-		if err != nil {
-			return err
-		}
+	// The NetworkInterfaces first (one that does not exist yet is labelled when it appears), the
+	// Machine last: a labelled Machine tells that its NetworkInterfaces have been seen to.
+	objects := make([]client.Object, 0, len(nics)+1)
+	for _, nic := range nics {
 		objects = append(objects, nic)
 	}
-	objects = append(objects, machine)
+	// AddLabel writes the patched Machine back into it: a copy, not the cache's.
+	objects = append(objects, machine.DeepCopy())
 	var errs []error
 	now := time.Now()
 	for _, obj := range objects {
 		if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
 			if left := leftToRoute(c.routedNetwork, node, nic, now); left > 0 {
-				c.queue.AddAfter(machineName, left)
+				c.AddAfter(machineName, left)
 				continue
 			}
 		}

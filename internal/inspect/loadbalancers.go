@@ -125,10 +125,6 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 // being targets of the Service's LoadBalancer, and why.
 func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, report *Service) {
 	now := time.Now()
-	machineOf := make(map[string]string, len(in.nodeOfMachine))
-	for machine, node := range in.nodeOfMachine {
-		machineOf[node] = machine
-	}
 	targets := map[string]bool{}
 	for _, target := range report.Targets {
 		targets[target.NetworkInterface] = target.Routed
@@ -136,24 +132,23 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 	var candidates []targetrules.Candidate
 	for i := range in.nodes {
 		node := &in.nodes[i]
+		machine, nics, notOurs, err := in.ironcore.ReadOnlyNodeMachine(ctx, node, in.network)
+		foreign := targetrules.ForeignNetworkInterface(nics, in.cluster)
 		switch {
 		case targetrules.Excluded(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "excluded by the label " + corev1.LabelNodeExcludeBalancers})
 		case !in.health.Enabled && !targetrules.Eligible(node):
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "being deleted or tainted for deletion (the service controller's rule)"})
-		case node.Spec.ProviderID != "" && machineOf[node.Name] == "":
+		case err != nil:
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "cannot read its Machine: " + err.Error()})
+		case notOurs != "" || (node.Spec.ProviderID != "" && machine == nil):
 			// The CCM chooses only among Nodes of its IronCore namespace.
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "no IronCore Machine of this cluster is found for it"})
+		case foreign != "":
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: foreign})
 		default:
-			inputs, err := in.targetInputs(ctx, node, machineOf[node.Name], targets)
-			if err != nil {
-				report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "cannot read its Machine: " + err.Error()})
-				continue
-			}
-			if foreign := targetrules.ForeignNetworkInterface(inputs.NetworkInterfaces, in.cluster); foreign != "" {
-				report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: foreign})
-				continue
-			}
+			target := slices.ContainsFunc(nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return targets[nic.Name] })
+			inputs := targetrules.Inputs{Node: node, Machine: machine, NetworkInterfaces: nics, Target: target}
 			candidates = append(candidates, targetrules.Candidate{Node: node.Name, Verdict: in.health.Check(inputs, now)})
 		}
 	}
@@ -187,30 +182,6 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 	if local && choice.NoLocalEndpoints {
 		report.Issues = append(report.Issues, Issue{Code: IssueNoLocalEndpoints, Detail: "no serving endpoint on a Node that can be a target; the LoadBalancer targets every healthy Node, which refuse its traffic"})
 	}
-}
-
-// targetInputs reads what the target rules read about the Node: its Machine, its
-// NetworkInterfaces on the cluster Network, and whether one of them is a target now.
-func (in *inspection) targetInputs(ctx context.Context, node *corev1.Node, machineName string, targets map[string]bool) (targetrules.Inputs, error) {
-	inputs := targetrules.Inputs{Node: node}
-	if machineName == "" {
-		return inputs, nil
-	}
-	machine, err := in.ironcore.Machine(ctx, machineName)
-	switch {
-	case isNotFound(err):
-		return inputs, nil
-	case err != nil:
-		return inputs, err
-	}
-	inputs.Machine = machine
-	if inputs.NetworkInterfaces, err = in.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, in.network); err != nil {
-		return inputs, err
-	}
-	for _, nic := range inputs.NetworkInterfaces {
-		inputs.Target = inputs.Target || targets[nic.Name]
-	}
-	return inputs, nil
 }
 
 // loadBalancerOf finds the Service's LoadBalancer as the CCM does: one recording the Service's

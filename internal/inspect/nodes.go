@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -53,16 +52,9 @@ func (in *inspection) inspectNode(ctx context.Context, node *corev1.Node) Node {
 	if !isReady(node) {
 		issue(IssueNodeNotReady, "the Node is not Ready; if its Machine is gone, the CCM deletes it")
 	}
-	if node.Spec.ProviderID != "" {
-		id, err := providerid.Parse(node.Spec.ProviderID)
-		if err != nil {
-			issue(IssueInvalidProviderID, "%v; the CCM does not guess another Machine", err)
-			return report
-		}
-		if id.Namespace != in.ironcore.Namespace() {
-			issue(IssueInvalidProviderID, "provider ID %s is in IronCore namespace %q, but this cluster's is %q", node.Spec.ProviderID, id.Namespace, in.ironcore.Namespace())
-			return report
-		}
+	if _, notOurs := in.ironcore.MachineNamedBy(node); notOurs != "" {
+		issue(IssueInvalidProviderID, "%s; the CCM does not guess another Machine", notOurs)
+		return report
 	}
 
 	machine, err := in.view.MachineForNode(ctx, node)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
@@ -14,20 +15,60 @@ import (
 // The Machines behind Nodes: a Node's Machine is named by its provider ID, or, before the
 // Node is initialized, by the Node's name, as Machine name or guest hostname.
 
+// MachineNamedBy names the Machine the Node's provider ID names in this cluster's IronCore
+// namespace: none for a Node not initialized yet, nor for one of another cloud or namespace,
+// for which notOurs says why.
+func (c *Client) MachineNamedBy(node *corev1.Node) (machine, notOurs string) {
+	return machineNamedBy(node.Spec.ProviderID, c.namespace)
+}
+
+func machineNamedBy(providerID, namespace string) (machine, notOurs string) {
+	if providerID == "" {
+		return "", ""
+	}
+	id, err := providerid.Parse(providerID)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case id.Namespace != namespace:
+		return "", fmt.Sprintf("provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q", providerID, id.Namespace, namespace)
+	}
+	return id.Machine, ""
+}
+
+// ReadOnlyNodeMachine follows the Node's provider ID to its Machine and the Machine's
+// NetworkInterfaces on the Network (on every Network if network is empty), as the cache holds
+// them, without copies: the caller must not change them. The Machine is nil for a Node not
+// initialized yet or not ours (notOurs says why, see MachineNamedBy), and when the cache does
+// not hold it: the cache has synced, so it is gone.
+func (c *Client) ReadOnlyNodeMachine(ctx context.Context, node *corev1.Node, network string) (
+	machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface, notOurs string, err error,
+) {
+	name, notOurs := c.MachineNamedBy(node)
+	if name == "" {
+		return nil, nil, notOurs, nil
+	}
+	machine, err = c.ReadOnlyMachine(ctx, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil, "", nil
+	case err != nil:
+		return nil, nil, "", err
+	}
+	nics, err = c.ReadOnlyNetworkInterfacesOn(ctx, machine, network)
+	return machine, nics, "", err
+}
+
 // MachineForNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
 // the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
 // API server, not just the cache, says the Machine does not exist.
 func (c *Client) MachineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
 	if node.Spec.ProviderID != "" {
-		id, err := providerid.Parse(node.Spec.ProviderID)
-		if err != nil {
-			return nil, fmt.Errorf("Node %s: %w", node.Name, err)
+		name, notOurs := c.MachineNamedBy(node)
+		if notOurs != "" {
+			return nil, fmt.Errorf("Node %s: %s", node.Name, notOurs)
 		}
-		if id.Namespace != c.Namespace() {
-			return nil, fmt.Errorf("Node %s: provider ID %s is in IronCore namespace %q, but this cluster's namespace is %q",
-				node.Name, node.Spec.ProviderID, id.Namespace, c.Namespace())
-		}
-		return c.machineByName(ctx, id.Machine, "")
+		return c.machineByName(ctx, name, "")
 	}
 	return c.machineByName(ctx, node.Name, node.Name)
 }
@@ -81,8 +122,8 @@ func (c *Client) NodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[
 func (c *Client) ClaimsByMachine(ctx context.Context, nodes []*corev1.Node) (map[string][]*corev1.Node, error) {
 	claims, ambiguous := map[string][]*corev1.Node{}, map[string][]*corev1.Node{}
 	for _, node := range nodes {
-		if id, err := providerid.Parse(node.Spec.ProviderID); err == nil && id.Namespace == c.Namespace() {
-			claims[id.Machine] = append(claims[id.Machine], node)
+		if machine, _ := c.MachineNamedBy(node); machine != "" {
+			claims[machine] = append(claims[machine], node)
 		}
 	}
 	for _, node := range nodes {

@@ -96,9 +96,9 @@ func (c *Client) ReadOnlyLoadBalancerRouting(ctx context.Context, name string) (
 	return readOnly(ctx, c, "LoadBalancerRouting", name, c.LoadBalancerRouting)
 }
 
-// ReadOnlyNetworkInterfacesOn returns the Machine's NetworkInterfaces on the Network that
-// exist, as the cache holds them, without copies, in the Machine's order. The caller must not
-// change them.
+// ReadOnlyNetworkInterfacesOn returns the Machine's NetworkInterfaces on the Network (on every
+// Network if network is empty) that exist, as the cache holds them, without copies, in the
+// Machine's order. The caller must not change them.
 func (c *Client) ReadOnlyNetworkInterfacesOn(ctx context.Context, machine *computev1alpha1.Machine, network string) ([]*networkingv1alpha1.NetworkInterface, error) {
 	var nics []*networkingv1alpha1.NetworkInterface
 	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
@@ -108,7 +108,7 @@ func (c *Client) ReadOnlyNetworkInterfacesOn(ctx context.Context, machine *compu
 			continue
 		case err != nil:
 			return nil, err
-		case nic.Spec.NetworkRef.Name == network:
+		case network == "" || nic.Spec.NetworkRef.Name == network:
 			nics = append(nics, nic)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
@@ -36,8 +35,8 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	previous, seen := t.known[name]
 	// Known before the verdict reads the Machine: a change of the Machine that comes while it
 	// does queues this Node again.
-	if id, err := providerid.Parse(node.Spec.ProviderID); err == nil {
-		t.machineNodes[id.Machine] = name
+	if machine, _ := t.ironcore.MachineNamedBy(node); machine != "" {
+		t.machineNodes[machine] = name
 	}
 	t.nodesMu.Unlock()
 	// Whether the Node is a target now, for the grace period: as this controller last found

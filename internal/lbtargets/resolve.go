@@ -3,7 +3,6 @@ package lbtargets
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -14,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
@@ -68,27 +65,10 @@ func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resol
 // facts about the Node.
 func (t *Controller) resolveNode(ctx context.Context, node *corev1.Node) (r resolvedNode, reason string, quiet bool, err error) {
 	r.node = node
-	if node.Spec.ProviderID == "" {
-		return r, "", false, nil
-	}
-	id, parseErr := providerid.Parse(node.Spec.ProviderID)
-	if parseErr != nil {
-		// A provider ID of another cloud is a fact about the Node, not a failure to report.
-		return r, parseErr.Error(), true, nil //nolint:nilerr
-	}
-	if id.Namespace != t.ironcore.Namespace() {
-		return r, fmt.Sprintf("provider ID %s is not in IronCore namespace %s", node.Spec.ProviderID, t.ironcore.Namespace()), true, nil
-	}
-	machine, err := t.ironcore.ReadOnlyMachine(ctx, id.Machine)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return r, "", false, nil
-	case err != nil:
-		return r, "", false, err
-	}
-	r.machine = machine
-	if r.nics, err = t.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, t.network); err != nil {
-		return r, "", false, err
+	var notOurs string
+	if r.machine, r.nics, notOurs, err = t.ironcore.ReadOnlyNodeMachine(ctx, node, t.network); err != nil || notOurs != "" {
+		// A provider ID of another cloud or namespace is a fact about the Node, not a failure to report.
+		return r, notOurs, notOurs != "", err
 	}
 	return r, targetrules.ForeignNetworkInterface(r.nics, t.cluster), false, nil
 }

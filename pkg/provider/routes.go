@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -212,16 +211,13 @@ func (r *routes) networkInterfaceOfNode(ctx context.Context, node *corev1.Node, 
 	if err != nil {
 		return "", err
 	}
+	nics, err := r.ironcore.ReadOnlyNetworkInterfacesOn(ctx, machine, r.network)
+	if err != nil {
+		return "", err
+	}
 	var onNetwork []*networkingv1alpha1.NetworkInterface
-	for _, name := range computev1alpha1.MachineNetworkInterfaceNames(machine) {
-		nic, err := r.ironcore.NetworkInterface(ctx, name)
-		if errors.Is(err, ironcore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if nic.Spec.NetworkRef.Name != r.network || (nic.Spec.MachineRef != nil && nic.Spec.MachineRef.Name != machine.Name) {
+	for _, nic := range nics {
+		if nic.Spec.MachineRef != nil && nic.Spec.MachineRef.Name != machine.Name {
 			continue
 		}
 		if cluster := nic.Labels[keys.LabelCluster]; cluster != "" && cluster != r.cluster {
