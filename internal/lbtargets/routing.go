@@ -93,16 +93,6 @@ func (t *Controller) QueueRouting(namespace, name string) {
 	t.queue.Add(routingKey(serviceName(namespace, name)))
 }
 
-// recordAddress records whether a Service of this CCM shows an address, for the queue's order.
-func (t *Controller) recordAddress(service *corev1.Service) {
-	name := serviceName(service.Namespace, service.Name)
-	if t.class.Wants(service) && len(service.Status.LoadBalancer.Ingress) == 0 {
-		t.routing.unaddressed.Store(name, true)
-	} else {
-		t.routing.unaddressed.Delete(name)
-	}
-}
-
 // firstTargets is how many Nodes a Service's first routing holds: those of the chosen it
 // holds already, then the longest-standing. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
 // while IronCore has given it no address, and, once it has one, for the one write that gives

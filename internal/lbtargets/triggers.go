@@ -54,3 +54,13 @@ func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 	}
 	t.queue.AddAfter(routingKey(serviceName(service.Namespace, service.Name)), t.coalesce)
 }
+
+// recordAddress records whether a Service of this CCM shows an address, for the queue's order.
+func (t *Controller) recordAddress(service *corev1.Service) {
+	name := serviceName(service.Namespace, service.Name)
+	if t.class.Wants(service) && len(service.Status.LoadBalancer.Ingress) == 0 {
+		t.routing.unaddressed.Store(name, true)
+	} else {
+		t.routing.unaddressed.Delete(name)
+	}
+}
