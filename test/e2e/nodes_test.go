@@ -27,6 +27,11 @@ import (
 
 const (
 	waitTimeout = time.Minute
+	// provisionTimeout bounds IronCore's own provisioning of a Machine's addresses. Its Prefix
+	// allocator retries a contended allocation with a per-Prefix exponential backoff (and counts an
+	// allocation younger than --prefix-allocation-timeout as failed), so when dozens of Machines
+	// start at once a few wait a minute or more for an address that is not ours to give.
+	provisionTimeout = 3 * waitTimeout
 	// shutdownTaint is what the node lifecycle controller puts on a Node whose Machine is off.
 	shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
 )
@@ -36,7 +41,7 @@ func runningMachine(t *testing.T, name string, opts testenv.MachineOptions) *com
 	t.Helper()
 	machine := stack.CreateMachineForTest(t, name, opts)
 	nicKey := client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}
-	stack.WaitForIronCore(t, waitTimeout, "Machine "+name+" running with addresses", machine, func() error {
+	stack.WaitForIronCore(t, provisionTimeout, "Machine "+name+" running with addresses", machine, func() error {
 		nic := &networkingv1alpha1.NetworkInterface{}
 		if err := stack.IronCore.Client.Get(context.Background(), nicKey, nic); err != nil {
 			return err

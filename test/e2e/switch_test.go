@@ -152,7 +152,7 @@ func referenceNode(ctx context.Context, name, podCIDR string) error {
 	machine := &computev1alpha1.Machine{}
 	nic := &networkingv1alpha1.NetworkInterface{}
 	nicKey := client.ObjectKey{Namespace: stack.Namespace, Name: testenv.NetworkInterfaceName(name)}
-	err := testenv.WaitFor(ctx, 2*waitTimeout, "Machine "+name+" running with addresses", func(ctx context.Context) error {
+	err := testenv.WaitFor(ctx, provisionTimeout, "Machine "+name+" running with addresses", func(ctx context.Context) error {
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, machine); err != nil {
 			return err
 		}
