@@ -122,3 +122,28 @@ func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
 		t.Error("a Node logged after its deletion was handled is remembered as left out")
 	}
 }
+
+// TestAReportAfterTheServiceStoppedWantingALoadBalancerRecordsNothing: a sync or request that
+// began while the Service was of type LoadBalancer and reports after the lister shows it
+// turned ClusterIP leaves neither events nor a target count behind.
+func TestAReportAfterTheServiceStoppedWantingALoadBalancerRecordsNothing(t *testing.T) {
+	metrics.Register() // unregistered, the target count is never exported
+	c := New(Config{})
+	t.Cleanup(c.queue.ShutDown)
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	c.listers.Store(&listers{services: corelisters.NewServiceLister(indexer)})
+	before := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "turned", UID: "uid"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	after := before.DeepCopy()
+	after.Spec.Type = corev1.ServiceTypeClusterIP
+	if err := indexer.Add(after); err != nil {
+		t.Fatal(err)
+	}
+	c.report(before, targetsapi.Report{Targets: 2, Skipped: targetsapi.Skipped{"Node a: no Machine"}})
+	if n := c.notices.Remembered(); n != 0 {
+		t.Errorf("events of %d Services remembered", n)
+	}
+	if metrics.LoadBalancerTargets.DeleteLabelValues("ns", "turned") {
+		t.Error("the Service's target count is exported")
+	}
+}

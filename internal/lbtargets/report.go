@@ -17,6 +17,11 @@ import (
 // be made targets, a Warning when the health rule failed open, an event when a Local Service
 // has no serving endpoint, each when it changes; and the number of target Nodes.
 func (t *Controller) report(service *corev1.Service, report targetsapi.Report) {
+	if !t.stillWanted(service) {
+		// A sync or request that began before the Service stopped wanting a load balancer
+		// records nothing: what was recorded of it is dropped, and would stay.
+		return
+	}
 	var message string
 	if len(report.Skipped) > 0 {
 		message = report.Skipped.Err().Error()
@@ -61,4 +66,15 @@ func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
 // ForgetService forgets the events recorded on a Service that is gone.
 func (t *Controller) ForgetService(service *corev1.Service) {
 	t.notices.Forget(service.UID)
+}
+
+// stillWanted tells whether the Service, as the lister shows it if it shows this one, wants a
+// load balancer of this CCM.
+func (t *Controller) stillWanted(service *corev1.Service) bool {
+	if lister := t.lister().services; lister != nil {
+		if current, err := lister.Services(service.Namespace).Get(service.Name); err == nil && current.UID == service.UID {
+			return t.class.Wants(current)
+		}
+	}
+	return t.class.Wants(service)
 }

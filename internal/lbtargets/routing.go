@@ -388,6 +388,9 @@ func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node,
 	}
 	if service == nil || !t.class.Wants(service) {
 		t.forgetRoutingKey(key)
+		if service != nil {
+			t.notices.Forget(service.UID)
+		}
 		return nil, nil, nil
 	}
 	return service, request.nodes, nil

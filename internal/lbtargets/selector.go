@@ -37,13 +37,17 @@ func (t *Controller) HoldSelector(existing, desired *networkingv1alpha1.LoadBala
 		t.moves.forget(existing.UID)
 		return false, 0
 	}
-	since := t.moves.request(existing.UID, next, nodes)
+	move := t.moves.request(existing.UID, next, nodes)
 	t.queue.Add(key{kind: selectorKind, name: existing.Name})
-	if !since.IsZero() {
-		if settling = selectorSettle - time.Since(since); settling <= 0 {
-			t.moves.forget(existing.UID)
-			return false, 0
-		}
+	settled := move.labelledSince.Add(selectorSettle)
+	switch {
+	case move.labelledSince.IsZero():
+	case time.Now().Before(settled):
+		settling = time.Until(settled)
+	case !move.lastLabelled.Before(settled):
+		// A check that began after the settling time still found every target labelled.
+		t.moves.forget(existing.UID)
+		return false, 0
 	}
 	desired.Spec.NetworkInterfaceSelector = existing.Spec.NetworkInterfaceSelector.DeepCopy()
 	return true, settling
@@ -55,16 +59,17 @@ type selectorMoves struct {
 	moves map[types.UID]selectorMove
 }
 
-// selectorMove is a selector to move: the next one, the Nodes of the latest request, and since
-// when the checks have found its targets labelled (zero while they have not).
+// selectorMove is a selector to move: the next one, the Nodes of the latest request, since
+// when the checks have found its targets labelled, and when the latest check that found them
+// labelled began (both zero while the checks have not).
 type selectorMove struct {
-	next          *metav1.LabelSelector
-	nodes         []*corev1.Node
-	labelledSince time.Time
+	next                        *metav1.LabelSelector
+	nodes                       []*corev1.Node
+	labelledSince, lastLabelled time.Time
 }
 
-// request records a move to next and returns since when its targets are labelled.
-func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector, nodes []*corev1.Node) time.Time {
+// request records a move to next and returns it as the checks have found it.
+func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector, nodes []*corev1.Node) selectorMove {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	move, found := m.moves[uid]
@@ -76,7 +81,7 @@ func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector, nodes
 		m.moves = map[types.UID]selectorMove{}
 	}
 	m.moves[uid] = move
-	return move.labelledSince
+	return move
 }
 
 func (m *selectorMoves) get(uid types.UID) (selectorMove, bool) {
@@ -86,8 +91,9 @@ func (m *selectorMoves) get(uid types.UID) (selectorMove, bool) {
 	return move, found
 }
 
-// checked records what a check of the move to next found, unless the move changed meanwhile.
-func (m *selectorMoves) checked(uid types.UID, next *metav1.LabelSelector, labelled bool) {
+// checked records what a check of the move to next that began at began found, unless the move
+// changed meanwhile.
+func (m *selectorMoves) checked(uid types.UID, next *metav1.LabelSelector, labelled bool, began time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	move, found := m.moves[uid]
@@ -95,9 +101,11 @@ func (m *selectorMoves) checked(uid types.UID, next *metav1.LabelSelector, label
 	case !found || !equality.Semantic.DeepEqual(move.next, next):
 		return
 	case !labelled:
-		move.labelledSince = time.Time{}
+		move.labelledSince, move.lastLabelled = time.Time{}, time.Time{}
 	case move.labelledSince.IsZero():
-		move.labelledSince = time.Now()
+		move.labelledSince, move.lastLabelled = began, began
+	default:
+		move.lastLabelled = began
 	}
 	m.moves[uid] = move
 }
@@ -114,11 +122,12 @@ func (t *Controller) syncSelector(ctx context.Context, lb *networkingv1alpha1.Lo
 	if !found {
 		return nil
 	}
+	began := time.Now()
 	labelled, err := t.targetsLabelled(ctx, lb, move.next, move.nodes)
 	if err != nil {
 		return err
 	}
-	t.moves.checked(lb.UID, move.next, labelled)
+	t.moves.checked(lb.UID, move.next, labelled, began)
 	return nil
 }
 
