@@ -10,7 +10,7 @@
 // LoadBalancers and routings, deletes included, and a periodic resync); a sync computes the
 // desired targets from the listers and the IronCore cache and compares them with the targets
 // as this process knows them newest, from IronCore or its own last write. The provider's
-// load balancers only record a Service's Nodes and queue its key (Request*).
+// load balancers only record a Service's Nodes and queue its key (Request).
 package lbtargets
 
 import (

@@ -32,7 +32,7 @@ func (t *Controller) forgetRouting(uid types.UID) {
 }
 
 // loadBalancerDeleted forgets what was recorded for a deleted LoadBalancer, whoever deleted it:
-// the provider forgets those it deletes, not those the orphan collector or a hand delete.
+// the provider, the orphan collector or a hand.
 func (t *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 	t.forgetLoadBalancer(lb.UID)
 	t.forgetNudged(lb.UID)

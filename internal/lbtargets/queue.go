@@ -1,6 +1,7 @@
 package lbtargets
 
 import (
+	"fmt"
 	"slices"
 
 	"k8s.io/client-go/util/workqueue"
@@ -15,6 +16,18 @@ type key struct {
 	name string
 	// attempt tells a Service's verify keys apart, so that each waits for its own delay.
 	attempt int
+}
+
+// String names the key in logs: its kind, then its name and attempt where it has them.
+func (k key) String() string {
+	s := k.kind.String()
+	if k.name != "" {
+		s += " " + k.name
+	}
+	if k.attempt > 0 {
+		s += fmt.Sprintf(" (attempt %d)", k.attempt)
+	}
+	return s
 }
 
 // keyKind is what a key stands for.
@@ -38,6 +51,28 @@ const (
 	// selectorKind: check a selector move of the named LoadBalancer (selector.go).
 	selectorKind
 )
+
+func (k keyKind) String() string {
+	switch k {
+	case routingKind:
+		return "routing"
+	case labelsKind:
+		return "labels"
+	case nudgeKind:
+		return "nudge"
+	case nodeKind:
+		return "node"
+	case graceEndKind:
+		return "grace end"
+	case verifyKind:
+		return "verify"
+	case retainedKind:
+		return "retained"
+	case selectorKind:
+		return "selector"
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
 
 // routingKey is the key of the routing of the Service with the namespace/name.
 func routingKey(name string) key { return key{kind: routingKind, name: name} }

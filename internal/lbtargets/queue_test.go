@@ -113,3 +113,21 @@ func TestAServiceWithoutAnAddressOrADestinationWaitsForItsFirstTraffic(t *testin
 		}
 	}
 }
+
+// A key names itself in logs by what it stands for, not as a struct of numbers.
+func TestAKeyNamesItsKindAndName(t *testing.T) {
+	for _, c := range []struct {
+		key  key
+		want string
+	}{
+		{routingKey("shop/web"), "routing shop/web"},
+		{key{kind: labelsKind}, "labels"},
+		{key{kind: verifyKind, name: "shop/web", attempt: 2}, "verify shop/web (attempt 2)"},
+		{key{kind: graceEndKind, name: "node-1"}, "grace end node-1"},
+		{key{kind: 99}, "kind 99"},
+	} {
+		if got := c.key.String(); got != c.want {
+			t.Errorf("%#v.String() = %q, want %q", c.key, got, c.want)
+		}
+	}
+}

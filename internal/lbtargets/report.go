@@ -63,11 +63,6 @@ func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
 	return strings.Join(parts, "; ")
 }
 
-// ForgetService forgets the events recorded on a Service that is gone.
-func (t *Controller) ForgetService(service *corev1.Service) {
-	t.notices.Forget(service.UID)
-}
-
 // stillWanted tells whether the Service, as the lister shows it if it shows this one, wants a
 // load balancer of this CCM.
 func (t *Controller) stillWanted(service *corev1.Service) bool {
