@@ -12,6 +12,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,27 +79,37 @@ type PodCIDRFamily struct {
 	ParentKey, MaskSizeKey string
 }
 
+// podCIDRSource is one IP family's pod CIDR keys as the file gives them.
+type podCIDRSource struct {
+	family                        corev1.IPFamily
+	prefixKey, labelsKey, sizeKey string
+	prefix                        string
+	labels                        map[string]string
+	size, bits, defaultSize       int
+}
+
+func (c *CloudConfig) podCIDRSources() []podCIDRSource {
+	return []podCIDRSource{
+		{corev1.IPv4Protocol, "podCIDRParentPrefix", "podCIDRParentPrefixLabels", "podCIDRMaskSize",
+			c.PodCIDRParentPrefix, c.PodCIDRParentPrefixLabels, c.PodCIDRMaskSize, 32, DefaultPodCIDRMaskSizeIPv4},
+		{corev1.IPv6Protocol, "ipv6PodCIDRParentPrefix", "ipv6PodCIDRParentPrefixLabels", "ipv6PodCIDRMaskSize",
+			c.IPv6PodCIDRParentPrefix, c.IPv6PodCIDRParentPrefixLabels, c.IPv6PodCIDRMaskSize, 128, DefaultPodCIDRMaskSizeIPv6},
+	}
+}
+
 // PodCIDRFamilies are the IP families whose pod CIDRs the CCM allocates, IPv4 first (the order
 // of a dual-stack Node's spec.podCIDRs); none when pod CIDR allocation is off.
 func (c *CloudConfig) PodCIDRFamilies() []PodCIDRFamily {
 	var families []PodCIDRFamily
-	for _, f := range []PodCIDRFamily{
-		{Family: corev1.IPv4Protocol, ParentPrefix: c.PodCIDRParentPrefix, ParentLabels: c.PodCIDRParentPrefixLabels, MaskSize: c.PodCIDRMaskSize,
-			ParentKey: "podCIDRParentPrefix", MaskSizeKey: "podCIDRMaskSize"},
-		{Family: corev1.IPv6Protocol, ParentPrefix: c.IPv6PodCIDRParentPrefix, ParentLabels: c.IPv6PodCIDRParentPrefixLabels, MaskSize: c.IPv6PodCIDRMaskSize,
-			ParentKey: "ipv6PodCIDRParentPrefix", MaskSizeKey: "ipv6PodCIDRMaskSize"},
-	} {
-		if f.ParentPrefix == "" && len(f.ParentLabels) == 0 {
+	for _, s := range c.podCIDRSources() {
+		f := PodCIDRFamily{Family: s.family, ParentPrefix: s.prefix, ParentLabels: s.labels, MaskSize: cmp.Or(s.size, s.defaultSize),
+			ParentKey: s.prefixKey, MaskSizeKey: s.sizeKey}
+		switch {
+		case s.prefix != "":
+		case len(s.labels) > 0:
+			f.ParentKey = s.labelsKey
+		default:
 			continue
-		}
-		if len(f.ParentLabels) > 0 && f.ParentPrefix == "" {
-			f.ParentKey += "Labels"
-		}
-		if f.MaskSize == 0 {
-			f.MaskSize = DefaultPodCIDRMaskSizeIPv4
-			if f.Family == corev1.IPv6Protocol {
-				f.MaskSize = DefaultPodCIDRMaskSizeIPv6
-			}
 		}
 		families = append(families, f)
 	}
@@ -108,16 +119,7 @@ func (c *CloudConfig) PodCIDRFamilies() []PodCIDRFamily {
 // validatePodCIDRs checks the pod CIDR keys of both families.
 func (c *CloudConfig) validatePodCIDRs() []error {
 	var errs []error
-	for _, f := range []struct {
-		prefixKey, prefix string
-		labelsKey         string
-		labels            map[string]string
-		sizeKey           string
-		size, bits        int
-	}{
-		{"podCIDRParentPrefix", c.PodCIDRParentPrefix, "podCIDRParentPrefixLabels", c.PodCIDRParentPrefixLabels, "podCIDRMaskSize", c.PodCIDRMaskSize, 32},
-		{"ipv6PodCIDRParentPrefix", c.IPv6PodCIDRParentPrefix, "ipv6PodCIDRParentPrefixLabels", c.IPv6PodCIDRParentPrefixLabels, "ipv6PodCIDRMaskSize", c.IPv6PodCIDRMaskSize, 128},
-	} {
+	for _, f := range c.podCIDRSources() {
 		switch {
 		case f.prefix != "" && len(f.labels) > 0:
 			errs = append(errs, fmt.Errorf("%s and %s are alternatives: set one", f.prefixKey, f.labelsKey))
