@@ -23,6 +23,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodesync"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -216,27 +217,32 @@ func startLoadBalancerTargets(targets func() *lbtargets.Controller) app.InitFunc
 // NetworkInterface write and a Node write.
 const ipamWorkers = 10
 
-func startNodeIPAM(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
-	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		ironcoreCloud, ok := cloud.(*provider.Cloud)
-		if !ok || !ironcoreCloud.AllocatesPodCIDRs() {
-			return nil, false, nil
+// startNodeIPAM starts the node IPAM controller on the pod CIDR allocator built with the
+// provider; there is none unless the cloud-config turns pod CIDR allocation on.
+func startNodeIPAM(allocator func() *podcidrs.Allocator) app.InitFuncConstructor {
+	return func(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+		return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+			ironcoreCloud, ok := cloud.(*provider.Cloud)
+			podCIDRs := allocator()
+			if !ok || podCIDRs == nil {
+				return nil, false, nil
+			}
+			client, err := completed.ClientBuilder.Client(initContext.ClientName)
+			if err != nil {
+				return nil, false, err
+			}
+			c, err := nodeipam.New(nodeipam.Config{
+				IronCore:  ironcoreCloud.IronCore(),
+				Allocator: podCIDRs,
+				Nodes:     completed.SharedInformers.Core().V1().Nodes(),
+				Client:    client,
+				Recorder:  completed.EventRecorder,
+			})
+			if err != nil {
+				return nil, false, err
+			}
+			go c.Run(ctx, ipamWorkers)
+			return c, true, nil
 		}
-		client, err := completed.ClientBuilder.Client(initContext.ClientName)
-		if err != nil {
-			return nil, false, err
-		}
-		c, err := nodeipam.New(nodeipam.Config{
-			IronCore:  ironcoreCloud.IronCore(),
-			Allocator: ironcoreCloud,
-			Nodes:     completed.SharedInformers.Core().V1().Nodes(),
-			Client:    client,
-			Recorder:  completed.EventRecorder,
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		go c.Run(ctx, ipamWorkers)
-		return c, true, nil
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/orphans"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
@@ -58,6 +59,7 @@ func run() int {
 	// The targets controller is built with the provider, whose load balancers queue its work,
 	// and started with the other controllers.
 	var targets *lbtargets.Controller
+	var podCIDRs *podcidrs.Allocator
 	initCloud := func(completed *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
 		cloud, err := newCloud(completed, ironcoreOptions, command.Flags().Changed("cluster-name"))
 		if err != nil {
@@ -65,10 +67,14 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
+		if podCIDRs, err = newPodCIDRAllocator(cloud); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
 		targets = newTargets(cloud, completed)
 		return cloud
 	}
-	initializers := controllerInitializers(func() *lbtargets.Controller { return targets })
+	initializers := controllerInitializers(func() *lbtargets.Controller { return targets }, func() *podcidrs.Allocator { return podCIDRs })
 	command = app.NewCloudControllerManagerCommand(ccmOptions, initCloud, initializers, names.CCMControllerAliases(), flagSets, wait.NeverStop)
 	command.Use = commandName
 	withVersion(command)
@@ -102,6 +108,25 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	})
 }
 
+// newPodCIDRAllocator builds the pod CIDR allocator, nil unless the cloud-config turns pod CIDR
+// allocation on, and checks its parent Prefixes, so that a misconfiguration stops the process
+// at start. Its entries go on the NetworkInterface the Node's route would put its pod CIDRs on.
+func newPodCIDRAllocator(cloud *provider.Cloud) (*podcidrs.Allocator, error) {
+	cloudConfig := cloud.CloudConfig()
+	families := cloudConfig.PodCIDRFamilies()
+	if len(families) == 0 {
+		return nil, nil
+	}
+	allocator := podcidrs.New(podcidrs.Config{
+		IronCore: cloud.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
+		NetworkInterfaceOfNode: cloud.NodeNetworkInterface, NotReady: provider.NotReady, NodesByMachine: cloud.NodesByMachine,
+	})
+	if err := provider.StartupCheck(context.Background(), "Checking the pod CIDR parents", allocator.Check); err != nil {
+		return nil, err
+	}
+	return allocator, nil
+}
+
 // newTargets builds the load balancer targets controller and gives it to the provider's load
 // balancers.
 func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) *lbtargets.Controller {
@@ -113,7 +138,7 @@ func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.Complete
 }
 
 // controllerInitializers are the framework's controllers plus ours.
-func controllerInitializers(targets func() *lbtargets.Controller) map[string]app.ControllerInitFuncConstructor {
+func controllerInitializers(targets func() *lbtargets.Controller, podCIDRs func() *podcidrs.Allocator) map[string]app.ControllerInitFuncConstructor {
 	initializers := make(map[string]app.ControllerInitFuncConstructor, len(app.DefaultInitFuncConstructors)+7)
 	for name, constructor := range app.DefaultInitFuncConstructors {
 		initializers[name] = constructor
@@ -132,7 +157,7 @@ func controllerInitializers(targets func() *lbtargets.Controller) map[string]app
 		clusterlabel.Name: startClusterLabelController,
 		lbrepair.Name:     startLoadBalancerRepair,
 		lbtargets.Name:    startLoadBalancerTargets(targets),
-		nodeipam.Name:     startNodeIPAM,
+		nodeipam.Name:     startNodeIPAM(podCIDRs),
 		nodelabels.Name:   startNodeLabels,
 		orphans.Name:      startOrphanCollector,
 	} {

@@ -60,6 +60,8 @@ type Allocator struct {
 	nodesByMachine         func(ctx context.Context) (map[string][]*corev1.Node, error)
 }
 
+var _ nodeipam.Allocator = (*Allocator)(nil)
+
 // New builds the Allocator; every field of the Config is required.
 func New(cfg Config) *Allocator {
 	return &Allocator{
@@ -73,11 +75,11 @@ func New(cfg Config) *Allocator {
 	}
 }
 
-// Allocate moves the Node's pod CIDRs forward by one step, without waiting: it adds the
+// AllocatePodCIDRs moves the Node's pod CIDRs forward by one step, without waiting: it adds the
 // entries of the families its NetworkInterface lacks, or reports the CIDRs once IronCore has
 // allocated them all, or what is still awaited. A Node that has pod CIDRs keeps them; entries
 // of its NetworkInterface that do not hold them are released.
-func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
+func (a *Allocator) AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
 	nicName, err := a.networkInterfaceOfNode(ctx, node)
 	switch {
 	case err != nil && nodeipam.HasPodCIDRs(node):
@@ -106,13 +108,13 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.A
 		}
 		return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 	}
-	entries := podCIDREntries(nic, a.cluster)
+	entries := ironcore.PodCIDREntries(nic, a.cluster)
 	if missing := a.missingFamilies(entries); len(missing) > 0 {
 		// The cache may not show entries this process just added: the write compares with
 		// what it last wrote, and adds nothing then.
 		added := false
 		err := a.ironcore.UpdateNetworkInterface(ctx, nicName, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
-			missing := a.missingFamilies(podCIDREntries(nic, a.cluster))
+			missing := a.missingFamilies(ironcore.PodCIDREntries(nic, a.cluster))
 			added = len(missing) > 0
 			if !added {
 				return false, nil
@@ -142,8 +144,8 @@ func (a *Allocator) Allocate(ctx context.Context, node *corev1.Node) (nodeipam.A
 	}
 	var cidrs []string
 	for _, family := range a.families {
-		entry := entries[slices.IndexFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family })]
-		cidr, waiting, err := allocatedPodCIDR(ctx, a.ironcore, a.cluster, nic, entry)
+		entry := entries[slices.IndexFunc(entries, func(e ironcore.PodCIDREntry) bool { return e.Family == family.Family })]
+		cidr, waiting, err := a.ironcore.AllocatedPodCIDR(ctx, a.cluster, nic, entry)
 		if err != nil {
 			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 		}
@@ -200,10 +202,10 @@ func comesFirst(a, b *corev1.Node) bool {
 }
 
 // missingFamilies are the configured families without an entry.
-func (a *Allocator) missingFamilies(entries []podCIDREntry) []config.PodCIDRFamily {
+func (a *Allocator) missingFamilies(entries []ironcore.PodCIDREntry) []config.PodCIDRFamily {
 	var missing []config.PodCIDRFamily
 	for _, family := range a.families {
-		if !slices.ContainsFunc(entries, func(e podCIDREntry) bool { return e.family == family.Family }) {
+		if !slices.ContainsFunc(entries, func(e ironcore.PodCIDREntry) bool { return e.Family == family.Family }) {
 			missing = append(missing, family)
 		}
 	}
@@ -212,17 +214,17 @@ func (a *Allocator) missingFamilies(entries []podCIDREntry) []config.PodCIDRFami
 
 // confirm reads the NetworkInterface and the Prefixes of its entries from the API server and
 // returns what is awaited if they no longer hold the CIDRs the cache showed for them.
-func (a *Allocator) confirm(ctx context.Context, nicName string, entries []podCIDREntry, cidrs []string) (string, error) {
+func (a *Allocator) confirm(ctx context.Context, nicName string, entries []ironcore.PodCIDREntry, cidrs []string) (string, error) {
 	nic, err := a.ironcore.NetworkInterfaceLive(ctx, nicName)
 	if err != nil {
 		return "", fmt.Errorf("confirm the pod CIDRs on NetworkInterface %s: %w", nicName, err)
 	}
-	live := podCIDREntries(nic, a.cluster)
+	live := ironcore.PodCIDREntries(nic, a.cluster)
 	for _, entry := range entries {
 		if !slices.Contains(live, entry) {
-			return fmt.Sprintf("the cache to show NetworkInterface %s as it is (entry %d changed)", nicName, entry.index), nil
+			return fmt.Sprintf("the cache to show NetworkInterface %s as it is (entry %d changed)", nicName, entry.Index), nil
 		}
-		name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nicName, entry.index)
+		name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nicName, entry.Index)
 		prefix, err := a.ironcore.PodCIDRPrefixLive(ctx, name)
 		if errors.Is(err, ironcore.ErrNotFound) {
 			return fmt.Sprintf("IronCore to create Prefix %s anew", name), nil
@@ -254,15 +256,15 @@ func (a *Allocator) keepExisting(ctx context.Context, node *corev1.Node, nic *ne
 		}
 	}
 	unused := map[int]string{}
-	for _, entry := range podCIDREntries(nic, a.cluster) {
-		cidr, _, err := allocatedPodCIDR(ctx, a.ironcore, a.cluster, nic, entry)
+	for _, entry := range ironcore.PodCIDREntries(nic, a.cluster) {
+		cidr, _, err := a.ironcore.AllocatedPodCIDR(ctx, a.cluster, nic, entry)
 		if err != nil {
 			return result, fmt.Errorf("pod CIDRs of Node %s: %w", node.Name, err)
 		}
 		if inUse[cidr] {
 			return result, nil
 		}
-		unused[entry.index] = describeEntry(entry, cidr)
+		unused[entry.Index] = describeEntry(entry, cidr)
 	}
 	result.FromElsewhere = true
 	if len(unused) == 0 {

@@ -2,7 +2,6 @@ package podcidrs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -26,29 +25,6 @@ const (
 	ephemeralManagedByValue = "ephemeral-manager"
 )
 
-// podCIDREntry is one of the cluster's pod CIDR entries of a NetworkInterface's spec.prefixes.
-type podCIDREntry struct {
-	index  int
-	family corev1.IPFamily
-}
-
-// podCIDREntries are the NetworkInterface's entries that this cluster added for pod CIDRs.
-func podCIDREntries(nic *networkingv1alpha1.NetworkInterface, cluster string) []podCIDREntry {
-	var entries []podCIDREntry
-	for i, source := range nic.Spec.Prefixes {
-		if source.Ephemeral == nil || source.Ephemeral.PrefixTemplate == nil {
-			continue
-		}
-		labels := source.Ephemeral.PrefixTemplate.Labels
-		family := corev1.IPFamily(labels[keys.LabelPodCIDR])
-		if labels[keys.LabelCluster] != cluster || (family != corev1.IPv4Protocol && family != corev1.IPv6Protocol) {
-			continue
-		}
-		entries = append(entries, podCIDREntry{index: i, family: family})
-	}
-	return entries
-}
-
 // podCIDRSource is the entry that asks IronCore for a pod CIDR of the family.
 func podCIDRSource(cluster string, family config.PodCIDRFamily) networkingv1alpha1.PrefixSource {
 	spec := ipamv1alpha1.PrefixSpec{IPFamily: family.Family, PrefixLength: int32(family.MaskSize)} //nolint:gosec // validated: at most 128
@@ -68,55 +44,12 @@ func podCIDRSource(cluster string, family config.PodCIDRFamily) networkingv1alph
 	}}
 }
 
-// Allocated are the CIDRs allocated for the NetworkInterface's pod CIDR entries of the
-// cluster, from the cache; entries not allocated are left out.
-func Allocated(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
-	var cidrs []netip.Prefix
-	for _, entry := range podCIDREntries(nic, cluster) {
-		if cidr, _, err := allocatedPodCIDR(ctx, client, cluster, nic, entry); err == nil && cidr.IsValid() {
-			cidrs = append(cidrs, cidr)
-		}
-	}
-	return cidrs
-}
-
-// allocatedPodCIDR returns the CIDR IronCore allocated for the entry, or what it waits for.
-// A Prefix of the entry's name that is not this NetworkInterface's, or not of this entry, is
-// not taken: the first may be an earlier NetworkInterface's awaiting deletion, the second
-// would be an entry that moved, which IronCore does not reallocate.
-func allocatedPodCIDR(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface, entry podCIDREntry) (netip.Prefix, string, error) {
-	name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nic.Name, entry.index)
-	prefix, err := client.PodCIDRPrefix(ctx, name)
-	switch {
-	case errors.Is(err, ironcore.ErrNotFound):
-		return netip.Prefix{}, fmt.Sprintf("IronCore to create Prefix %s", name), nil
-	case err != nil:
-		return netip.Prefix{}, "", err
-	case !metav1.IsControlledBy(prefix, nic):
-		return netip.Prefix{}, fmt.Sprintf("Prefix %s of an earlier NetworkInterface %s to be deleted", name, nic.Name), nil
-	case !prefix.DeletionTimestamp.IsZero():
-		// The Prefix of a removed entry at the same index: its range is being given back.
-		return netip.Prefix{}, fmt.Sprintf("Prefix %s of a removed entry to be deleted", name), nil
-	case prefix.Labels[keys.LabelPodCIDR] != string(entry.family) || prefix.Labels[keys.LabelCluster] != cluster:
-		return netip.Prefix{}, "", fmt.Errorf("prefix %s, named after entry %d of NetworkInterface %s, was made for another entry (labels %v); "+
-			"IronCore does not allocate it anew: delete the Prefix", name, entry.index, nic.Name, prefix.Labels)
-	case prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated || prefix.Spec.Prefix == nil || !prefix.Spec.Prefix.IsValid():
-		phase := string(prefix.Status.Phase)
-		if phase == "" {
-			phase = "new"
-		}
-		return netip.Prefix{}, fmt.Sprintf("IronCore to allocate Prefix %s (%s)", name, phase), nil
-	default:
-		return prefix.Spec.Prefix.Masked(), "", nil
-	}
-}
-
 // describeEntry names an entry to be released in messages: by its CIDR once allocated.
-func describeEntry(entry podCIDREntry, cidr netip.Prefix) string {
+func describeEntry(entry ironcore.PodCIDREntry, cidr netip.Prefix) string {
 	if cidr.IsValid() {
 		return cidr.String()
 	}
-	return fmt.Sprintf("%s entry %d (not allocated)", entry.family, entry.index)
+	return fmt.Sprintf("%s entry %d (not allocated)", entry.Family, entry.Index)
 }
 
 // removeEntries removes the entries at the given indices, if they are still the cluster's
@@ -131,9 +64,9 @@ func (a *Allocator) removeEntries(ctx context.Context, nicName string, remove ma
 			return false, err
 		}
 		ours := map[int]bool{}
-		for _, entry := range podCIDREntries(nic, a.cluster) {
-			if _, ok := remove[entry.index]; ok {
-				ours[entry.index] = true
+		for _, entry := range ironcore.PodCIDREntries(nic, a.cluster) {
+			if _, ok := remove[entry.Index]; ok {
+				ours[entry.Index] = true
 			}
 		}
 		if len(ours) == 0 {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
@@ -25,8 +26,8 @@ func TestPodCIDREntriesAreTheClustersOnly(t *testing.T) {
 	nic := &networkingv1alpha1.NetworkInterface{Spec: networkingv1alpha1.NetworkInterfaceSpec{Prefixes: []networkingv1alpha1.PrefixSource{
 		literal("10.244.0.0/24"), otherCluster, v4, unlabelled, v6,
 	}}}
-	entries := podCIDREntries(nic, "lab")
-	want := []podCIDREntry{{index: 2, family: corev1.IPv4Protocol}, {index: 4, family: corev1.IPv6Protocol}}
+	entries := ironcore.PodCIDREntries(nic, "lab")
+	want := []ironcore.PodCIDREntry{{Index: 2, Family: corev1.IPv4Protocol}, {Index: 4, Family: corev1.IPv6Protocol}}
 	if len(entries) != len(want) || entries[0] != want[0] || entries[1] != want[1] {
 		t.Fatalf("entries = %+v, want %+v", entries, want)
 	}

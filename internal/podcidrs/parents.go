@@ -51,9 +51,9 @@ func (a *Allocator) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Diagnose tells, with live reads, why IronCore may not allocate a pod CIDR of the family: its
+// DiagnosePodCIDRs tells, with live reads, why IronCore may not allocate a pod CIDR of the family: its
 // parent is missing, of the wrong family, or full. It returns "" when it finds no reason.
-func (a *Allocator) Diagnose(ctx context.Context, family corev1.IPFamily) string {
+func (a *Allocator) DiagnosePodCIDRs(ctx context.Context, family corev1.IPFamily) string {
 	for _, f := range a.families {
 		if f.Family == family {
 			return a.parentProblem(ctx, f)

@@ -18,13 +18,13 @@ import (
 // errNoLongerUnused stops a release whose NetworkInterface has come into use again.
 var errNoLongerUnused = errors.New("the NetworkInterface is in use again")
 
-// ReleaseUnused removes the pod CIDR entries of NetworkInterfaces whose Machine has no Node,
+// ReleaseUnusedPodCIDRs removes the pod CIDR entries of NetworkInterfaces whose Machine has no Node,
 // and of NetworkInterfaces no Machine uses (IronCore clears a NetworkInterface's machineRef
 // once its Machine is gone), and returns what it removed. The NetworkInterfaces are read before
 // the Nodes: an entry is added only for a Node the cache already shows, so a Node listed after
 // its NetworkInterface is never missed. Each removal checks again, on the NetworkInterface it
 // writes and the Nodes known then, that the Machine is the same and still has no Node.
-func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, error) {
+func (a *Allocator) ReleaseUnusedPodCIDRs(ctx context.Context) ([]nodeipam.Released, error) {
 	nics, err := a.ironcore.NetworkInterfacesOfCluster(ctx, a.cluster, a.network)
 	if err != nil {
 		return nil, err
@@ -41,15 +41,15 @@ func (a *Allocator) ReleaseUnused(ctx context.Context) ([]nodeipam.Released, err
 	var errs []error
 	for i := range nics {
 		nic := &nics[i]
-		entries := podCIDREntries(nic, a.cluster)
+		entries := ironcore.PodCIDREntries(nic, a.cluster)
 		if len(entries) == 0 || !a.unused(nic, nodesOnMachine, used) {
 			continue
 		}
 		machine := machineOf(nic)
 		remove := map[int]string{}
 		for _, entry := range entries {
-			cidr, _, _ := allocatedPodCIDR(ctx, a.ironcore, a.cluster, nic, entry)
-			remove[entry.index] = describeEntry(entry, cidr)
+			cidr, _, _ := a.ironcore.AllocatedPodCIDR(ctx, a.cluster, nic, entry)
+			remove[entry.Index] = describeEntry(entry, cidr)
 		}
 		cidrs, err := a.removeEntries(ctx, nic.Name, remove, func(current *networkingv1alpha1.NetworkInterface) error {
 			nodesOnMachine, err := a.nodesByMachine(ctx)

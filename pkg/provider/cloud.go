@@ -24,8 +24,6 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/leasefence"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
@@ -68,8 +66,6 @@ type Cloud struct {
 	instances     *instances
 	loadBalancers *loadBalancers
 	routes        *routes
-	// podCIDRs is nil unless the cloud-config turns pod CIDR allocation on.
-	podCIDRs *podcidrs.Allocator
 }
 
 var (
@@ -130,20 +126,8 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		internalPrefixes[prefix.family] = prefix.name
 	}
 	routes := &routes{ironcore: client, cluster: cloudConfig.ClusterName, network: cloudConfig.NetworkName}
-	var allocator *podcidrs.Allocator
-	if families := cloudConfig.PodCIDRFamilies(); len(families) > 0 {
-		// The entries go on the NetworkInterface the routes would put the Node's pod CIDRs on.
-		allocator = podcidrs.New(podcidrs.Config{
-			IronCore: client, Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
-			NetworkInterfaceOfNode: func(ctx context.Context, node *corev1.Node) (string, error) {
-				return routes.networkInterfaceOfNode(ctx, node, nil)
-			},
-			NotReady:       func(err error) bool { return errors.Is(err, errNotReady) },
-			NodesByMachine: routes.claimsByMachine,
-		})
-		if err := retryTransient(checkCtx, "Checking the pod CIDR parents", func(ctx context.Context) error { return allocator.Check(ctx) }); err != nil {
-			return nil, err
-		}
+	if len(cloudConfig.PodCIDRFamilies()) > 0 {
+		// Before the informers are registered: the pod CIDR allocator reads its Prefixes from the cache.
 		client.CachePodCIDRPrefixes()
 	}
 	if options.UseNICSelector {
@@ -156,7 +140,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	}
 	clusterID := clusterid.New()
 	klog.InfoS("Configured IronCore cloud provider", "namespace", namespace, "network", cloudConfig.NetworkName,
-		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector, "podCIDRAllocation", allocator != nil)
+		"prefix", cloudConfig.PrefixName, "cluster", cloudConfig.ClusterName, "useNICSelector", options.UseNICSelector, "podCIDRAllocation", len(cloudConfig.PodCIDRFamilies()) > 0)
 
 	loadBalancers := &loadBalancers{
 		ironcore: client,
@@ -180,7 +164,6 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		instances:     &instances{ironcore: client, network: cloudConfig.NetworkName, recorder: settings.Recorder, nodeLabels: cloudConfig.NodeLabelAllowList()},
 		loadBalancers: loadBalancers,
 		routes:        routes,
-		podCIDRs:      allocator,
 	}, nil
 }
 
@@ -323,23 +306,25 @@ func (c *Cloud) LoadBalancerOwners() ironcore.Owners {
 	return c.loadBalancers.owners(c.loadBalancers.clusterNameFlag)
 }
 
-// AllocatesPodCIDRs tells whether the cloud-config turns pod CIDR allocation on.
-func (c *Cloud) AllocatesPodCIDRs() bool { return c.podCIDRs != nil }
-
-// AllocatePodCIDRs moves the Node's pod CIDR allocation forward by one step; see
-// podcidrs.Allocator.Allocate. Call it only if AllocatesPodCIDRs.
-func (c *Cloud) AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
-	return c.podCIDRs.Allocate(ctx, node)
+// NodeNetworkInterface names the NetworkInterface the Node's pod CIDRs go on, its route's; an
+// error for which NotReady is true says IronCore has not yet filled in what tells it.
+func (c *Cloud) NodeNetworkInterface(ctx context.Context, node *corev1.Node) (string, error) {
+	return c.routes.networkInterfaceOfNode(ctx, node, nil)
 }
 
-// ReleaseUnusedPodCIDRs releases the pod CIDRs of Machines without a Node.
-func (c *Cloud) ReleaseUnusedPodCIDRs(ctx context.Context) ([]nodeipam.Released, error) {
-	return c.podCIDRs.ReleaseUnused(ctx)
+// NodesByMachine maps Machine names to every Node that may run on them, from the cache.
+func (c *Cloud) NodesByMachine(ctx context.Context) (map[string][]*corev1.Node, error) {
+	return c.routes.claimsByMachine(ctx)
 }
 
-// DiagnosePodCIDRs tells why a pod CIDR of the family may not be allocated, or "".
-func (c *Cloud) DiagnosePodCIDRs(ctx context.Context, family corev1.IPFamily) string {
-	return c.podCIDRs.Diagnose(ctx, family)
-}
+// NotReady tells an error of the provider that says IronCore has not yet filled in what a Node
+// needs: the caller waits for it rather than fails.
+func NotReady(err error) bool { return errors.Is(err, errNotReady) }
 
-var _ nodeipam.Allocator = (*Cloud)(nil)
+// StartupCheck runs a check of the configuration against IronCore as New runs its own: again
+// while IronCore fails in a way a later attempt may not, for as long as New's checks may take.
+func StartupCheck(ctx context.Context, step string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, startupCheckTimeout)
+	defer cancel()
+	return retryTransient(ctx, step, check)
+}

@@ -14,14 +14,16 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
-// ipamCloud starts a provider of the test's own that allocates IPv4 pod CIDRs of the given
-// size from the parent Prefix, wired to a Node informer as the framework wires it (explicit
-// routings, as routesOf), and returns it with the informer's lister.
-func ipamCloud(t *testing.T, parent string) (*provider.Cloud, corelisters.NodeLister) {
+// ipamCloud starts a provider of the test's own, wired to a Node informer as the framework
+// wires it (explicit routings, as routesOf), and an allocator of IPv4 pod CIDRs of the given
+// size from the parent Prefix, built on it as cmd builds it; it returns the provider, the
+// allocator and the informer's lister.
+func ipamCloud(t *testing.T, parent string) (*provider.Cloud, *podcidrs.Allocator, corelisters.NodeLister) {
 	t.Helper()
 	options := testOptions()
 	options.UseNICSelector = false
@@ -33,7 +35,11 @@ func ipamCloud(t *testing.T, parent string) (*provider.Cloud, corelisters.NodeLi
 	lister := factory.Core().V1().Nodes().Lister()
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	return c, lister
+	cloudConfig := c.CloudConfig()
+	return c, podcidrs.New(podcidrs.Config{
+		IronCore: c.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: cloudConfig.PodCIDRFamilies(),
+		NetworkInterfaceOfNode: c.NodeNetworkInterface, NotReady: provider.NotReady, NodesByMachine: c.NodesByMachine,
+	}), lister
 }
 
 // ipamNode creates a Node with the InternalIPs of the Machine's NetworkInterface: initialized
@@ -64,12 +70,12 @@ func ipamNode(t *testing.T, name, machine, providerID string) *corev1.Node {
 // allocateAndSet moves the Node's allocation forward until IronCore has allocated its pod CIDRs,
 // sets them on the Node as the node IPAM controller does, and waits for the provider's Node
 // cache to show them.
-func allocateAndSet(t *testing.T, c *provider.Cloud, nodes corelisters.NodeLister, node *corev1.Node) []string {
+func allocateAndSet(t *testing.T, allocator *podcidrs.Allocator, nodes corelisters.NodeLister, node *corev1.Node) []string {
 	t.Helper()
 	ctx := context.Background()
 	var cidrs []string
 	testenv.Await(t, ctx, waitTimeout, "pod CIDRs for Node "+node.Name, func(ctx context.Context) error {
-		allocation, err := c.AllocatePodCIDRs(ctx, node)
+		allocation, err := allocator.AllocatePodCIDRs(ctx, node)
 		if err != nil {
 			return err
 		}
@@ -112,17 +118,17 @@ func TestASecondNodeOnAMachineGetsNoPodCIDRs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), parent) })
-	c, nodes := ipamCloud(t, parent.Name)
+	_, allocator, nodes := ipamCloud(t, parent.Name)
 	createMachine(t, "pc-twice", testenv.MachineOptions{})
 	first := ipamNode(t, "pc-twice", "pc-twice", providerIDOf("pc-twice"))
 	second := ipamNode(t, "pc-twice-again", "pc-twice", providerIDOf("pc-twice"))
 	waitForCachedNode(t, nodes, second.Name, func(*corev1.Node) bool { return true })
 
-	if allocation, err := c.AllocatePodCIDRs(ctx, second); !errors.Is(err, nodeipam.ErrMachineShared) {
+	if allocation, err := allocator.AllocatePodCIDRs(ctx, second); !errors.Is(err, nodeipam.ErrMachineShared) {
 		t.Fatalf("the second Node on the Machine, before the first has pod CIDRs: %+v, %v; want it refused (%v)", allocation, err, nodeipam.ErrMachineShared)
 	}
-	cidrs := allocateAndSet(t, c, nodes, first)
-	allocation, err := c.AllocatePodCIDRs(ctx, second)
+	cidrs := allocateAndSet(t, allocator, nodes, first)
+	allocation, err := allocator.AllocatePodCIDRs(ctx, second)
 	if !errors.Is(err, nodeipam.ErrMachineShared) {
 		t.Fatalf("the second Node on the Machine got %+v (%v); the first has %v", allocation, err, cidrs)
 	}
@@ -138,17 +144,17 @@ func TestAnAmbiguousHostnameKeepsItsPodCIDRs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), parent) })
-	c, nodes := ipamCloud(t, parent.Name)
+	c, allocator, nodes := ipamCloud(t, parent.Name)
 	const hostname = "pc-ambiguous"
 	createMachine(t, "pc-host-a", testenv.MachineOptions{Hostname: hostname})
 	node := ipamNode(t, hostname, "pc-host-a", "")
 	waitForCachedNode(t, nodes, node.Name, func(*corev1.Node) bool { return true })
-	cidrs := allocateAndSet(t, c, nodes, node)
+	cidrs := allocateAndSet(t, allocator, nodes, node)
 	nicName := testenv.NetworkInterfaceName("pc-host-a")
 	releasedFrom := func(released []nodeipam.Released) bool {
 		return slices.ContainsFunc(released, func(r nodeipam.Released) bool { return r.NetworkInterface == nicName })
 	}
-	if released, err := c.ReleaseUnusedPodCIDRs(ctx); err != nil || releasedFrom(released) {
+	if released, err := allocator.ReleaseUnusedPodCIDRs(ctx); err != nil || releasedFrom(released) {
 		t.Fatalf("released %+v (%v) while the Node's hostname named one Machine", released, err)
 	}
 
@@ -159,7 +165,7 @@ func TestAnAmbiguousHostnameKeepsItsPodCIDRs(t *testing.T) {
 		}
 		return nil
 	})
-	released, err := c.ReleaseUnusedPodCIDRs(ctx)
+	released, err := allocator.ReleaseUnusedPodCIDRs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 )
 
 // ReadOnly gives read-only tools (ironcore-ccm-inspect) the CCM's own lookups, so that what
@@ -101,5 +100,5 @@ func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
 // NetworkInterface (see docs/guides/pod-cidrs-from-ironcore.md): they route without a literal
 // prefix.
 func PodCIDRsAllocatedOn(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
-	return podcidrs.Allocated(ctx, client, cluster, nic)
+	return client.AllocatedPodCIDRs(ctx, cluster, nic)
 }

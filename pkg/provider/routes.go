@@ -20,7 +20,6 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 )
 
 // routes implements Routes as prefixes on the NetworkInterfaces of the cluster's Machines: a
@@ -73,7 +72,7 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 		if node == nil {
 			continue
 		}
-		for _, cidr := range podcidrs.Allocated(ctx, r.ironcore, r.cluster, nic) {
+		for _, cidr := range r.ironcore.AllocatedPodCIDRs(ctx, r.cluster, nic) {
 			// Not before the Node has it: the route controller would ask to delete it.
 			if !slices.Contains(node.Spec.PodCIDRs, cidr.String()) {
 				continue
@@ -135,7 +134,7 @@ func (r *routes) allocatedByIronCore(ctx context.Context, nicName string, cidr n
 	if err != nil {
 		return false, fmt.Errorf("route %s: %w", cidr, err)
 	}
-	return slices.Contains(podcidrs.Allocated(ctx, r.ironcore, r.cluster, nic), cidr), nil
+	return slices.Contains(r.ironcore.AllocatedPodCIDRs(ctx, r.cluster, nic), cidr), nil
 }
 
 // DeleteRoute removes exactly the route's CIDR from the NetworkInterface, if this CCM manages
