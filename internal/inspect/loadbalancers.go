@@ -134,11 +134,9 @@ func (in *inspection) addLeftOut(ctx context.Context, service *corev1.Service, r
 		node := &in.nodes[i]
 		machine, nics, notOurs, err := in.ironcore.ReadOnlyNodeMachine(ctx, node, in.network)
 		foreign := targetrules.ForeignNetworkInterface(nics, in.cluster)
-		switch {
-		case targetrules.Excluded(node):
-			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "excluded by the label " + corev1.LabelNodeExcludeBalancers})
-		case !in.health.Enabled && !targetrules.Eligible(node):
-			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "being deleted or tainted for deletion (the service controller's rule)"})
+		switch notCandidate := in.health.NotCandidate(node); {
+		case notCandidate != "":
+			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: notCandidate})
 		case err != nil:
 			report.LeftOut = append(report.LeftOut, LeftOut{Node: node.Name, Reason: "cannot read its Machine: " + err.Error()})
 		case notOurs != "" || (node.Spec.ProviderID != "" && machine == nil):

@@ -102,10 +102,8 @@ func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
 // candidates returns the Nodes the target rules choose from. A list given may be older than
 // the CCM's Node lister, which the service controller's lists come from, so once the lister is
 // set it alone decides: a Node of an old list that was deleted or excluded since is not
-// brought back. Without a lister the list decides. With the health rule on, a Node being
-// deleted or tainted for deletion by the cluster autoscaler is a candidate that the rule
-// finds unhealthy, so that it is never the reason a load balancer has no targets; without it,
-// such Nodes are left out here, as the service controller leaves them out.
+// brought back. Without a lister the list decides. Which Nodes are candidates is the rules'
+// (targetrules.Health.NotCandidate).
 func (t *Controller) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	lister := t.lister().nodes
 	if lister == nil {
@@ -117,7 +115,7 @@ func (t *Controller) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
 	}
 	result := make([]*corev1.Node, 0, len(known))
 	for _, node := range known {
-		if targetrules.Excluded(node) || (!t.health.Enabled && !targetrules.Eligible(node)) {
+		if t.health.NotCandidate(node) != "" {
 			continue
 		}
 		result = append(result, node)

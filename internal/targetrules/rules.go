@@ -389,6 +389,20 @@ func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice 
 	return choice
 }
 
+// NotCandidate tells why the rules do not even choose among the Node, or "" if they do: it is
+// excluded by label or, with the health rule off, being deleted or tainted for deletion, as
+// the service controller leaves those out. With the rule on, the latter are candidates the rule
+// finds unhealthy, so that they are never the reason a load balancer has no targets.
+func (h Health) NotCandidate(node *corev1.Node) string {
+	switch {
+	case Excluded(node):
+		return "excluded by the label " + corev1.LabelNodeExcludeBalancers
+	case !h.Enabled && !Eligible(node):
+		return "being deleted or tainted for deletion (the service controller's rule)"
+	}
+	return ""
+}
+
 // Eligible reports whether the service controller passes the Node to load balancers: not
 // being deleted, not excluded by label, not tainted for deletion by the cluster autoscaler
 // (its stable node set predicates, k8s.io/cloud-provider v0.35).

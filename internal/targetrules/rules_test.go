@@ -180,7 +180,7 @@ func TestEveryNodeInputTriggers(t *testing.T) {
 	rules := Health{Enabled: true, ReadyGrace: time.Minute}
 	outcome := func(n *corev1.Node) string {
 		verdict := rules.Check(Inputs{Node: n, Machine: machine, NetworkInterfaces: nics, Target: true}, now)
-		return fmt.Sprintf("%s %s eligible=%t excluded=%t", verdict.Kind, verdict.RecheckIn, Eligible(n), Excluded(n))
+		return fmt.Sprintf("%s %s eligible=%t not candidate=%q/%q", verdict.Kind, verdict.RecheckIn, Eligible(n), rules.NotCandidate(n), Health{}.NotCandidate(n))
 	}
 	for _, tc := range []struct {
 		name   string
@@ -408,5 +408,33 @@ func BenchmarkChoose(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Choose(candidates, false, nil)
+	}
+}
+
+// Which Nodes the rules choose among: an excluded Node never; one being deleted or tainted for
+// deletion only with the health rule on, which then finds it unhealthy.
+func TestNotCandidate(t *testing.T) {
+	deleting := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: ptr.To(metav1.Now())}}
+	excluded := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{corev1.LabelNodeExcludeBalancers: ""}}}
+	tainted := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: servicecontroller.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}}}
+	for _, tc := range []struct {
+		name    string
+		node    *corev1.Node
+		health  bool
+		leftOut bool
+	}{
+		{"a plain Node", &corev1.Node{}, false, false},
+		{"excluded, health rule on", excluded, true, true},
+		{"excluded, health rule off", excluded, false, true},
+		{"being deleted, health rule on", deleting, true, false},
+		{"being deleted, health rule off", deleting, false, true},
+		{"autoscaler taint, health rule on", tainted, true, false},
+		{"autoscaler taint, health rule off", tainted, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if reason := (Health{Enabled: tc.health}).NotCandidate(tc.node); (reason != "") != tc.leftOut {
+				t.Errorf("NotCandidate = %q, want left out: %t", reason, tc.leftOut)
+			}
+		})
 	}
 }
