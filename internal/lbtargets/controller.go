@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
@@ -122,11 +123,16 @@ func New(config Config) *Controller {
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},
 	}
-	order := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[key]{Name: Name, Queue: newFirstQueue(t.waitsForFirstTraffic)})
-	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
-		workqueue.TypedRateLimitingQueueConfig[key]{Name: Name, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
-			workqueue.TypedDelayingQueueConfig[key]{Name: Name, Queue: order})})
+	t.queue = t.newQueue(clock.RealClock{})
 	return t
+}
+
+// newQueue is the controller's workqueue, in firstQueue's order, on the clock.
+func (t *Controller) newQueue(clock clock.WithTicker) workqueue.TypedRateLimitingInterface[key] {
+	order := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[key]{Name: Name, Queue: newFirstQueue(t.waitsForFirstTraffic), Clock: clock})
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: Name, Clock: clock, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+			workqueue.TypedDelayingQueueConfig[key]{Name: Name, Queue: order, Clock: clock})})
 }
 
 // waitsForFirstTraffic tells whether the key is the routing of a Service that shows no address
