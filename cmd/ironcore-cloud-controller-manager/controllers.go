@@ -217,6 +217,25 @@ func startLoadBalancerTargets(targets func() *lbtargets.Controller) app.InitFunc
 // NetworkInterface write and a Node write.
 const ipamWorkers = 10
 
+// newPodCIDRAllocator builds the pod CIDR allocator, nil unless the cloud-config turns pod CIDR
+// allocation on, and checks its parent Prefixes, so that a misconfiguration stops the process
+// at start. Its entries go on the NetworkInterface the Node's route would put its pod CIDRs on.
+func newPodCIDRAllocator(cloud *provider.Cloud) (*podcidrs.Allocator, error) {
+	cloudConfig := cloud.CloudConfig()
+	families := cloudConfig.PodCIDRFamilies()
+	if len(families) == 0 {
+		return nil, nil
+	}
+	allocator := podcidrs.New(podcidrs.Config{
+		IronCore: cloud.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
+		NetworkInterfaceOfNode: cloud.NodeNetworkInterface, NotReady: provider.NotReady, NodesByMachine: cloud.NodesByMachine,
+	})
+	if err := provider.StartupCheck(context.Background(), "Checking the pod CIDR parents", allocator.Check); err != nil {
+		return nil, err
+	}
+	return allocator, nil
+}
+
 // startNodeIPAM starts the node IPAM controller on the pod CIDR allocator built with the
 // provider; there is none unless the cloud-config turns pod CIDR allocation on.
 func startNodeIPAM(allocator func() *podcidrs.Allocator) app.InitFuncConstructor {
