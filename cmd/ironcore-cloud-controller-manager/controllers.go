@@ -221,15 +221,10 @@ const ipamWorkers = 10
 // allocation on, and checks its parent Prefixes, so that a misconfiguration stops the process
 // at start. Its entries go on the NetworkInterface the Node's route would put its pod CIDRs on.
 func newPodCIDRAllocator(cloud *provider.Cloud) (*podcidrs.Allocator, error) {
-	cloudConfig := cloud.CloudConfig()
-	families := cloudConfig.PodCIDRFamilies()
-	if len(families) == 0 {
+	allocator := podcidrs.ForProvider(cloud, provider.NotReady)
+	if allocator == nil {
 		return nil, nil
 	}
-	allocator := podcidrs.New(podcidrs.Config{
-		IronCore: cloud.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
-		NetworkInterfaceOfNode: cloud.NodeNetworkInterface, NotReady: provider.NotReady, NodesByMachine: cloud.NodesByMachine,
-	})
 	if err := provider.StartupCheck(context.Background(), "Checking the pod CIDR parents", allocator.Check); err != nil {
 		return nil, err
 	}

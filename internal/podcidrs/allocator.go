@@ -49,6 +49,30 @@ type Config struct {
 	NodesByMachine func(ctx context.Context) (map[string][]*corev1.Node, error)
 }
 
+// Provider is the cloud provider as the allocator builds on it (pkg/provider's Cloud): its
+// IronCore client, its cloud-config and its lookups of Nodes.
+type Provider interface {
+	IronCore() *ironcore.Client
+	CloudConfig() config.CloudConfig
+	NodeNetworkInterface(ctx context.Context, node *corev1.Node) (string, error)
+	NodesByMachine(ctx context.Context) (map[string][]*corev1.Node, error)
+}
+
+// ForProvider builds the Allocator on the provider, nil unless its cloud-config turns pod CIDR
+// allocation on; notReady tells the provider's errors that say IronCore has not yet filled in
+// what tells a Node's NetworkInterface.
+func ForProvider(p Provider, notReady func(error) bool) *Allocator {
+	cloudConfig := p.CloudConfig()
+	families := cloudConfig.PodCIDRFamilies()
+	if len(families) == 0 {
+		return nil
+	}
+	return New(Config{
+		IronCore: p.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: families,
+		NetworkInterfaceOfNode: p.NodeNetworkInterface, NotReady: notReady, NodesByMachine: p.NodesByMachine,
+	})
+}
+
 // Allocator allocates and releases Nodes' pod CIDRs.
 type Allocator struct {
 	ironcore               *ironcore.Client

@@ -24,6 +24,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -277,8 +278,14 @@ func checkStartWith(t *testing.T, in badInput, path string, modify func(*config.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder,
+	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder,
 		ClusterNameFlag: clusterFlag, ClusterNameFlagSet: clusterFlag != ""})
+	if err == nil {
+		// cmd checks the pod CIDR allocator's parents right after New, and stops as it stops on New's errors.
+		if allocator := podcidrs.ForProvider(c, provider.NotReady); allocator != nil {
+			err = provider.StartupCheck(ctx, "Checking the pod CIDR parents", allocator.Check)
+		}
+	}
 	if err == nil || !strings.Contains(err.Error(), in.message) {
 		t.Fatalf("%s: start error %v, want one containing %q", in.input, err, in.message)
 	}

@@ -35,11 +35,7 @@ func ipamCloud(t *testing.T, parent string) (*provider.Cloud, *podcidrs.Allocato
 	lister := factory.Core().V1().Nodes().Lister()
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	cloudConfig := c.CloudConfig()
-	return c, podcidrs.New(podcidrs.Config{
-		IronCore: c.IronCore(), Cluster: cloudConfig.ClusterName, Network: cloudConfig.NetworkName, Families: cloudConfig.PodCIDRFamilies(),
-		NetworkInterfaceOfNode: c.NodeNetworkInterface, NotReady: provider.NotReady, NodesByMachine: c.NodesByMachine,
-	}), lister
+	return c, podcidrs.ForProvider(c, provider.NotReady), lister
 }
 
 // ipamNode creates a Node with the InternalIPs of the Machine's NetworkInterface: initialized
