@@ -173,6 +173,20 @@ func (s *Stack) CreateMachineForTest(t testing.TB, name string, opts MachineOpti
 	return machine
 }
 
+// CreateNodeForTest registers a Node as CreateNode does, deleted when the test ends, so that the
+// controllers of the tests that follow do not see it.
+func (s *Stack) CreateNodeForTest(t testing.TB, name string, opts NodeOptions) *corev1.Node {
+	t.Helper()
+	node, err := s.CreateNode(context.Background(), name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return node
+}
+
 // WaitForEvent waits up to timeout for an event of the reason on the Service, and returns its
 // message.
 func (s *Stack) WaitForEvent(ctx context.Context, timeout time.Duration, service *corev1.Service, reason string) (string, error) {

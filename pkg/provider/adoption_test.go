@@ -26,7 +26,7 @@ import (
 // referenceLoadBalancer creates a LoadBalancer for the Service as the reference CCM does: under
 // the given name, with its annotations (cluster-name being the --cluster-name it was given),
 // its field manager, and a selector on the cluster label only; then waits for an address and
-// for the caches of the shared provider and of seenBy to hold it.
+// for the caches of the providers seenBy to hold it.
 func referenceLoadBalancer(t *testing.T, name, clusterName string, service *corev1.Service, internal bool, seenBy ...*provider.Cloud) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	ctx := context.Background()
@@ -67,7 +67,7 @@ func referenceLoadBalancer(t *testing.T, name, clusterName string, service *core
 	})
 	// It existed before the provider saw the Service, so it is in the provider's cache, which
 	// the provider trusts for a miss.
-	for _, c := range append(seenBy, cloud) {
+	for _, c := range seenBy {
 		waitForCachedLoadBalancer(t, c, name)
 	}
 	return lb
@@ -79,7 +79,8 @@ func legacyName(cluster string, service *corev1.Service) string {
 }
 
 func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-adopt-1")
 	for _, tc := range []struct {
 		name     string
@@ -99,7 +100,7 @@ func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
 				opts.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 			}
 			service := createService(t, tc.name, opts)
-			before := referenceLoadBalancer(t, tc.lbName(service), tc.cluster, service, tc.internal)
+			before := referenceLoadBalancer(t, tc.lbName(service), tc.cluster, service, tc.internal, c)
 
 			status := ensureUntilReady(t, lbs, service, nodes)
 			after := ironcoreLoadBalancer(t, before.Name)
@@ -112,7 +113,7 @@ func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
 			if after.Labels[keys.LabelServiceUID] != string(service.UID) || after.Spec.NetworkInterfaceSelector.MatchLabels[keys.LabelLoadBalancerTarget] != stack.ClusterName {
 				t.Errorf("adopted LoadBalancer was not updated: labels %v, selector %v", after.Labels, after.Spec.NetworkInterfaceSelector)
 			}
-			owned, err := cloud.IronCore().LoadBalancersOfService(context.Background(), service.UID)
+			owned, err := c.IronCore().LoadBalancersOfService(context.Background(), service.UID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,14 +128,16 @@ func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
 
 func TestForeignLoadBalancersAreLeftAlone(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
+	nodes := workerNodes(t, "lb-foreign-1")
 	service := createService(t, "foreign", testenv.ServiceOptions{})
 	// Same name and even the same Service UID, as in a restored copy of the cluster, but
 	// recorded as another cluster's.
-	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false)
+	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false, c)
 
 	stack.IronCoreProxy.Reset()
-	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, workerNodes(t, "lb-foreign-1"))
+	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 	if !errorContains(err, `of cluster "other-cluster"`) {
 		t.Fatalf("EnsureLoadBalancer error %v, want an ownership conflict", err)
 	}
@@ -157,7 +160,7 @@ func TestForeignLoadBalancersAreLeftAlone(t *testing.T) {
 
 func TestGetLoadBalancerOfAServiceWithoutOne(t *testing.T) {
 	service := createService(t, "never-ensured", testenv.ServiceOptions{})
-	status, exists, err := loadBalancerOf(t, cloud).GetLoadBalancer(context.Background(), "kubernetes", service)
+	status, exists, err := loadBalancerOf(t, testCloud(t)).GetLoadBalancer(context.Background(), "kubernetes", service)
 	if status != nil || exists || err != nil {
 		t.Fatalf("GetLoadBalancer = %v, %v, %v; want nil, false, nil", status, exists, err)
 	}
@@ -172,10 +175,11 @@ func TestGetLoadBalancerOfAServiceWithoutOne(t *testing.T) {
 func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	const settle = 3 * time.Second // selectorSettle
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-settle-1")
 	service := createService(t, "settle", testenv.ServiceOptions{})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false)
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false, c)
 	routing := &networkingv1alpha1.LoadBalancerRouting{ObjectMeta: metav1.ObjectMeta{Namespace: before.Namespace, Name: before.Name}}
 	stack.WaitForIronCore(t, waitTimeout, "IronCore to route the reference LoadBalancer", routing, func() error {
 		if len(routing.Destinations) == 0 {
@@ -217,10 +221,11 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 // to be retried, never failing with the read's error; once reads work, the selector moves.
 func TestAMovingSelectorCostsTheServiceWorkerNoRead(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-noread-1")
 	service := createService(t, "noread", testenv.ServiceOptions{})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false)
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false, c)
 	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
 		return r.Verb == "get" && r.Resource == "loadbalancerroutings.networking.ironcore.dev"
 	})

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -33,19 +32,9 @@ func startCloudWithConfigAndOptions(t *testing.T, extra string, options *config.
 	if err := os.WriteFile(path, append(base, extra...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	initialize(c, stop)
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !c.IronCore().WaitForCacheSync(syncCtx) {
-		t.Fatal("the IronCore cache did not sync")
-	}
+	c, factory, stop := startWithInformers(t, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
 	return c
 }
 
@@ -58,6 +47,7 @@ func TestClusterNameAliasesAdoptTheReferencesLoadBalancers(t *testing.T) {
 	const oldName = "reference-flag-name"
 	ctx := context.Background()
 	aliased := startCloudWithConfig(t, "clusterNameAliases: ["+oldName+"]\n")
+	plain := testCloud(t)
 	for _, tc := range []struct {
 		name          string
 		lbName        func(*corev1.Service) string
@@ -69,11 +59,11 @@ func TestClusterNameAliasesAdoptTheReferencesLoadBalancers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			service := createService(t, tc.name, testenv.ServiceOptions{})
 			nodes := workerNodes(t, tc.name+"-1")
-			before := referenceLoadBalancer(t, tc.lbName(service), oldName, service, false, aliased)
+			before := referenceLoadBalancer(t, tc.lbName(service), oldName, service, false, aliased, plain)
 
 			if tc.checkConflict {
-				// The shared provider has no aliases: the LoadBalancer is another cluster's.
-				_, err := loadBalancerOf(t, cloud).EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
+				// Without the aliases, the LoadBalancer is another cluster's.
+				_, err := loadBalancerOf(t, plain).EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
 				if !errorContains(err, `of cluster "`+oldName+`"`) || !errorContains(err, "clusterNameAliases") {
 					t.Fatalf("EnsureLoadBalancer without the alias: error %v, want an ownership conflict naming clusterNameAliases", err)
 				}

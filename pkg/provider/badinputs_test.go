@@ -18,7 +18,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
@@ -242,17 +242,19 @@ func badInputs(t *testing.T) []badInput {
 			message: `of cluster "other-cluster"`, check: checkForeignLoadBalancer},
 		{category: catIronCore, input: "`load-balancer-name` naming a LoadBalancer retained from another namespace", answer: answerEvent(provider.ReasonNotAdopted),
 			message: "is retained for another namespace", check: func(t *testing.T, in badInput) {
-				retained, _ := retainedLoadBalancer(t, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
+				lbs := loadBalancerOf(t, testCloud(t))
+				retained, _ := retainedLoadBalancer(t, lbs, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
 				service := createService(t, fmt.Sprintf("bad-input-taker-%d", uniqueSuffix()), testenv.ServiceOptions{
 					Namespace: namespace(t, "bad-input-other"), Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
-				refusedAdoption(t, service, retained.Name, in.message)
+				refusedAdoption(t, lbs, service, retained.Name, in.message)
 			}},
 		{category: catIronCore, input: "An Internal Service asking for the address of a retained Public LoadBalancer", answer: answerEvent(provider.ReasonNotAdopted),
 			message: "is Public and the Service asks for Internal", check: func(t *testing.T, in badInput) {
-				retained, addresses := retainedLoadBalancer(t, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
+				lbs := loadBalancerOf(t, testCloud(t))
+				retained, addresses := retainedLoadBalancer(t, lbs, fmt.Sprintf("bad-input-retained-%d", uniqueSuffix()))
 				service := createService(t, fmt.Sprintf("bad-input-taker-%d", uniqueSuffix()), testenv.ServiceOptions{Annotations: map[string]string{
 					keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: addresses[0]}})
-				refusedAdoption(t, service, retained.Name, in.message)
+				refusedAdoption(t, lbs, service, retained.Name, in.message)
 			}},
 		{category: catIronCore, input: "A Machine without a MachineClass", answer: "IronCore's API refuses to create it, so the CCM never meets one.",
 			message: "must specify a machine class ref", check: checkMachineWithoutClass},
@@ -291,28 +293,29 @@ func checkStartWith(t *testing.T, in badInput, path string, modify func(*config.
 	}
 }
 
-// servedService is a Service with its IronCore LoadBalancer, which bad edits must leave alone.
-func servedService(t *testing.T) (*corev1.Service, *networkingv1alpha1.LoadBalancer, []*corev1.Node) {
+// servedService is a Service with its IronCore LoadBalancer, which bad edits must leave alone,
+// served by the returned load balancers.
+func servedService(t *testing.T) (cloudprovider.LoadBalancer, *corev1.Service, *networkingv1alpha1.LoadBalancer, []*corev1.Node) {
 	t.Helper()
 	nodes := workerNodes(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()))
 	service := createService(t, fmt.Sprintf("bad-input-%d", uniqueSuffix()), testenv.ServiceOptions{})
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	ensureUntilReady(t, lbs, service, nodes)
 	// No service controller runs here to delete it with the Service; left on the Network, a
 	// LoadBalancer without a selector would slow IronCore's routing of later tests'.
 	t.Cleanup(func() { _ = lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service) })
-	return service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), nodes
+	return lbs, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), nodes
 }
 
 // checkService makes a bad edit to a served Service and checks the event, the error, and that
 // its LoadBalancer is unchanged and nothing was written.
 func checkService(t *testing.T, in badInput, reason string, modify func(*corev1.Service)) {
 	t.Helper()
-	service, before, nodes := servedService(t)
+	lbs, service, before, nodes := servedService(t)
 	edited := service.DeepCopy()
 	modify(edited)
 	stack.IronCoreProxy.Reset()
-	_, err := loadBalancerOf(t, cloud).EnsureLoadBalancer(context.Background(), "kubernetes", edited, nodes)
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", edited, nodes)
 	if !errorContains(err, in.message) {
 		t.Fatalf("%s: EnsureLoadBalancer error %v, want one containing %q", in.input, err, in.message)
 	}
@@ -354,9 +357,10 @@ func checkNode(t *testing.T, in badInput, n *corev1.Node) {
 
 func checkForeignLoadBalancer(t *testing.T, in badInput) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	service := createService(t, fmt.Sprintf("bad-input-foreign-%d", uniqueSuffix()), testenv.ServiceOptions{})
-	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false)
+	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false, c)
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), foreign) })
 	stack.IronCoreProxy.Reset()
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nil); !errorContains(err, in.message) {
@@ -421,17 +425,8 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		return nil
 	})
 	path := writeTemp(t, "cloud-config.yaml", fmt.Sprintf("networkName: %s\nprefixName: %s\nclusterName: %s\n", stack.Network, name, stack.ClusterName))
-	options := testOptions()
-	c, err := provider.New(ctx, provider.Settings{CloudConfigPath: path, Options: options, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	initialize(c, ctx.Done())
-	if !c.IronCore().WaitForCacheSync(ctx) {
-		t.Fatal("the IronCore cache did not sync")
-	}
+	c, factory, stop := startWithInformers(t, provider.Settings{CloudConfigPath: path, Options: testOptions(), Recorder: recorder})
 	lbs := loadBalancerOf(t, c)
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	repair, err := lbrepair.New(lbrepair.Config{
 		IronCore: c.IronCore(), LoadBalancers: lbs, AllocatedStatus: c.AllocatedLoadBalancerStatus, ClusterName: "kubernetes",
 		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(),
@@ -441,7 +436,7 @@ func checkFullPrefix(t *testing.T, in badInput) {
 		t.Fatal(err)
 	}
 	c.ReportAddressesOnArrival()
-	factory.Start(ctx.Done())
+	factory.Start(stop)
 	go repair.Run(ctx, 1)
 
 	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})

@@ -20,7 +20,7 @@ import (
 // spec.loadBalancerIP, so Services that have it must still get a Public LoadBalancer, with
 // one event, not a failed sync on every pass.
 func TestAPublicServiceWithLoadBalancerIPKeepsWorking(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-public-ip-1")
 	service := createService(t, "public-ip", testenv.ServiceOptions{LoadBalancerIP: "203.0.113.10"})
 	status := ensureUntilReady(t, lbs, service, nodes)
@@ -39,7 +39,7 @@ func TestAPublicServiceWithLoadBalancerIPKeepsWorking(t *testing.T) {
 // when the Service changes.
 func TestEventsAboutIgnoredFieldsAreRecordedOncePerChange(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-once-1")
 	service := createService(t, "once", testenv.ServiceOptions{})
 	service.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
@@ -66,10 +66,11 @@ func TestEventsAboutIgnoredFieldsAreRecordedOncePerChange(t *testing.T) {
 // TestAnAdoptedInternalLoadBalancerKeepsItsAddress: a requested address applies to a new
 // LoadBalancer; an existing Internal one never changes its address because of it.
 func TestAnAdoptedInternalLoadBalancerKeepsItsAddress(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-keep-ip-1")
 	service := createService(t, "keep-ip", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, true)
+	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, true, c)
 	service.Spec.LoadBalancerIP = "10.99.0.7"
 	status := ensureUntilReady(t, lbs, service, nodes)
 	if ips := ingressIPs(status); len(ips) != 1 || ips[0] != before.Status.IPs[0].String() {
@@ -88,14 +89,19 @@ func TestAnAdoptedInternalLoadBalancerKeepsItsAddress(t *testing.T) {
 // Service on every node sync.
 func TestNodesThatCannotBeTargetsDoNotFailUpdates(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
-	nodes := workerNodes(t, "lb-quiet-1")
+	lbs := loadBalancerOf(t, testCloud(t))
+	// Registered before the eligible Node: the Node informer, which delivers in order, has
+	// them by the time it has that one, whose routing shows a sync that saw them all.
+	var nodes []*corev1.Node
+	for name, providerID := range map[string]string{
+		"other-cloud": "aws:///eu-west-1a/i-0123456789", "other-namespace": "ironcore://elsewhere/m-1",
+		"machine-gone": providerIDOf("lb-quiet-no-such-machine"),
+	} {
+		nodes = append(nodes, stack.CreateNodeForTest(t, name, testenv.NodeOptions{ProviderID: providerID}))
+	}
+	nodes = append(nodes, workerNodes(t, "lb-quiet-1")...)
 	service := createService(t, "quiet", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, nodes)
-	nodes = append(nodes,
-		node("other-cloud", "aws:///eu-west-1a/i-0123456789"),
-		node("other-namespace", "ironcore://elsewhere/m-1"),
-		node("machine-gone", providerIDOf("lb-quiet-no-such-machine")))
 	for range 3 {
 		if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 			t.Fatalf("UpdateLoadBalancer: %v", err)
@@ -149,7 +155,7 @@ func eventCount(t *testing.T, service *corev1.Service, reason string) int32 {
 func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 	ctx := context.Background()
 	h := startTargets(t, nil)
-	nodes := clusterNodes(t, "lb-retry-1", "lb-retry-2")
+	nodes := workerNodes(t, "lb-retry-1", "lb-retry-2")
 	taintNode(t, "lb-retry-2")
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "label-retry", testenv.ServiceOptions{})
@@ -181,7 +187,7 @@ func TestAFailedTargetLabelWriteIsRetried(t *testing.T) {
 // TestANewServiceCostsNoLoadBalancerReads: the cache answers whether a Service has a
 // LoadBalancer; a new Service costs writes, not a GET that finds nothing.
 func TestANewServiceCostsNoLoadBalancerReads(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-no-reads-1")
 	service := createService(t, "no-reads", testenv.ServiceOptions{})
 	stack.IronCoreProxy.Reset()

@@ -53,9 +53,8 @@ func annotateLoadBalancer(t *testing.T, name, key, value string) {
 // refusedAdoption asks for an adoption the provider must refuse: EnsureLoadBalancer fails with
 // a NotAdopted Problem saying want, an event says it too, and nothing is written to the retained
 // LoadBalancer or made for the Service.
-func refusedAdoption(t *testing.T, service *corev1.Service, retained string, want string) string {
+func refusedAdoption(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev1.Service, retained string, want string) string {
 	t.Helper()
-	lbs := loadBalancerOf(t, cloud)
 	stack.IronCoreProxy.Reset()
 	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", service, workerNodes(t, service.Name+"-1"))
 	var problem *lbspec.Problem
@@ -89,9 +88,9 @@ func requireNoWrites(t *testing.T, names ...string) {
 // address, and the event. The platform team's handover mark gives it to exactly the namespace
 // it names (not even the one it came from); removing the mark gives it back.
 func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	other := namespace(t, "grants-other")
-	retained, addresses := retainedLoadBalancer(t, "grants-kept")
+	retained, addresses := retainedLoadBalancer(t, lbs, "grants-kept")
 
 	byName := map[string]string{keys.AnnotationLoadBalancerName: retained.Name}
 	for _, tc := range []struct {
@@ -102,7 +101,7 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 		{"grants-by-annotation", testenv.ServiceOptions{Namespace: other, Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: addresses[0]}}},
 	} {
 		service := createService(t, tc.name, tc.opts)
-		message := refusedAdoption(t, service, retained.Name, "is retained for another namespace")
+		message := refusedAdoption(t, lbs, service, retained.Name, "is retained for another namespace")
 		if strings.Contains(message, metav1.NamespaceDefault+"/") || strings.Contains(message, "grants-kept") {
 			t.Errorf("%s: the event names where the LoadBalancer was retained from: %q", tc.name, message)
 		}
@@ -120,7 +119,7 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 	// from may not.
 	annotateLoadBalancer(t, retained.Name, keys.AnnotationRetainedFor, other)
 	mine := createService(t, "grants-mine", testenv.ServiceOptions{Annotations: byName})
-	refusedAdoption(t, mine, retained.Name, "is retained for another namespace")
+	refusedAdoption(t, lbs, mine, retained.Name, "is retained for another namespace")
 	taker := createService(t, "grants-taker", testenv.ServiceOptions{Namespace: other, Annotations: byName})
 	if got := ingressIPs(ensureUntilReady(t, lbs, taker, workerNodes(t, "grants-taker-1"))); !slices.Equal(got, addresses) {
 		t.Errorf("the Service of the namespace it was handed to got %v, want the retained addresses %v", got, addresses)
@@ -130,7 +129,7 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 	}
 
 	// Handed over and back: the namespace it came from takes it.
-	back, backAddresses := retainedLoadBalancer(t, "grants-back")
+	back, backAddresses := retainedLoadBalancer(t, lbs, "grants-back")
 	annotateLoadBalancer(t, back.Name, keys.AnnotationRetainedFor, other)
 	annotateLoadBalancer(t, back.Name, keys.AnnotationRetainedFor, "")
 	again := createService(t, "grants-again", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerIPs: backAddresses[0]}})
@@ -145,9 +144,10 @@ func TestARetainedAddressStaysWithItsNamespace(t *testing.T) {
 // LoadBalancer without this cluster's identity is never taken over.
 func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	ctx := context.Background()
+	known := loadBalancerOf(t, testCloud(t))
 	unknown := startTestCloud(t, nil)
 	lbs := loadBalancerOf(t, unknown)
-	retained, addresses := retainedLoadBalancer(t, "identity-kept")
+	retained, addresses := retainedLoadBalancer(t, known, "identity-kept")
 	if retained.Labels[keys.LabelClusterID] != testClusterID {
 		t.Fatalf("retained LoadBalancer labels %v, want the cluster's identity recorded", retained.Labels)
 	}
@@ -168,12 +168,12 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 	}
 
 	// Retained without the identity (as by a CCM that never learnt it): never taken over.
-	unmarked, _ := retainedLoadBalancer(t, "identity-unmarked")
+	unmarked, _ := retainedLoadBalancer(t, known, "identity-unmarked")
 	patch := `{"metadata":{"labels":{"` + keys.LabelClusterID + `":null}}}`
 	if err := stack.IronCore.Client.Patch(ctx, unmarked, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	refusedAdoption(t, createService(t, "identity-unmarked-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: unmarked.Name}}),
+	refusedAdoption(t, lbs, createService(t, "identity-unmarked-taker", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: unmarked.Name}}),
 		unmarked.Name, "does not carry this cluster's identity")
 }
 
@@ -182,14 +182,14 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 // the other family too), is refused with an event and gets no LoadBalancer of its own with the
 // same address.
 func TestAPartialMatchIsRefused(t *testing.T) {
-	retained, addresses := retainedLoadBalancer(t, "partial-kept")
+	lbs := loadBalancerOf(t, testCloud(t))
+	retained, addresses := retainedLoadBalancer(t, lbs, "partial-kept")
 	service := createService(t, "partial-internal", testenv.ServiceOptions{Annotations: map[string]string{
 		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: addresses[0],
 	}})
-	refusedAdoption(t, service, retained.Name, "is Public and the Service asks for Internal")
+	refusedAdoption(t, lbs, service, retained.Name, "is Public and the Service asks for Internal")
 
 	// Dual-stack, Internal, retained; asked for its IPv4 address alone.
-	lbs := loadBalancerOf(t, cloud)
 	internal := map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationRetainLoadBalancer: "true"}
 	both := createService(t, "partial-both", testenv.ServiceOptions{Annotations: internal, DualStack: true})
 	pair := ingressIPs(ensureUntilReady(t, lbs, both, workerNodes(t, "partial-both-1")))
@@ -199,7 +199,7 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 	one := createService(t, "partial-one", testenv.ServiceOptions{DualStack: true, Annotations: map[string]string{
 		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: pair[0],
 	}})
-	refusedAdoption(t, one, provider.LoadBalancerName(both), "not exactly the requested addresses")
+	refusedAdoption(t, lbs, one, provider.LoadBalancerName(both), "not exactly the requested addresses")
 }
 
 // TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows: a Service asking to retain its
@@ -208,7 +208,7 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 // new one, whose address no client has seen, is deleted.
 func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	ctx := context.Background()
-	lbs, nodes, service, public := readyService(t, "retained-pending-1", "retained-pending", keys.AnnotationRetainLoadBalancer)
+	c, lbs, nodes, service, public := readyService(t, "retained-pending-1", "retained-pending", keys.AnnotationRetainLoadBalancer)
 	name := provider.LoadBalancerName(service)
 
 	// The simulator holds the new LoadBalancer without addresses, as a provider that has not
@@ -222,7 +222,7 @@ func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 		if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err != nil && !isRetry(err) {
 			t.Fatalf("EnsureLoadBalancer: %v", err)
 		}
-		_, err := cloud.IronCore().LoadBalancer(ctx, held.Name)
+		_, err := c.IronCore().LoadBalancer(ctx, held.Name)
 		return err
 	})
 	successor := ironcoreLoadBalancer(t, held.Name)
@@ -246,7 +246,7 @@ func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 // with no LoadBalancer made.
 func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	other := namespace(t, "pools-other")
 	nodes := workerNodes(t, "pools-1")
 	nic := networkInterface(t, "pools-1")
@@ -309,7 +309,8 @@ func TestAnInternalServiceUsesOnlyPoolsGivenToItsNamespace(t *testing.T) {
 // and no LoadBalancer is made.
 func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "ipam-1")
 	internal := func(address string) testenv.ServiceOptions {
 		return testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: address}}
@@ -337,7 +338,7 @@ func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), literal) })
-	waitForCachedLoadBalancer(t, cloud, literal.Name)
+	waitForCachedLoadBalancer(t, c, literal.Name)
 	nicAddress := networkInterface(t, "ipam-1").Status.IPs[0].String()
 
 	for _, tc := range []struct{ service, address, want string }{

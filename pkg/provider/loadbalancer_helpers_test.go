@@ -11,6 +11,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,25 +49,40 @@ func createService(t *testing.T, name string, opts testenv.ServiceOptions) *core
 	return service
 }
 
-// workerNodes creates running Machines and returns the Nodes the framework would pass for
-// them: initialized, with provider IDs. Their NetworkInterfaces carry the cluster label, as
-// the cluster-label controller (not running in these tests) would put it there.
+// workerNodes creates running Machines (workerMachine) and their Nodes, initialized (with
+// provider IDs) and Ready, and returns the Nodes, which the service controller would pass.
 func workerNodes(t *testing.T, names ...string) []*corev1.Node {
 	t.Helper()
 	var nodes []*corev1.Node
 	for _, name := range names {
-		createMachine(t, name, testenv.MachineOptions{})
-		labelForCluster(t, name)
-		nodes = append(nodes, readyNode(name, providerIDOf(name)))
+		workerMachine(t, name)
+		nodes = append(nodes, stack.CreateNodeForTest(t, name, testenv.NodeOptions{ProviderID: providerIDOf(name)}))
 	}
 	return nodes
 }
 
-// readyNode is a Node as its kubelet reports it once it serves: Ready.
-func readyNode(name, providerID string) *corev1.Node {
-	n := node(name, providerID)
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-	return n
+// workerMachine creates a running Machine for a worker Node, its NetworkInterface labelled as
+// the cluster-label controller (not running in these tests) would label it.
+func workerMachine(t *testing.T, name string) {
+	t.Helper()
+	createMachine(t, name, testenv.MachineOptions{})
+	labelForCluster(t, name)
+}
+
+// excludeNodes labels the Nodes to be excluded from load balancers, as an administrator does,
+// or removes the label.
+func excludeNodes(t *testing.T, excluded bool, names ...string) {
+	t.Helper()
+	value := "null"
+	if excluded {
+		value = `"true"`
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + corev1.LabelNodeExcludeBalancers + `":` + value + `}}}`)
+	for _, name := range names {
+		if _, err := stack.TargetClientset.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // ensureUntilReady calls EnsureLoadBalancer, as the service controller does, until it stops
@@ -200,14 +216,15 @@ func updated(err error) error {
 
 // readyService creates a Service annotated with annotation "true" for one worker Node, and
 // ensures its LoadBalancer until ready, writing the status into the Service; it returns the
-// package's load balancers, the Nodes, the Service and its IronCore LoadBalancer.
-func readyService(t *testing.T, node, name, annotation string) (cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service, *networkingv1alpha1.LoadBalancer) {
+// provider, its load balancers, the Nodes, the Service and its IronCore LoadBalancer.
+func readyService(t *testing.T, node, name, annotation string) (*provider.Cloud, cloudprovider.LoadBalancer, []*corev1.Node, *corev1.Service, *networkingv1alpha1.LoadBalancer) {
 	t.Helper()
-	lbs := loadBalancerOf(t, cloud)
+	c := testCloud(t)
+	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, node)
 	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{annotation: "true"}})
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	return lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+	return c, lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
 }
 
 // explicitService starts a provider of the test's own that writes routings, and creates a

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
@@ -48,7 +47,7 @@ func TestGetLoadBalancerNameIsPure(t *testing.T) {
 
 func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-public-1", "lb-public-2")
 	service := createService(t, "public", testenv.ServiceOptions{Ports: []corev1.ServicePort{
 		{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
@@ -108,17 +107,20 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 		t.Errorf("an unchanged sync wrote to IronCore: %v", w)
 	}
 
-	// A Node left out (removed, or excluded by label) stops receiving traffic; zero Nodes is
-	// valid and leaves no targets.
+	// A Node excluded by label stops receiving traffic, and the service controller passes it no
+	// more; zero Nodes is valid and leaves no targets.
+	excludeNodes(t, true, "lb-public-2")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-public-1"))
+	excludeNodes(t, true, "lb-public-1")
 	// nil, so that the service controller warns that the Service has no Nodes.
 	if err := lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v, want nil", err)
 	}
 	stack.WaitForRouting(t, waitTimeout, name, nil)
+	excludeNodes(t, false, "lb-public-1", "lb-public-2")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 }
 
 func TestDualStackPublicLoadBalancer(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "dual-public", testenv.ServiceOptions{DualStack: true})
 	status := ensureUntilReady(t, lbs, service, workerNodes(t, "lb-dual-1"))
 	ips := ingressIPs(status)
@@ -136,7 +138,7 @@ func TestDualStackPublicLoadBalancer(t *testing.T) {
 }
 
 func TestInternalLoadBalancer(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-internal-1")
 	internal := map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
 
@@ -163,8 +165,11 @@ func TestInternalLoadBalancer(t *testing.T) {
 
 func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-problems-1")
+	// The targets controller labels the Node's NetworkInterface on its own: not while the
+	// writes are counted.
+	waitForNICLabel(t, "lb-problems-1", true)
 	for _, tc := range []struct {
 		name   string
 		opts   testenv.ServiceOptions
@@ -226,7 +231,7 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 // the new addresses. Deleting the Service in the middle of a switch deletes both.
 func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	ctx := context.Background()
-	lbs, nodes, service, internalLB := readyService(t, "lb-switch-1", "switch", keys.AnnotationInternalLoadBalancer)
+	c, lbs, nodes, service, internalLB := readyService(t, "lb-switch-1", "switch", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
 
 	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
@@ -270,7 +275,7 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
 		testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
 			keepsOld(old)
-			_, err := cloud.IronCore().LoadBalancer(ctx, successor)
+			_, err := c.IronCore().LoadBalancer(ctx, successor)
 			return err
 		})
 		// Once more with the new LoadBalancer in the provider's cache, without addresses.
@@ -348,11 +353,11 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 // TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch: while a type switch waits for the
 // new LoadBalancer (here until the test ends: the simulator holds it without addresses), the
 // old one carries the Service's traffic, and its routing follows the Nodes as the new
-// one's does.
+// one's does: a Node that joins meanwhile joins both.
 func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
-	_, lbs, nodes, service := explicitService(t, "pending-switch", "lb-pending-1", "lb-pending-2")
-	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes[:1])
+	_, lbs, nodes, service := explicitService(t, "pending-switch", "lb-pending-1")
+	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
 	name := provider.LoadBalancerName(service)
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1"))
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
@@ -362,10 +367,11 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	// A copy: the provider's controllers still read the Service given before.
 	service = service.DeepCopy()
 	service.Annotations = map[string]string{keys.AnnotationInternalLoadBalancer: "true"}
-	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes[:1]); err == nil {
+	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes); err == nil {
 		t.Fatal("the switch completed although the new LoadBalancer cannot get its address")
 	}
 	successor := ironcoreLoadBalancer(t, name+"-internal")
+	nodes = append(nodes, workerNodes(t, "lb-pending-2")...)
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes)); err != nil {
 		t.Fatal(err)
 	}
@@ -422,10 +428,12 @@ func TestExplicitRouting(t *testing.T) {
 		t.Fatalf("owner references %v, want the LoadBalancer", refs)
 	}
 
+	excludeNodes(t, true, "lb-explicit-1")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[1:])); err != nil {
 		t.Fatal(err)
 	}
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-explicit-2"))
+	excludeNodes(t, true, "lb-explicit-2")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nil)); err != nil {
 		t.Fatalf("UpdateLoadBalancer with no Nodes: %v", err)
 	}
@@ -433,7 +441,8 @@ func TestExplicitRouting(t *testing.T) {
 
 	// A Node whose Machine is gone is left out without failing the update (the node lifecycle
 	// controller deletes it), and the others still get traffic.
-	gone := node("lb-explicit-gone", providerIDOf("lb-explicit-gone"))
+	gone := stack.CreateNodeForTest(t, "lb-explicit-gone", testenv.NodeOptions{ProviderID: providerIDOf("lb-explicit-gone")})
+	excludeNodes(t, false, "lb-explicit-1", "lb-explicit-2")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, append([]*corev1.Node{gone}, nodes...))); err != nil {
 		t.Fatalf("UpdateLoadBalancer with a Node whose Machine is gone: %v", err)
 	}
@@ -450,7 +459,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 	ctx := context.Background()
 	h := startTargets(t, nil)
 	h.reportAddressesOnArrival(t)
-	routedNodes := clusterNodes(t, "lb-soon-routed")
+	routedNodes := workerNodes(t, "lb-soon-routed")
 	h.waitForNodesInLister(t, routedNodes)
 	soon := createService(t, "address-soon", testenv.ServiceOptions{})
 	started := time.Now()
@@ -482,7 +491,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 		return nil
 	})
 
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-soon-1")
 	// A stuck provider: the address does not come within the wait.
 	late := createService(t, "address-late", testenv.ServiceOptions{})
@@ -499,7 +508,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 
 func TestDeletion(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "deleted", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-deleted-1"))
 	name := provider.LoadBalancerName(service)
@@ -536,7 +545,7 @@ func TestDeletion(t *testing.T) {
 // deletion that did not happen and leave the LoadBalancer behind.
 func TestAConflictOnDeleteIsNotTakenForDone(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "delete-conflict", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-delete-conflict-1"))
 	name := provider.LoadBalancerName(service)
@@ -568,7 +577,7 @@ func TestAConflictOnDeleteIsNotTakenForDone(t *testing.T) {
 // right. Run with -race.
 func TestConcurrentSyncs(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-busy-1", "lb-busy-2")
 	var services []*corev1.Service
 	for i := range 20 {
@@ -610,20 +619,8 @@ func TestConcurrentSyncs(t *testing.T) {
 // exists and is eligible; once the Node is excluded by label, it is dropped.
 func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 	ctx := context.Background()
-	c, factory, stop := startCloudWithInformers(t, nil)
-	factory.Start(stop)
-	lbs := loadBalancerOf(t, c)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "stale-1", "stale-2")
-	for _, n := range nodes {
-		if _, err := stack.CreateNode(ctx, n.Name, testenv.NodeOptions{ProviderID: n.Spec.ProviderID}); err != nil {
-			t.Fatal(err)
-		}
-		name := n.Name
-		t.Cleanup(func() {
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
-	factory.WaitForCacheSync(stop)
 	service := createService(t, "stale-nodes", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, nodes)
 	waitForNICLabel(t, "stale-2", true)
@@ -635,21 +632,7 @@ func TestAStaleNodeListDoesNotDropTargets(t *testing.T) {
 		t.Fatal("a Node that still exists and is eligible lost its load balancer target label to a stale Node list")
 	}
 
-	excluded, err := stack.TargetClientset.CoreV1().Nodes().Patch(ctx, "stale-2", types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"`+corev1.LabelNodeExcludeBalancers+`":"true"}}}`), metav1.PatchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Await(t, ctx, time.Minute, "the Node lister to see the exclusion label", func(context.Context) error {
-		seen, err := factory.Core().V1().Nodes().Lister().Get(excluded.Name)
-		if err != nil {
-			return err
-		}
-		if seen.Labels[corev1.LabelNodeExcludeBalancers] != "true" {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	excludeNodes(t, true, "stale-2")
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, nodes[:1])); err != nil {
 		t.Fatal(err)
 	}
@@ -672,11 +655,13 @@ func waitForNICLabel(t *testing.T, machine string, want bool) {
 // gets no target label in the sync that labels an initialized Node's.
 func TestAnUninitializedNodeIsNoTarget(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	const name = "lb-uninitialized"
 	createMachine(t, name, testenv.MachineOptions{})
+	// Registered before the peer: the Node informer, which delivers in order, has it by the
+	// time it has the peer, whose label shows a sync that saw both.
+	uninitialized := stack.CreateNodeForTest(t, name, testenv.NodeOptions{})
 	initialized := workerNodes(t, "lb-uninitialized-peer")
-	uninitialized := readyNode(name, "")
 	service := createService(t, "uninitialized-target", testenv.ServiceOptions{})
 	if err := updated(lbs.UpdateLoadBalancer(ctx, "kubernetes", service, []*corev1.Node{uninitialized, initialized[0]})); err != nil {
 		t.Fatal(err)
@@ -760,7 +745,7 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 			})
 			t.Cleanup(func() { stack.IronCoreProxy.FailWhere(nil) })
 			machine := "lb-nowhere-" + mode.name
-			nodes := clusterNodes(t, machine)
+			nodes := workerNodes(t, machine)
 			h.waitForNodesInLister(t, nodes)
 			h.reportAddressesOnArrival(t)
 
@@ -881,7 +866,7 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 // NodePorts is served like any other, on its own ports; its ingress has ipMode VIP, which tells
 // kube-proxy to handle the address on the Node.
 func TestLoadBalancersNeedNoNodePorts(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "lb-no-nodeports")
 	allocate := false
 	service := createService(t, "no-nodeports", testenv.ServiceOptions{

@@ -23,7 +23,9 @@ import (
 )
 
 // stack and cloud are shared by the package's tests: the stack starts once per package.
-// recorder records events into the target cluster, as the CCM's recorder does.
+// cloud has no load balancer targets controller: a test that ensures load balancers starts a
+// provider of its own (testCloud). recorder records events into the target cluster, as the
+// CCM's recorder does.
 var (
 	stack    *testenv.Stack
 	cloud    *provider.Cloud
@@ -57,49 +59,63 @@ func runWithStack(m *testing.M) int {
 	stop := make(chan struct{})
 	defer close(stop)
 	var err error
-	cloud, err = startCloud(context.Background(), stop, nil)
+	cloud, err = newCloud(context.Background(), stop, settingsWith(nil))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the cloud provider: %v\n", err)
 		return 1
 	}
-	// As the CCM reads it at start-up: LoadBalancers are retained and taken over only with it.
+	// As the CCM reads it at start-up.
 	cloud.ClusterID().Set(testClusterID)
 	return m.Run()
 }
 
-// startTestCloud starts a provider for the test as startCloud does, stopped when the test ends.
+// startTestCloud starts a provider for the test with its targets controller on informers of
+// the target cluster, started and synced; it stops when the test ends.
 func startTestCloud(t *testing.T, modify func(*config.Options)) *provider.Cloud {
 	t.Helper()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(context.Background(), stop, modify)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return startTargets(t, modify).cloud
+}
+
+// testCloud is the provider of a test that ensures load balancers, stopped when the test ends:
+// selector mode, and the cluster's identity known as the CCM reads it at start-up
+// (LoadBalancers are retained and taken over only with it). Each such test has its own, as
+// its targets controller follows every Node and Service of the cluster, which the test's are
+// alone while it runs: the package's tests do not run in parallel.
+func testCloud(t *testing.T) *provider.Cloud {
+	t.Helper()
+	c := startTestCloud(t, nil)
+	c.ClusterID().Set(testClusterID)
 	return c
 }
 
-// startCloudWithInformers is startTestCloud on informers of the provider's own, set but not
-// started; stop closes when the test ends.
+// startCloudWithInformers is a provider with its targets controller, as startTestCloud builds
+// it, on informers that are set but not started; stop closes when the test ends.
 func startCloudWithInformers(t *testing.T, modify func(*config.Options)) (*provider.Cloud, informers.SharedInformerFactory, <-chan struct{}) {
 	t.Helper()
-	c := startTestCloud(t, modify)
+	return startWithInformers(t, settingsWith(modify))
+}
+
+// startWithInformers is startCloudWithInformers with the provider's settings.
+func startWithInformers(t *testing.T, settings provider.Settings) (*provider.Cloud, informers.SharedInformerFactory, <-chan struct{}) {
+	t.Helper()
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	setInformers(t, c, factory)
+	c, err := newCloud(context.Background(), stop, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory, err := runTargets(c, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c, factory, stop
 }
 
 // explicitTargets makes a provider write its LoadBalancers' routings instead of selecting.
 func explicitTargets(o *config.Options) { o.UseNICSelector = false }
 
-// startCloud builds and initializes a provider from the stack's CCM configuration, with the
-// options changed by modify if not nil. It reaches IronCore through the stack's proxy, so
-// tests can count its requests and make the API fail.
 // testOptions are the options of the package's providers: selector mode unless a test asks
-// for explicit routings, as the providers of one stack must agree on it (an explicit one
-// removes the target labels a selecting one writes).
+// for explicit routings.
 func testOptions() *config.Options {
 	options := config.NewOptions()
 	options.IronCoreKubeconfig = stack.CCMIronCoreKubeconfig
@@ -107,20 +123,25 @@ func testOptions() *config.Options {
 	return options
 }
 
-func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.Options)) (*provider.Cloud, error) {
+// settingsWith are the settings of a provider from the stack's CCM configuration, with the
+// options changed by modify if not nil. It reaches IronCore through the stack's proxy, so
+// tests can count its requests and make the API fail.
+func settingsWith(modify func(*config.Options)) provider.Settings {
 	options := testOptions()
 	if modify != nil {
 		modify(options)
 	}
-	c, err := provider.New(ctx, provider.Settings{
-		CloudConfigPath: stack.CloudConfig,
-		Options:         options,
-		Recorder:        recorder,
-	})
+	return provider.Settings{CloudConfigPath: stack.CloudConfig, Options: options, Recorder: recorder}
+}
+
+// newCloud builds and initializes a provider, and waits for its IronCore cache. Its load
+// balancers have no targets controller (runTargets gives them one).
+func newCloud(ctx context.Context, stop <-chan struct{}, settings provider.Settings) (*provider.Cloud, error) {
+	c, err := provider.New(ctx, settings)
 	if err != nil {
 		return nil, err
 	}
-	initialize(c, stop)
+	c.Initialize(nil, stop)
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !c.IronCore().WaitForCacheSync(syncCtx) {
@@ -129,31 +150,20 @@ func startCloud(ctx context.Context, stop <-chan struct{}, modify func(*config.O
 	return c, nil
 }
 
-// initialize initializes the provider and runs its targets controller, as cmd builds and runs
-// it; a test that gives the controller informers (targetsOf(c).Watch) does so before they
-// start.
-func initialize(c *provider.Cloud, stop <-chan struct{}) {
+// runTargets gives the provider informers of the target cluster and runs its targets
+// controller on them, as the framework and cmd do; it returns the informers, not started.
+func runTargets(c *provider.Cloud, stop <-chan struct{}) (informers.SharedInformerFactory, error) {
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	c.SetInformers(factory)
 	config := lbtargets.ConfigFrom(c.Options(), c.CloudConfig())
 	config.IronCore, config.Owners, config.Recorder = c.IronCore(), c.LoadBalancerOwners(), recorder
 	targets := lbtargets.New(config)
-	c.UseTargets(targets)
-	c.Initialize(nil, stop)
-	go targets.Run(wait.ContextForChannel(stop))
-}
-
-// setInformers gives the provider and its targets controller the informers, as the framework
-// and cmd do, before they start.
-func setInformers(t *testing.T, c *provider.Cloud, factory informers.SharedInformerFactory) {
-	t.Helper()
-	c.SetInformers(factory)
-	if err := targetsOf(c).Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
-		t.Fatal(err)
+	if err := targets.Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
+		return nil, err
 	}
-}
-
-// targetsOf returns the targets controller startCloud built for the provider.
-func targetsOf(c *provider.Cloud) *lbtargets.Controller {
-	return c.LoadBalancerTargets().(*lbtargets.Controller)
+	c.UseTargets(targets)
+	go targets.Run(wait.ContextForChannel(stop))
+	return factory, nil
 }
 
 func instancesV2(t *testing.T) cloudprovider.InstancesV2 {

@@ -18,7 +18,7 @@ import (
 // Service's Prefix annotation is ignored with an event.
 func TestAnInternalServiceTakesItsAddressFromItsOwnPrefix(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	nodes := workerNodes(t, "own-prefix-1")
 	if _, err := stack.CreateRootPrefix(ctx, "team-a-lbs", "10.77.0.0/24", map[string]string{keys.LabelLoadBalancerPool: "true"}); err != nil {
 		t.Fatal(err)

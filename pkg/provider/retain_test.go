@@ -11,8 +11,10 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -28,12 +30,12 @@ import (
 func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 	testenv.InTargetModes(t, func(t *testing.T, mode string, useSelector bool) {
 		ctx := context.Background()
-		c := cloud
+		var modify func(*config.Options)
 		if !useSelector {
-			explicit := startTestCloud(t, explicitTargets)
-			explicit.ClusterID().Set(testClusterID)
-			c = explicit
+			modify = explicitTargets
 		}
+		c := startTestCloud(t, modify)
+		c.ClusterID().Set(testClusterID)
 		lbs := loadBalancerOf(t, c)
 		machine := "retain-" + mode + "-1"
 		service := createService(t, "retain-"+mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
@@ -97,7 +99,7 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 // or "false" is refused with an event, and the LoadBalancer is kept as if it were "true".
 func TestAMisspeltRetainKeepsTheLoadBalancer(t *testing.T) {
 	ctx := context.Background()
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "retain-misspelt", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "yes"}})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "retain-misspelt-1"))
 	name := provider.LoadBalancerName(service)
@@ -128,9 +130,8 @@ func requireNoEvent(t *testing.T, service *corev1.Service, reason string) {
 
 // retainedLoadBalancer serves a Service annotated to retain its LoadBalancer, deletes it, and
 // returns the retained LoadBalancer and the addresses the Service had.
-func retainedLoadBalancer(t *testing.T, name string) (*networkingv1alpha1.LoadBalancer, []string) {
+func retainedLoadBalancer(t *testing.T, lbs cloudprovider.LoadBalancer, name string) (*networkingv1alpha1.LoadBalancer, []string) {
 	t.Helper()
-	lbs := loadBalancerOf(t, cloud)
 	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 	status := ensureUntilReady(t, lbs, service, workerNodes(t, name+"-1"))
 	if err := lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service); err != nil {
@@ -142,11 +143,11 @@ func retainedLoadBalancer(t *testing.T, name string) (*networkingv1alpha1.LoadBa
 
 // TestANewServiceTakesARetainedLoadBalancerOver: a Service naming a retained LoadBalancer gets
 // it, with its addresses unchanged; it records the new Service and is no longer retained, and
-// its routing follows the new Service's Nodes. A Service that was retained from and turns
+// its routing follows the cluster's Nodes again. A Service that was retained from and turns
 // back into type LoadBalancer takes its own back without naming it.
 func TestANewServiceTakesARetainedLoadBalancerOver(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
-	retained, addresses := retainedLoadBalancer(t, "adopted-from")
+	lbs := loadBalancerOf(t, testCloud(t))
+	retained, addresses := retainedLoadBalancer(t, lbs, "adopted-from")
 
 	successor := createService(t, "adopted-by", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerName: retained.Name}})
 	status := ensureUntilReady(t, lbs, successor, workerNodes(t, "adopted-by-1"))
@@ -158,10 +159,10 @@ func TestANewServiceTakesARetainedLoadBalancerOver(t *testing.T) {
 		t.Errorf("LoadBalancer UID %s (was %s), labels %v: want the same one, owned by the new Service and no longer retained", lb.UID, retained.UID, lb.Labels)
 	}
 	waitForEvent(t, successor, provider.ReasonLoadBalancerAdopted)
-	stack.WaitForRouting(t, waitTimeout, retained.Name, stack.NetworkInterfaceIPs(t, "adopted-by-1"))
+	stack.WaitForRouting(t, waitTimeout, retained.Name, stack.NetworkInterfaceIPs(t, "adopted-from-1", "adopted-by-1"))
 
 	// The same Service, back to type LoadBalancer after a time as ClusterIP, gets its own back.
-	own, ownAddresses := retainedLoadBalancer(t, "adopted-back")
+	own, ownAddresses := retainedLoadBalancer(t, lbs, "adopted-back")
 	again, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(context.Background(), "adopted-back", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +179,8 @@ func TestANewServiceTakesARetainedLoadBalancerOver(t *testing.T) {
 // that serves another Service, or that is of the other type gets an event saying which, and
 // nothing is written on IronCore: no LoadBalancer is made in its place.
 func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
-	retained, _ := retainedLoadBalancer(t, "refused-retained")
+	lbs := loadBalancerOf(t, testCloud(t))
+	retained, _ := retainedLoadBalancer(t, lbs, "refused-retained")
 	live := createService(t, "refused-live", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, live, workerNodes(t, "refused-live-1"))
 	foreign := foreignRetainedLoadBalancer(t, "refused-foreign")
@@ -245,8 +246,8 @@ func foreignRetainedLoadBalancer(t *testing.T, name string) *networkingv1alpha1.
 // TestTwoServicesRaceForOneRetainedLoadBalancer: of two Services naming one retained
 // LoadBalancer at once, exactly one gets it; the other is refused with an event.
 func TestTwoServicesRaceForOneRetainedLoadBalancer(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
-	retained, _ := retainedLoadBalancer(t, "raced")
+	lbs := loadBalancerOf(t, testCloud(t))
+	retained, _ := retainedLoadBalancer(t, lbs, "raced")
 	annotations := map[string]string{keys.AnnotationLoadBalancerName: retained.Name}
 	racers := []*corev1.Service{
 		createService(t, "racer-a", testenv.ServiceOptions{Annotations: annotations}),
@@ -294,7 +295,7 @@ func TestTwoServicesRaceForOneRetainedLoadBalancer(t *testing.T) {
 // LoadBalancer of its own; spec.loadBalancerIP that no retained LoadBalancer holds is ignored
 // as before, with a new LoadBalancer.
 func TestAServiceTakesARetainedLoadBalancerOverByItsAddress(t *testing.T) {
-	lbs := loadBalancerOf(t, cloud)
+	lbs := loadBalancerOf(t, testCloud(t))
 	for _, tc := range []struct {
 		name string
 		ask  func(address string) testenv.ServiceOptions
@@ -305,7 +306,7 @@ func TestAServiceTakesARetainedLoadBalancerOverByItsAddress(t *testing.T) {
 		{"spec", func(address string) testenv.ServiceOptions { return testenv.ServiceOptions{LoadBalancerIP: address} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			retained, addresses := retainedLoadBalancer(t, "by-address-"+tc.name)
+			retained, addresses := retainedLoadBalancer(t, lbs, "by-address-"+tc.name)
 			racers := []*corev1.Service{
 				createService(t, "by-address-"+tc.name+"-a", tc.ask(addresses[0])),
 				createService(t, "by-address-"+tc.name+"-b", tc.ask(addresses[0])),

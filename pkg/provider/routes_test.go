@@ -19,32 +19,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
 // routesOf returns the Routes of a provider of its own for the test, wired to a Node informer
-// of the target cluster as the framework wires it. Not the package's shared provider: with a
-// Node lister, a provider's target label reconciler follows every Node of the cluster, and two
-// of them at once would undo each other's labels. Routes do not depend on how load balancers
-// find their targets, so this one writes routings (of Services that exist) rather than labels:
-// it makes no IronCore request of its own while a test counts them.
+// of the target cluster as the framework wires it (the package's shared provider has none).
+// Routes do not depend on how load balancers find their targets, so this one writes routings
+// (of Services that exist) rather than labels: its targets controller makes no IronCore request
+// of its own while a test counts them.
 func routesOf(t *testing.T) cloudprovider.Routes {
 	t.Helper()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c, err := startCloud(context.Background(), stop, func(o *config.Options) { o.UseNICSelector = false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c.SetInformers(factory)
+	c, factory, stop := startCloudWithInformers(t, explicitTargets)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 	r, ok := c.Routes()

@@ -33,7 +33,7 @@ const networkInterfacesResource = "networkinterfaces.networking.ironcore.dev"
 func TestAFlappingNodeIsNotLostToALaggingCache(t *testing.T) {
 	h := startTargets(t, nil)
 	names := []string{"flap-1", "flap-2"}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "flap", testenv.ServiceOptions{})
 	ensureUntilReady(t, h.lbs, service, nodes)
@@ -72,7 +72,7 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 		for i := range driftNodes {
 			names = append(names, fmt.Sprintf("%s%d", prefix, i))
 		}
-		nodes := clusterNodes(t, names...)
+		nodes := workerNodes(t, names...)
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
 		local := createService(t, prefix+"local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
@@ -210,7 +210,7 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 	for i := range 10 {
 		names = append(names, fmt.Sprintf("flapload-%d", i))
 	}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	var services []*corev1.Service
 	for i := range 50 {
@@ -263,7 +263,7 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 	for i := range 6 {
 		names = append(names, fmt.Sprintf("mixed-%d", i))
 	}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	local := createService(t, "mixed-local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, local, endpointsOn(names[:2]...))

@@ -41,22 +41,10 @@ type targetsHarness struct {
 
 func startTargets(t *testing.T, modify func(*config.Options)) *targetsHarness {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		close(stop)
-	})
-	c, err := startCloud(ctx, stop, modify)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	setInformers(t, c, factory)
-	lbs := loadBalancerOf(t, c)
+	c, factory, stop := startCloudWithInformers(t, modify)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	return &targetsHarness{cloud: c, lbs: lbs, factory: factory}
+	return &targetsHarness{cloud: c, lbs: loadBalancerOf(t, c), factory: factory}
 }
 
 // reportAddressesOnArrival runs the repair controller on the harness, as in the CCM: it writes a
@@ -81,23 +69,6 @@ func (h *targetsHarness) reportAddressesOnArrival(t *testing.T) {
 	h.cloud.ReportAddressesOnArrival()
 	h.factory.Start(ctx.Done())
 	go repair.Run(ctx, 1)
-}
-
-// clusterNodes creates running Machines and their Nodes in the target cluster, Ready, and
-// returns the Nodes; they are deleted when the test ends.
-func clusterNodes(t *testing.T, names ...string) []*corev1.Node {
-	t.Helper()
-	nodes := workerNodes(t, names...)
-	for _, n := range nodes {
-		if _, err := stack.CreateNode(context.Background(), n.Name, testenv.NodeOptions{ProviderID: n.Spec.ProviderID}); err != nil {
-			t.Fatal(err)
-		}
-		name := n.Name
-		t.Cleanup(func() {
-			_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
-	return nodes
 }
 
 // waitForNodesInLister waits until the harness's Node lister knows the Nodes.
@@ -250,7 +221,7 @@ func TestLocalServiceTargetsFollowItsEndpoints(t *testing.T) {
 		for i := 1; i <= 5; i++ {
 			names = append(names, fmt.Sprintf("%s%d", prefix, i))
 		}
-		nodes := clusterNodes(t, names...)
+		nodes := workerNodes(t, names...)
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 		setEndpoints(t, service, endpointsOn(names[0], names[1]))
@@ -322,7 +293,7 @@ func TestSwitchingBetweenClusterAndLocalKeepsTargets(t *testing.T) {
 		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
 		prefix := "switch-" + mode + "-"
 		names := []string{prefix + "1", prefix + "2", prefix + "3"}
-		nodes := clusterNodes(t, names...)
+		nodes := workerNodes(t, names...)
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
 		setEndpoints(t, service, endpointsOn(names[0]))
@@ -413,7 +384,7 @@ func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
 		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
 		prefix := "health-" + mode + "-"
 		names := []string{prefix + "1", prefix + "2", prefix + "3", prefix + "4"}
-		nodes := clusterNodes(t, names...)
+		nodes := workerNodes(t, names...)
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
 		lbName := provider.LoadBalancerName(service)
@@ -473,7 +444,7 @@ func TestAllUnhealthyFailsOpen(t *testing.T) {
 	ctx := context.Background()
 	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
 	names := []string{"failopen-1", "failopen-2", "failopen-3"}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "failopen", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn(names[0], names[1]))
@@ -509,7 +480,7 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 		o.NodeHealth = false
 	})
 	names := []string{"nohealth-1", "nohealth-2"}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "nohealth", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn(names...))
@@ -564,7 +535,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	// The informers are set but not started yet: the caches have not synced.
 	c, factory, stop := startCloudWithInformers(t, explicitTargets)
 	lbs := loadBalancerOf(t, c)
-	nodes := clusterNodes(t, "unsynced-1", "unsynced-2")
+	nodes := workerNodes(t, "unsynced-1", "unsynced-2")
 	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn("unsynced-1"))
 	name := provider.LoadBalancerName(service)
@@ -623,7 +594,7 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 // the CCM reads: a good part of a Node, which every writer of it adds to.
 func TestTheClustersObjectsAreCachedWithoutManagedFields(t *testing.T) {
 	h := startTargets(t, nil)
-	nodes := clusterNodes(t, "managed-fields")
+	nodes := workerNodes(t, "managed-fields")
 	h.waitForNodesInLister(t, nodes)
 	stored, err := stack.TargetClientset.CoreV1().Nodes().Get(context.Background(), nodes[0].Name, metav1.GetOptions{})
 	if err != nil {

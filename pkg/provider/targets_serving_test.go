@@ -36,7 +36,7 @@ func startServing(t *testing.T, prefix string, useSelector bool) *servingHarness
 	t.Helper()
 	h := startTargets(t, func(o *config.Options) { o.UseNICSelector = useSelector })
 	names := []string{prefix + "1", prefix + "2", prefix + "3"}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, prefix+"svc", testenv.ServiceOptions{})
 	lbName := provider.LoadBalancerName(service)
@@ -74,9 +74,9 @@ func TestANodeThatWasNeverReadyIsNoTarget(t *testing.T) {
 			prefix := "neverready-" + mode.name + "-"
 			h := startServing(t, prefix, mode.useSelector)
 			joining := prefix + "joining"
-			workerNodes(t, joining)
-			registerNotReady(t, joining)
-			h.waitForNodesInLister(t, []*corev1.Node{node(joining, providerIDOf(joining))})
+			workerMachine(t, joining)
+			// As a kubelet registers it on its first start.
+			h.waitForNodesInLister(t, []*corev1.Node{stack.CreateNodeForTest(t, joining, testenv.NodeOptions{ProviderID: providerIDOf(joining), NotReady: true})})
 
 			h.barrier(t)
 			ip := stack.NetworkInterfaceIPs(t, joining)[0]
@@ -164,18 +164,6 @@ func TestANetworkInterfaceInErrorIsNoTarget(t *testing.T) {
 	}
 }
 
-// registerNotReady registers the Node as a kubelet does on its first start: NotReady, with
-// the provider ID it was given.
-func registerNotReady(t *testing.T, name string) {
-	t.Helper()
-	if _, err := stack.CreateNode(context.Background(), name, testenv.NodeOptions{ProviderID: providerIDOf(name), NotReady: true}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-}
-
 // setNetworkInterfaceState sets the state of the Machine's NetworkInterface, keeping its
 // addresses, as apinetlet reports a failure.
 func setNetworkInterfaceState(t *testing.T, machine string, state networkingv1alpha1.NetworkInterfaceState) {
@@ -226,7 +214,7 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 // LoadBalancer behind.
 func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
 	ctx := context.Background()
-	lbs, nodes, service, internalLB := readyService(t, "lb-switch-delete-1", "switch-delete", keys.AnnotationInternalLoadBalancer)
+	_, lbs, nodes, service, internalLB := readyService(t, "lb-switch-delete-1", "switch-delete", keys.AnnotationInternalLoadBalancer)
 	name := provider.LoadBalancerName(service)
 
 	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
@@ -256,7 +244,7 @@ func isRetry(err error) bool {
 func TestATargetsGraceEndsAfterARestart(t *testing.T) {
 	ctx := context.Background()
 	names := []string{"restart-grace-1", "restart-grace-2", "restart-grace-3"}
-	nodes := clusterNodes(t, names...)
+	nodes := workerNodes(t, names...)
 	service := createService(t, "restart-grace", testenv.ServiceOptions{})
 	lbName := provider.LoadBalancerName(service)
 	t.Run("before the restart", func(t *testing.T) {

@@ -96,16 +96,9 @@ func createMachines(t *testing.T, names []string, opts testenv.MachineOptions) {
 	})
 }
 
-func createNode(t *testing.T, name string, opts testenv.NodeOptions) *corev1.Node {
+func createNode(t *testing.T, name string, opts testenv.NodeOptions) {
 	t.Helper()
-	node, err := stack.CreateNode(context.Background(), name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stack.TargetClientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return node
+	stack.CreateNodeForTest(t, name, opts)
 }
 
 // waitForNode polls the Node until check accepts it.
