@@ -194,18 +194,29 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 	}
 }
 
+// newTargets builds the load balancer targets controller on the CCM's informers, before they
+// start, and gives it to the provider's load balancers.
+func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) (*lbtargets.Controller, error) {
+	config := lbtargets.ConfigFrom(cloud.Options(), cloud.CloudConfig())
+	config.IronCore, config.Owners, config.Recorder = cloud.IronCore(), cloud.LoadBalancerOwners(), completed.EventRecorder
+	informers := completed.SharedInformers
+	config.Nodes, config.Services, config.EndpointSlices = informers.Core().V1().Nodes(), informers.Core().V1().Services(), informers.Discovery().V1().EndpointSlices()
+	targets, err := lbtargets.New(config)
+	if err != nil {
+		return nil, err
+	}
+	cloud.UseTargets(targets)
+	return targets, nil
+}
+
 // startLoadBalancerTargets starts the targets controller built with the provider: it writes
 // every load balancer's targets, so the service-lb-controller needs it.
 func startLoadBalancerTargets(targets func() *lbtargets.Controller) app.InitFuncConstructor {
-	return func(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, _ cloudprovider.Interface) app.InitFunc {
+	return func(app.ControllerInitContext, *cloudcontrollerconfig.CompletedConfig, cloudprovider.Interface) app.InitFunc {
 		return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 			c := targets()
 			if c == nil {
 				return nil, false, nil
-			}
-			informers := completed.SharedInformers
-			if err := c.Watch(informers.Core().V1().Nodes(), informers.Core().V1().Services(), informers.Discovery().V1().EndpointSlices()); err != nil {
-				return nil, false, err
 			}
 			go c.Run(ctx)
 			return c, true, nil

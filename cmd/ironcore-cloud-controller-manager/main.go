@@ -67,11 +67,13 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
-		if podCIDRs, err = newPodCIDRAllocator(cloud); err != nil {
+		if podCIDRs, err = newPodCIDRAllocator(cloud); err == nil {
+			targets, err = newTargets(cloud, completed)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", commandName, err)
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
-		targets = newTargets(cloud, completed)
 		return cloud
 	}
 	initializers := controllerInitializers(func() *lbtargets.Controller { return targets }, func() *podcidrs.Allocator { return podCIDRs })
@@ -106,16 +108,6 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 		Recorder:           completed.EventRecorder,
 		LeaseFence:         fence,
 	})
-}
-
-// newTargets builds the load balancer targets controller and gives it to the provider's load
-// balancers.
-func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) *lbtargets.Controller {
-	config := lbtargets.ConfigFrom(cloud.Options(), cloud.CloudConfig())
-	config.IronCore, config.Owners, config.Recorder = cloud.IronCore(), cloud.LoadBalancerOwners(), completed.EventRecorder
-	targets := lbtargets.New(config)
-	cloud.UseTargets(targets)
-	return targets
 }
 
 // controllerInitializers are the framework's controllers plus ours.

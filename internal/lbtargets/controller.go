@@ -10,7 +10,7 @@
 // LoadBalancers and routings, deletes included, and a periodic resync); a sync computes the
 // desired targets from the listers and the IronCore cache and compares them with the targets
 // as this process knows them newest, from IronCore or its own last write. The provider's
-// load balancers only record a Service's Nodes and queue its key (Request).
+// load balancers only queue a Service's key (Request).
 package lbtargets
 
 import (
@@ -85,10 +85,15 @@ type Config struct {
 	// have a routing to its first Nodes only (see firstTargets); zero means
 	// DefaultFirstTargetsFor.
 	FirstTargetsFor time.Duration
+	// Nodes, Services and EndpointSlices are the CCM's informers of the target cluster: New
+	// registers the controller's handlers on them, so it comes before they start.
+	Nodes          coreinformers.NodeInformer
+	Services       coreinformers.ServiceInformer
+	EndpointSlices discoveryinformers.EndpointSliceInformer
 }
 
 // ConfigFrom is the Config of the CCM's flags and cloud-config; the caller adds the client,
-// the owners and the recorder.
+// the owners, the recorder and the informers.
 func ConfigFrom(options config.Options, cloudConfig config.CloudConfig) Config {
 	return Config{
 		Cluster:   cloudConfig.ClusterName,
@@ -100,8 +105,24 @@ func ConfigFrom(options config.Options, cloudConfig config.CloudConfig) Config {
 	}
 }
 
-// New builds the controller; Watch gives it the CCM's informers, Run runs it.
-func New(config Config) *Controller {
+// New builds the controller on the informers and registers its handlers; Run runs it.
+func New(config Config) (*Controller, error) {
+	if config.Nodes == nil || config.Services == nil || config.EndpointSlices == nil {
+		return nil, errors.New("the load balancer targets controller needs the Node, Service and EndpointSlice informers")
+	}
+	t := newController(config, listers{
+		nodes: config.Nodes.Lister(), services: config.Services.Lister(), endpointSlices: config.EndpointSlices.Lister(),
+		endpointSlicesSynced: config.EndpointSlices.Informer().HasSynced,
+		synced:               []toolscache.InformerSynced{config.Nodes.Informer().HasSynced, config.Services.Informer().HasSynced},
+	})
+	if err := t.watch(config.Nodes, config.Services, config.EndpointSlices); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// newController builds the controller on the listers, without handlers.
+func newController(config Config, l listers) *Controller {
 	if config.Coalesce <= 0 {
 		config.Coalesce = DefaultCoalesce
 	}
@@ -120,6 +141,7 @@ func New(config Config) *Controller {
 		coalesce:     config.Coalesce,
 		firstFor:     config.FirstTargetsFor,
 		resync:       config.Resync,
+		listers:      l,
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},
 	}
@@ -150,15 +172,8 @@ func (t *Controller) waitsForFirstTraffic(k key) bool {
 	return unaddressed && !reaching
 }
 
-// Watch registers the controller's handlers on the CCM's informers and gives it their
-// listers; call it before they start. Without it (the provider's own tests), the targets are
-// the Nodes of the latest request.
-func (t *Controller) Watch(nodes coreinformers.NodeInformer, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) error {
-	t.listers.Store(&listers{
-		nodes: nodes.Lister(), services: services.Lister(), endpointSlices: endpointSlices.Lister(),
-		endpointSlicesSynced: endpointSlices.Informer().HasSynced,
-		synced:               []toolscache.InformerSynced{nodes.Informer().HasSynced, services.Informer().HasSynced},
-	})
+// watch registers the controller's handlers on the informers and the IronCore cache.
+func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinformers.ServiceInformer, endpointSlices discoveryinformers.EndpointSliceInformer) error {
 	queueNode := func(obj any) {
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
@@ -269,13 +284,11 @@ func (t *Controller) Run(ctx context.Context) {
 	if !t.ironcore.WaitForCacheSync(ctx) {
 		return
 	}
-	if synced := t.lister().synced; len(synced) > 0 {
-		if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), synced...) {
-			return
-		}
-		// EndpointSlice changes that came before the Services were known were dropped.
-		t.queueServices(targetrules.Local, 0)
+	if !toolscache.WaitForNamedCacheSync(Name, ctx.Done(), t.listers.synced...) {
+		return
 	}
+	// EndpointSlice changes that came before the Services were known were dropped.
+	t.queueServices(targetrules.Local, 0)
 	for range workers {
 		go wait.UntilWithContext(ctx, t.work, time.Second)
 	}
@@ -294,22 +307,11 @@ func (t *Controller) work(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		// Watch may come after the first requests: from then on, no sync acts on a cache
-		// that has not synced.
-		if synced := t.lister().synced; len(synced) > 0 && !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-			t.queue.Done(key)
-			return
-		}
 		err := t.sync(ctx, key)
 		switch {
 		case errors.Is(err, targetrules.ErrNodesSkipped) && !errors.Is(err, errCacheBehind):
 			// The other Nodes were applied; the skipped ones' own changes bring them in.
 			klog.V(2).InfoS("Some Nodes are not load balancer targets yet", "key", key, "reason", err)
-			t.queue.Forget(key)
-		case err != nil && key.kind == labelsKind && t.lister().nodes == nil:
-			// Without a Node lister the desired targets are only the latest request's, and a
-			// retry would apply a list that may be stale by then: the next request retries.
-			klog.ErrorS(err, "Cannot sync load balancer target labels; the next request tries again")
 			t.queue.Forget(key)
 		case errors.Is(err, errCacheBehind):
 			klog.V(4).InfoS("Load balancer targets wait for the IronCore cache", "key", key, "reason", err)

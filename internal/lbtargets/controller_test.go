@@ -59,10 +59,11 @@ func startWith(t *testing.T, change func(*lbtargets.Config)) *lbtargets.Controll
 		Owners:   ironcore.Owners{Clusters: []string{stack.ClusterName}},
 		Recorder: record.NewFakeRecorder(100),
 	}
-	change(&config)
-	c := lbtargets.New(config)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	if err := c.Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
+	config.Nodes, config.Services, config.EndpointSlices = factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()
+	change(&config)
+	c, err := lbtargets.New(config)
+	if err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())

@@ -83,7 +83,7 @@ func (t *Controller) serviceDeleted(service *corev1.Service) {
 	t.routing.mu.Lock()
 	request, requested := t.routing.requests[key]
 	t.routing.mu.Unlock()
-	if !requested || request.service == nil || request.service.UID == service.UID {
+	if !requested || request.UID == service.UID {
 		t.forgetRoutingKey(key)
 	}
 	t.notices.Forget(service.UID)

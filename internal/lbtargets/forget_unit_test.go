@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
@@ -18,11 +16,10 @@ import (
 // TestADeletedLoadBalancerIsForgotten: the routing written, the digest nudged and the selector's
 // settling time recorded for a LoadBalancer go with it; another's stay.
 func TestADeletedLoadBalancerIsForgotten(t *testing.T) {
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
+	c, _ := newUnstarted(t)
 	c.routing.written = map[types.UID]writtenRouting{"deleted": {}, "kept": {}}
 	c.labels.nudged = map[types.UID]writtenDigest{"deleted": {}, "kept": {}}
-	c.moves.request("deleted", &metav1.LabelSelector{}, nil)
+	c.moves.request("deleted", &metav1.LabelSelector{})
 	c.loadBalancerDeleted(&networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "lb", UID: "deleted"}})
 	_, settling := c.moves.get("deleted")
 	_, written := c.routing.written["deleted"]
@@ -40,15 +37,13 @@ func TestADeletedLoadBalancerIsForgotten(t *testing.T) {
 // sync under way recorded again; a request of a newer Service of the name is kept.
 func TestADeletedServiceIsForgotten(t *testing.T) {
 	metrics.Register() // unregistered, the target count is never exported
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
-	c.listers.Store(&listers{services: corelisters.NewServiceLister(toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))})
+	c, _ := newUnstarted(t)
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "forget", UID: "old"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	key := serviceName("ns", "forget")
 	record := func(request bool) {
 		if request {
-			c.Request(service, false, nil)
+			c.Request(service, false)
 		}
 		c.routing.mu.Lock()
 		c.routing.reports = map[string]targetsapi.Report{key: {Targets: 1}}
@@ -85,7 +80,7 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 
 	newer := service.DeepCopy()
 	newer.UID = "new"
-	c.Request(newer, false, nil)
+	c.Request(newer, false)
 	c.serviceDeleted(service)
 	if _, ok := c.routing.requests[key]; !ok {
 		t.Error("the deletion of a Service dropped the request of a newer one of its name")
@@ -95,19 +90,16 @@ func TestADeletedServiceIsForgotten(t *testing.T) {
 // TestADeletedNodeIsNoLongerRememberedAsLeftOut: the record that a Node was logged as no
 // target goes with the Node, also when a sync under way logs it after its deletion was handled.
 func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
-	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-	c.listers.Store(&listers{nodes: corelisters.NewNodeLister(indexer)})
+	c, stores := newUnstarted(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}
-	if err := indexer.Add(node); err != nil {
+	if err := stores.nodes.Add(node); err != nil {
 		t.Fatal(err)
 	}
 	c.logLeftOut(node, "provider ID of another cloud")
 	if _, ok := c.leftOut.Load("gone"); !ok {
 		t.Fatal("a Node logged as no target is not remembered as such")
 	}
-	if err := indexer.Delete(node); err != nil {
+	if err := stores.nodes.Delete(node); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.syncNode(context.Background(), "gone"); err != nil {
@@ -128,15 +120,12 @@ func TestADeletedNodeIsNoLongerRememberedAsLeftOut(t *testing.T) {
 // turned ClusterIP leaves neither events nor a target count behind.
 func TestAReportAfterTheServiceStoppedWantingALoadBalancerRecordsNothing(t *testing.T) {
 	metrics.Register() // unregistered, the target count is never exported
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
-	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-	c.listers.Store(&listers{services: corelisters.NewServiceLister(indexer)})
+	c, stores := newUnstarted(t)
 	before := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "turned", UID: "uid"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	after := before.DeepCopy()
 	after.Spec.Type = corev1.ServiceTypeClusterIP
-	if err := indexer.Add(after); err != nil {
+	if err := stores.services.Add(after); err != nil {
 		t.Fatal(err)
 	}
 	c.report(before, targetsapi.Report{Targets: 2, Skipped: targetsapi.Skipped{"Node a: no Machine"}})

@@ -11,11 +11,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
+
+// stores hold what the listers of a controller of newUnstarted show.
+type stores struct {
+	nodes, services toolscache.Indexer
+}
+
+// newUnstarted builds a controller whose listers show what the test puts in their stores,
+// without handlers, informers or IronCore, for tests of its records and handlers.
+func newUnstarted(t *testing.T) (*Controller, stores) {
+	t.Helper()
+	s := stores{
+		nodes:    toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}),
+		services: toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}),
+	}
+	endpointSlices := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	c := newController(Config{}, listers{
+		nodes: corelisters.NewNodeLister(s.nodes), services: corelisters.NewServiceLister(s.services),
+		endpointSlices: discoverylisters.NewEndpointSliceLister(endpointSlices), endpointSlicesSynced: func() bool { return true },
+	})
+	t.Cleanup(c.queue.ShutDown)
+	return c, s
+}
 
 // queued takes every key the queue holds now, in order.
 func queued(c *Controller) []key {
@@ -49,8 +74,7 @@ func TestAServiceChangeQueuesItsRoutingOnlyWhenItsTargetsMayChange(t *testing.T)
 		}, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(Config{})
-			t.Cleanup(c.queue.ShutDown)
+			c, _ := newUnstarted(t)
 			c.recordAddress(base) // as its add does
 			c.notices.Changed(base.UID, targetsapi.ReasonTargetsIncomplete, "some Nodes skipped")
 			changed := base.DeepCopy()
@@ -95,7 +119,7 @@ func TestALoadBalancerThatStopsSelectingIsComparedWithIronCoreSoon(t *testing.T)
 		{"the selector removed", func(lb *networkingv1alpha1.LoadBalancer) { lb.Spec.NetworkInterfaceSelector = nil }, true, len(recheckDelays)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(Config{})
+			c, _ := newUnstarted(t)
 			clock := testingclock.NewFakeClock(time.Now())
 			c.queue = c.newQueue(clock)
 			t.Cleanup(c.queue.ShutDown)

@@ -53,13 +53,11 @@ type writtenDigest struct {
 	digest, resourceVersion string
 }
 
-// requestLabels queues a sync of the target labels for the Nodes the service controller
-// passes for the Service, whose LoadBalancer selects them (the Node lister decides once
-// Watch set it); it records on the Service, and returns, what the latest sync found. It does
-// not wait for the writes.
-func (t *Controller) requestLabels(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
+// requestLabels queues a sync of the target labels for a Service whose LoadBalancer selects
+// them; it records on the Service, and returns, what the latest sync found. It does not wait
+// for the writes.
+func (t *Controller) requestLabels(service *corev1.Service) targetsapi.Report {
 	t.mu.Lock()
-	t.requested, t.asked = nodes, true
 	last := t.last
 	t.mu.Unlock()
 	t.queue.Add(key{kind: labelsKind})
@@ -69,8 +67,7 @@ func (t *Controller) requestLabels(service *corev1.Service, nodes []*corev1.Node
 
 // watchNetworkInterfaces queues a label sync on every NetworkInterface change that concerns
 // the labels: a target label changed (by this process, which the nudge waits for, or by anyone
-// else, which is drift), the cluster label, the addresses and the attachment. Only with a Node
-// lister: without one, the desired targets are the latest request's, which no event changes.
+// else, which is drift), the cluster label, the addresses and the attachment.
 func (t *Controller) watchNetworkInterfaces() {
 	if !t.selecting {
 		return
@@ -103,15 +100,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 		// sync writes its routing and drops the selector).
 		return nil
 	}
-	t.mu.Lock()
-	requested, asked := t.requested, t.asked
-	t.mu.Unlock()
-	if !asked && t.lister().nodes == nil {
-		// Neither a request nor a Node lister says which Nodes are eligible: an empty list
-		// here is not "no targets".
-		return nil
-	}
-	nodes, err := t.candidates(requested)
+	nodes, err := t.candidates()
 	if err != nil {
 		return err
 	}
@@ -168,11 +157,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 // reportSelecting records what a label sync found on every Service whose LoadBalancer selects
 // the targets (not only on those the service controller happens to sync next).
 func (t *Controller) reportSelecting(report targetsapi.Report) {
-	lister := t.lister().services
-	if lister == nil {
-		return
-	}
-	services, err := lister.List(labels.Everything())
+	services, err := t.listers.services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list the Services to report their targets on")
 		return

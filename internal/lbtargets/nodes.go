@@ -20,7 +20,7 @@ import (
 // Node); while its Ready condition is within the grace period, it comes back when the period
 // ends. A deleted Node leaves every target too.
 func (t *Controller) syncNode(ctx context.Context, name string) error {
-	node, err := t.lister().nodes.Get(name)
+	node, err := t.listers.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		t.leftOut.Delete(name)
 		if t.forgetNode(name) {

@@ -10,6 +10,7 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,12 +33,17 @@ func TestTheNudgeWaitsUntilTheCacheShowsARemovedLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not run: the test calls the nudge itself.
-	controller := lbtargets.New(lbtargets.Config{
+	// Not run, its informers not started: the test calls the nudge itself.
+	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
+	controller, err := lbtargets.New(lbtargets.Config{
 		IronCore: ironcoreClient, Cluster: stack.ClusterName, Network: stack.Network, Selecting: true,
 		Owners:   ironcore.Owners{Clusters: []string{stack.ClusterName}},
 		Recorder: record.NewFakeRecorder(100),
+		Nodes:    factory.Core().V1().Nodes(), Services: factory.Core().V1().Services(), EndpointSlices: factory.Discovery().V1().EndpointSlices(),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	machine, err := stack.CreateMachine(ctx, "nudge-removed", testenv.MachineOptions{Unschedulable: true})
 	if err != nil {

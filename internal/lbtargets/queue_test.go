@@ -86,8 +86,7 @@ func TestAServiceWithoutAnAddressOrADestinationWaitsForItsFirstTraffic(t *testin
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: ingress}}}
 	}
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
+	c, _ := newUnstarted(t)
 	for _, s := range []*corev1.Service{service("new"), service("served", corev1.LoadBalancerIngress{IP: "192.0.2.1"}),
 		service("routed"), service("unrouted"), service("addressed")} {
 		c.recordAddress(s)

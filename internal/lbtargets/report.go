@@ -66,10 +66,8 @@ func describeUnhealthy(unhealthy map[string]targetrules.Verdict) string {
 // stillWanted tells whether the Service, as the lister shows it if it shows this one, wants a
 // load balancer of this CCM.
 func (t *Controller) stillWanted(service *corev1.Service) bool {
-	if lister := t.lister().services; lister != nil {
-		if current, err := lister.Services(service.Namespace).Get(service.Name); err == nil && current.UID == service.UID {
-			return t.class.Wants(current)
-		}
+	if current, err := t.listers.services.Services(service.Namespace).Get(service.Name); err == nil && current.UID == service.UID {
+		return t.class.Wants(current)
 	}
 	return t.class.Wants(service)
 }

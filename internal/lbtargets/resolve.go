@@ -92,24 +92,17 @@ func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
 	klog.InfoS("Node is not a load balancer target", "node", klog.KObj(node), "reason", reason)
 	// A sync under way may log a Node whose deletion was handled meanwhile: the lister, updated
 	// before that, no longer shows it.
-	if lister := t.lister().nodes; lister != nil {
-		if _, err := lister.Get(node.Name); apierrors.IsNotFound(err) {
-			t.leftOut.Delete(node.Name)
-		}
+	if _, err := t.listers.nodes.Get(node.Name); apierrors.IsNotFound(err) {
+		t.leftOut.Delete(node.Name)
 	}
 }
 
-// candidates returns the Nodes the target rules choose from. A list given may be older than
-// the CCM's Node lister, which the service controller's lists come from, so once the lister is
-// set it alone decides: a Node of an old list that was deleted or excluded since is not
-// brought back. Without a lister the list decides. Which Nodes are candidates is the rules'
+// candidates returns the Nodes the target rules choose from: the CCM's Node lister's, which
+// the service controller's lists come from, so that a Node of an older list that was deleted
+// or excluded since is not brought back. Which Nodes are candidates is the rules'
 // (targetrules.Health.NotCandidate).
-func (t *Controller) candidates(nodes []*corev1.Node) ([]*corev1.Node, error) {
-	lister := t.lister().nodes
-	if lister == nil {
-		return nodes, nil
-	}
-	known, err := lister.List(labels.Everything())
+func (t *Controller) candidates() ([]*corev1.Node, error) {
+	known, err := t.listers.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}

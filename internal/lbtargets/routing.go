@@ -34,9 +34,9 @@ import (
 // routingState is the routing reconciler's memory.
 type routingState struct {
 	mu sync.Mutex
-	// requests holds, by Service namespace/name, the Service and Nodes of the latest request, for a controller without
-	// listers (and for a Service its lister does not show yet).
-	requests map[string]routingRequest
+	// requests holds, by Service namespace/name, the Service of the latest request, for a
+	// Service its lister does not show yet or shows older.
+	requests map[string]*corev1.Service
 	// written holds, by LoadBalancer UID, the routing this process last wrote.
 	written map[types.UID]writtenRouting
 	// reports holds, by Service, what the latest sync found.
@@ -50,11 +50,6 @@ type routingState struct {
 	reaching, unaddressed sync.Map
 }
 
-type routingRequest struct {
-	service *corev1.Service
-	nodes   []*corev1.Node
-}
-
 // writtenRouting is a routing this process wrote: its digest and the resource version the
 // write left, and, for a routing of its first targets, the NetworkInterfaces it names.
 type writtenRouting struct {
@@ -64,23 +59,23 @@ type writtenRouting struct {
 
 // Request implements targetsapi.Targets: the target labels if the Service's LoadBalancer
 // selects its targets, its routing otherwise.
-func (t *Controller) Request(service *corev1.Service, selecting bool, nodes []*corev1.Node) targetsapi.Report {
+func (t *Controller) Request(service *corev1.Service, selecting bool) targetsapi.Report {
 	if selecting {
-		return t.requestLabels(service, nodes)
+		return t.requestLabels(service)
 	}
-	return t.requestRouting(service, nodes)
+	return t.requestRouting(service)
 }
 
-// requestRouting records the Nodes the service controller passes for the Service and queues a
-// sync of its LoadBalancerRouting; it records on the Service, and returns, what the latest sync
-// of it found. It does not wait for the write.
-func (t *Controller) requestRouting(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
+// requestRouting records the Service as the service controller passes it and queues a sync of
+// its LoadBalancerRouting; it records on the Service, and returns, what the latest sync of it
+// found. It does not wait for the write.
+func (t *Controller) requestRouting(service *corev1.Service) targetsapi.Report {
 	key := serviceName(service.Namespace, service.Name)
 	t.routing.mu.Lock()
 	if t.routing.requests == nil {
-		t.routing.requests = map[string]routingRequest{}
+		t.routing.requests = map[string]*corev1.Service{}
 	}
-	t.routing.requests[key] = routingRequest{service: service, nodes: nodes}
+	t.routing.requests[key] = service
 	report := t.routing.reports[key]
 	t.routing.mu.Unlock()
 	t.queue.Add(routingKey(key))
@@ -152,7 +147,7 @@ func addressed(lb *networkingv1alpha1.LoadBalancer) bool { return len(lb.Status.
 
 // syncRouting writes the Service's routing if it differs from the desired one.
 func (t *Controller) syncRouting(ctx context.Context, key string) error {
-	service, nodes, err := t.routingInputs(key)
+	service, err := t.routingInputs(key)
 	if err != nil || service == nil {
 		return err
 	}
@@ -190,7 +185,7 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	if limit > 0 {
 		routed = t.firstTargetsRouted(ctx, lbs)
 	}
-	destinations, report, err := t.Destinations(ctx, service, nodes, t.routedNow(lbs), limit, routed)
+	destinations, report, err := t.Destinations(ctx, service, t.routedNow(lbs), limit, routed)
 	if err != nil {
 		return err
 	}
@@ -356,42 +351,38 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 }
 
 // routingInputs returns the Service of a routing key, the newer of the lister's and the latest
-// request's, and the Nodes of its latest request; a nil Service when it does not want a load
-// balancer.
-func (t *Controller) routingInputs(key string) (*corev1.Service, []*corev1.Node, error) {
+// request's; nil when it does not want a load balancer.
+func (t *Controller) routingInputs(key string) (*corev1.Service, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil, nil, nil //nolint:nilerr // a malformed key cannot be retried into shape
+		return nil, nil //nolint:nilerr // a malformed key cannot be retried into shape
 	}
 	t.routing.mu.Lock()
-	request := t.routing.requests[key]
+	service := t.routing.requests[key]
 	t.routing.mu.Unlock()
-	service := request.service
-	if lister := t.lister().services; lister != nil {
-		listed, err := lister.Services(namespace).Get(name)
-		switch {
-		case apierrors.IsNotFound(err) && service == nil:
-			t.forgetRoutingKey(key)
-			return nil, nil, nil
-		case apierrors.IsNotFound(err):
-			// A Service the lister does not show yet, or no more: its request is used once,
-			// so that the key of a deleted Service is forgotten by the next sync.
-			t.routing.mu.Lock()
-			delete(t.routing.requests, key)
-			t.routing.mu.Unlock()
-		case err != nil && !apierrors.IsNotFound(err):
-			return nil, nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
-		case err == nil && (service == nil || !ironcore.NewerVersion(service.ResourceVersion, listed.ResourceVersion)):
-			// The request's Service wins only where it is newer than the lister's.
-			service = listed
-		}
+	listed, err := t.listers.services.Services(namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err) && service == nil:
+		t.forgetRoutingKey(key)
+		return nil, nil
+	case apierrors.IsNotFound(err):
+		// A Service the lister does not show yet, or no more: its request is used once, so
+		// that the key of a deleted Service is forgotten by the next sync.
+		t.routing.mu.Lock()
+		delete(t.routing.requests, key)
+		t.routing.mu.Unlock()
+	case err != nil:
+		return nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
+	case service == nil || !ironcore.NewerVersion(service.ResourceVersion, listed.ResourceVersion):
+		// The request's Service wins only where it is newer than the lister's.
+		service = listed
 	}
 	if service == nil || !t.class.Wants(service) {
 		t.forgetRoutingKey(key)
 		if service != nil {
 			t.notices.Forget(service.UID)
 		}
-		return nil, nil, nil
+		return nil, nil
 	}
-	return service, request.nodes, nil
+	return service, nil
 }

@@ -8,7 +8,6 @@ import (
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	"github.com/ironcore-dev/ironcore/utils/equality"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,13 +30,13 @@ const selectorSettle = 3 * time.Second
 // selectorSettle (settling is what is left of it): IronCore's controller applies a selector to
 // its own cache of NetworkInterfaces, which can be behind this one, and would route to none of
 // the NetworkInterfaces it does not see labelled yet.
-func (t *Controller) HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (hold bool, settling time.Duration) {
+func (t *Controller) HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer) (hold bool, settling time.Duration) {
 	next := desired.Spec.NetworkInterfaceSelector
 	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
 		t.moves.forget(existing.UID)
 		return false, 0
 	}
-	move := t.moves.request(existing.UID, next, nodes)
+	move := t.moves.request(existing.UID, next)
 	t.queue.Add(key{kind: selectorKind, name: existing.Name})
 	settled := move.labelledSince.Add(selectorSettle)
 	switch {
@@ -59,24 +58,22 @@ type selectorMoves struct {
 	moves map[types.UID]selectorMove
 }
 
-// selectorMove is a selector to move: the next one, the Nodes of the latest request, since
-// when the checks have found its targets labelled, and when the latest check that found them
-// labelled began (both zero while the checks have not).
+// selectorMove is a selector to move: the next one, since when the checks have found its
+// targets labelled, and when the latest check that found them labelled began (both zero while
+// the checks have not).
 type selectorMove struct {
 	next                        *metav1.LabelSelector
-	nodes                       []*corev1.Node
 	labelledSince, lastLabelled time.Time
 }
 
 // request records a move to next and returns it as the checks have found it.
-func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector, nodes []*corev1.Node) selectorMove {
+func (m *selectorMoves) request(uid types.UID, next *metav1.LabelSelector) selectorMove {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	move, found := m.moves[uid]
 	if !found || !equality.Semantic.DeepEqual(move.next, next) {
 		move = selectorMove{next: next.DeepCopy()}
 	}
-	move.nodes = nodes
 	if m.moves == nil {
 		m.moves = map[types.UID]selectorMove{}
 	}
@@ -123,7 +120,7 @@ func (t *Controller) syncSelector(ctx context.Context, lb *networkingv1alpha1.Lo
 		return nil
 	}
 	began := time.Now()
-	labelled, err := t.targetsLabelled(ctx, lb, move.next, move.nodes)
+	labelled, err := t.targetsLabelled(ctx, lb, move.next)
 	if err != nil {
 		return err
 	}
@@ -133,7 +130,7 @@ func (t *Controller) syncSelector(ctx context.Context, lb *networkingv1alpha1.Lo
 
 // targetsLabelled reports whether every NetworkInterface the routing of the existing
 // LoadBalancer sends to, of an eligible Node, matches the next selector in this cache.
-func (t *Controller) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector, nodes []*corev1.Node) (bool, error) {
+func (t *Controller) targetsLabelled(ctx context.Context, existing *networkingv1alpha1.LoadBalancer, next *metav1.LabelSelector) (bool, error) {
 	selector, err := metav1.LabelSelectorAsSelector(next)
 	if err != nil {
 		return false, err
@@ -158,7 +155,7 @@ func (t *Controller) targetsLabelled(ctx context.Context, existing *networkingv1
 			routed[destination.TargetRef.Name] = true
 		}
 	}
-	eligible, err := t.EligibleNetworkInterfaces(ctx, nodes, routed)
+	eligible, err := t.EligibleNetworkInterfaces(ctx, routed)
 	if err != nil {
 		return false, err
 	}

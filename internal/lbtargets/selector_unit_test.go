@@ -12,8 +12,7 @@ import (
 // first found labelled, the selector moves only on a check that began after it: a check found
 // before may be a retry interval old, and a target added since would be dropped.
 func TestASelectorMovesOnlyOnAFreshCheck(t *testing.T) {
-	c := New(Config{})
-	t.Cleanup(c.queue.ShutDown)
+	c, _ := newUnstarted(t)
 	old := &metav1.LabelSelector{MatchLabels: map[string]string{"old": "x"}}
 	next := &metav1.LabelSelector{MatchLabels: map[string]string{"new": "x"}}
 	existing := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "lb", UID: "uid"},
@@ -21,7 +20,7 @@ func TestASelectorMovesOnlyOnAFreshCheck(t *testing.T) {
 	hold := func() bool {
 		desired := existing.DeepCopy()
 		desired.Spec.NetworkInterfaceSelector = next.DeepCopy()
-		held, _ := c.HoldSelector(existing, desired, nil)
+		held, _ := c.HoldSelector(existing, desired)
 		return held
 	}
 	if !hold() {

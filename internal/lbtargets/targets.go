@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -47,23 +46,17 @@ type Controller struct {
 	resync   time.Duration
 	// firstFor is how long a new LoadBalancer's routing may hold its first Nodes only.
 	firstFor time.Duration
-	// listers are the CCM's listers, set by Watch. Every Service's request passes a Node
-	// list, but a list may be older than another's, so the Node lister, which is at least as
-	// new as any list, decides which Nodes are eligible; Local Services go only to Nodes with a
-	// serving endpoint, from the EndpointSlice lister.
-	listers atomic.Pointer[listers]
+	// listers are the CCM's listers. The Node lister, which is at least as new as any Node list
+	// the service controller passes, decides which Nodes are eligible; Local Services go only to
+	// Nodes with a serving endpoint, from the EndpointSlice lister.
+	listers listers
 
 	// queue holds every key: the labels, the routings, the Nodes (see controller.go).
 	queue workqueue.TypedRateLimitingInterface[key]
 	// routing is the routing reconciler's memory.
 	routing routingState
-	// mu guards requested and last.
-	mu sync.Mutex
-	// requested is the Node list of the latest request, for a controller without a Node lister;
-	// asked tells whether there was one.
-	requested []*corev1.Node
-	asked     bool
-	// last is what the latest label sync found.
+	// mu guards last, what the latest label sync found.
+	mu   sync.Mutex
 	last targetsapi.Report
 	// labels is the label reconciler's record of the target labels it last found in place; see
 	// labels.go.
@@ -79,7 +72,7 @@ type Controller struct {
 	leftOut sync.Map
 }
 
-// listers are the CCM's listers the controller reads; all nil without informers (in tests).
+// listers are the CCM's listers the controller reads.
 type listers struct {
 	nodes                corelisters.NodeLister
 	services             corelisters.ServiceLister
@@ -88,14 +81,6 @@ type listers struct {
 	// synced tell whether the Node and Service caches have synced: until then an empty lister
 	// is not an empty cluster, and no sync may act on it.
 	synced []toolscache.InformerSynced
-}
-
-// lister returns the listers, empty until Watch.
-func (t *Controller) lister() listers {
-	if l := t.listers.Load(); l != nil {
-		return *l
-	}
-	return listers{}
 }
 
 // newReport keeps of the rules' choice what a Report holds.
@@ -183,16 +168,12 @@ func once(current targetsNow) targetsNow {
 	}
 }
 
-// servingNodes names the Nodes with an endpoint serving the Service. Without an EndpointSlice
-// lister (no informers) no endpoints are known, which the rules treat as a Local Service
-// without endpoints. Until the cache has synced it knows none either, so a sync waits for it
-// rather than send a Local Service's traffic to every Node.
+// servingNodes names the Nodes with an endpoint serving the Service. Until the cache has
+// synced it knows no endpoints, so a sync waits for it rather than send a Local Service's
+// traffic to every Node as if it had none.
 func (t *Controller) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
-	l := t.lister()
-	if l.endpointSlices == nil {
-		return nil, nil
-	}
-	if l.endpointSlicesSynced != nil && !l.endpointSlicesSynced() {
+	l := t.listers
+	if !l.endpointSlicesSynced() {
 		waitCtx, cancel := context.WithTimeout(ctx, endpointSlicesSyncWait)
 		defer cancel()
 		if !toolscache.WaitForCacheSync(waitCtx.Done(), l.endpointSlicesSynced) {
@@ -208,8 +189,8 @@ func (t *Controller) servingNodes(ctx context.Context, service *corev1.Service) 
 
 // EligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
 // (see candidates and choose), where current are the targets now.
-func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*corev1.Node, current map[string]bool) (map[string]bool, error) {
-	nodes, err := t.candidates(nodes)
+func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, current map[string]bool) (map[string]bool, error) {
+	nodes, err := t.candidates()
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +214,8 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, nodes []*cor
 // current are the Service's targets now. With limit above zero, only limit of the chosen Nodes
 // are listed (see firstTargets): those with a NetworkInterface in routed first, then the
 // longest-standing.
-func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, nodes []*corev1.Node, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, targetsapi.Report, error) {
-	nodes, err := t.candidates(nodes)
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, targetsapi.Report, error) {
+	nodes, err := t.candidates()
 	if err != nil {
 		return nil, targetsapi.Report{}, err
 	}
@@ -287,10 +268,9 @@ func cmpBool(a, b bool) int {
 }
 
 // Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
-// now: a destination the target rules choose among the Nodes (the lister decides once set),
-// for its own routing or, if it selects, for the shared targets. Until the IronCore cache has
+// now: a destination the target rules choose among the Nodes, for its own routing or, if it selects, for the shared targets. Until the IronCore cache has
 // synced it cannot tell, and says so.
-func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error) {
+func (t *Controller) Expects(ctx context.Context, service *corev1.Service) (bool, error) {
 	if !t.ironcore.HasSynced() {
 		return false, errors.New("the IronCore cache has not synced yet")
 	}
@@ -298,7 +278,7 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes
 		// Any Node that can serve is a destination: look no further than the first. It is
 		// asked for every Service whose routing is still empty, each time it is written, so it
 		// must not resolve every Node each time.
-		candidates, err := t.candidates(nodes)
+		candidates, err := t.candidates()
 		if err != nil {
 			return false, err
 		}
@@ -324,7 +304,7 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service, nodes
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
 	}
-	destinations, _, err := t.Destinations(ctx, own, nodes, noTargetsNow, 1, nil)
+	destinations, _, err := t.Destinations(ctx, own, noTargetsNow, 1, nil)
 	return len(destinations) > 0, err
 }
 

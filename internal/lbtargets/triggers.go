@@ -24,11 +24,7 @@ func (t *Controller) queueAllTargets(delay time.Duration) {
 // queueServices queues, after the delay, the routing keys of the Services of type
 // LoadBalancer that match.
 func (t *Controller) queueServices(match func(*corev1.Service) bool, delay time.Duration) {
-	lister := t.lister().services
-	if lister == nil {
-		return
-	}
-	services, err := lister.List(labels.Everything())
+	services, err := t.listers.services.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Cannot list the Services whose targets to sync")
 		return
@@ -44,11 +40,10 @@ func (t *Controller) queueServices(match func(*corev1.Service) bool, delay time.
 // to, after the coalescing delay; the queue holds a key once however many changes come.
 func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
-	lister := t.lister().services
-	if name == "" || lister == nil {
+	if name == "" {
 		return
 	}
-	service, err := lister.Services(slice.Namespace).Get(name)
+	service, err := t.listers.services.Services(slice.Namespace).Get(name)
 	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
 		return
 	}

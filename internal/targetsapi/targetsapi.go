@@ -18,20 +18,21 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
-// Targets is the targets controller as the load balancers use it. They record a Service's
-// Nodes and queue its targets, and ask what the targets will be; the controller, which cmd
-// builds and runs, writes them, and follows the LoadBalancers' changes and deletions itself.
+// Targets is the targets controller as the load balancers use it. They queue a Service's
+// targets and ask what the targets will be; the controller, which cmd builds and runs, chooses
+// them from its own Node lister (the Nodes the service controller passes are no newer), writes
+// them, and follows the LoadBalancers' changes and deletions itself.
 type Targets interface {
-	// Request records the Nodes the service controller passes for the Service, queues the
-	// sync of its targets (the shared target labels when its LoadBalancer selects them, its
-	// routing otherwise) and returns what the latest one found.
-	Request(service *corev1.Service, selecting bool, nodes []*corev1.Node) Report
+	// Request records the Service as the service controller passes it, queues the sync of its
+	// targets (the shared target labels when its LoadBalancer selects them, its routing
+	// otherwise) and returns what the latest one found.
+	Request(service *corev1.Service, selecting bool) Report
 	// Expects tells whether the Service's LoadBalancer should have somewhere to send traffic.
-	Expects(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (bool, error)
+	Expects(ctx context.Context, service *corev1.Service) (bool, error)
 	// HoldSelector keeps the existing selector in desired while the new one would drop a
 	// destination, and says for how long more when it is only settling. It reads nothing:
 	// the controller checks the move in its own workers.
-	HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, time.Duration)
+	HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer) (bool, time.Duration)
 }
 
 // Reasons of the events on Services about their targets.

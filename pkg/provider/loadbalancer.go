@@ -91,11 +91,12 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 //
 // It waits for nothing but, once per LoadBalancer and at most addressWait, its addresses. Its
 // targets (the shared target labels, or its routing) are queued for package lbtargets, which
-// writes them. An existing LoadBalancer carries traffic, so a NetworkInterface selector that
-// is to move (adopting a reference CCM LoadBalancer, a change of --use-nic-selector) moves
-// only once the new one selects every eligible target it routes to; until then the Service is
-// retried. A LoadBalancerRouting never loses an eligible destination on the way.
-func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+// chooses them from its Node lister (the Nodes passed are no newer) and writes them. An
+// existing LoadBalancer carries traffic, so a NetworkInterface selector that is to move
+// (adopting a reference CCM LoadBalancer, a change of --use-nic-selector) moves only once the
+// new one selects every eligible target it routes to; until then the Service is retried. A
+// LoadBalancerRouting never loses an eligible destination on the way.
+func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	if l.targets == nil {
 		return nil, errNoTargets
 	}
@@ -134,7 +135,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	l.warnOnce(service, append(lbspec.IgnoredFields(service, existing), kept...))
 
 	// The targets are queued first: a selector that is to move waits for its labels.
-	l.syncTargets(service, nodes)
+	l.syncTargets(service)
 	var lb *networkingv1alpha1.LoadBalancer
 	waitingForTargets, settling := false, time.Duration(0)
 	if existing == nil {
@@ -146,7 +147,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, err
 		}
 	} else {
-		waitingForTargets, settling = l.targets.HoldSelector(existing, desired, nodes)
+		waitingForTargets, settling = l.targets.HoldSelector(existing, desired)
 		lb = existing
 		if lbspec.NeedsApply(existing, desired) {
 			if lb, err = l.apply(ctx, service, desired); err != nil {
@@ -162,7 +163,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		return nil, l.retry(service, "keeping the NetworkInterface selector of LoadBalancer %s until its targets carry the label %s", lb.Name, keys.LabelLoadBalancerTarget)
 	}
 	if len(replaced) > 0 {
-		return l.completeSwitch(ctx, service, lb, desired, replaced, nodes)
+		return l.completeSwitch(ctx, service, lb, desired, replaced)
 	}
 	if !lbspec.Allocated(lb, desired) {
 		ready, err := l.waitForAddresses(ctx, service, lb, desired)
@@ -174,11 +175,11 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			// meanwhile the Service shows what IronCore has allocated, if anything, once it
 			// leads somewhere.
 			klog.V(2).InfoS("IronCore has not yet allocated the LoadBalancer's addresses; they are reported on arrival", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb))
-			return l.unlessNowhere(ctx, service, lb, nodes, lbspec.Status(lb))
+			return l.unlessNowhere(ctx, service, lb, lbspec.Status(lb))
 		}
 		lb = ready
 	}
-	leads, err := l.leadsSomewhere(ctx, service, lb, nodes)
+	leads, err := l.leadsSomewhere(ctx, service, lb)
 	switch {
 	case err != nil:
 		return nil, err
@@ -198,16 +199,16 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 // traffic: its routing holds a destination, or the target rules choose none, so that there is
 // nothing to wait for. New addresses are reported only then: an address that leads nowhere is
 // an outage to whoever connects to it. Addresses once shown stay, whatever the routing holds.
-func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
+func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) (bool, error) {
 	if len(service.Status.LoadBalancer.Ingress) > 0 {
 		return true, nil
 	}
-	return l.routesSomewhere(ctx, service, lb, nodes)
+	return l.routesSomewhere(ctx, service, lb)
 }
 
 // routesSomewhere tells whether lb's routing holds a destination, or the target rules choose
 // none, whatever addresses the Service shows.
-func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (bool, error) {
+func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) (bool, error) {
 	routing, err := l.ironcore.LoadBalancerRouting(ctx, lb.Name)
 	switch {
 	case err == nil && ironcore.OwnedBy(routing, lb) && ironcore.RoutingDestinationCount(routing) > 0:
@@ -215,7 +216,7 @@ func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Ser
 	case err != nil && !errors.Is(err, ironcore.ErrNotFound):
 		return false, err
 	}
-	expects, err := l.targets.Expects(ctx, service, nodes)
+	expects, err := l.targets.Expects(ctx, service)
 	if err != nil {
 		// Not knowing the targets yet (the endpoints' cache has not synced) is no reason to
 		// show an address that may lead nowhere; the Service is looked at again.
@@ -226,11 +227,11 @@ func (l *loadBalancers) routesSomewhere(ctx context.Context, service *corev1.Ser
 }
 
 // unlessNowhere returns status, or an empty one if its addresses would lead nowhere.
-func (l *loadBalancers) unlessNowhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, nodes []*corev1.Node, status *corev1.LoadBalancerStatus) (*corev1.LoadBalancerStatus, error) {
+func (l *loadBalancers) unlessNowhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, status *corev1.LoadBalancerStatus) (*corev1.LoadBalancerStatus, error) {
 	if len(status.Ingress) == 0 {
 		return status, nil
 	}
-	leads, err := l.leadsSomewhere(ctx, service, lb, nodes)
+	leads, err := l.leadsSomewhere(ctx, service, lb)
 	if err != nil || !leads {
 		return &corev1.LoadBalancerStatus{}, err
 	}
@@ -270,8 +271,8 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 // selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
 // what their latest sync found. A selector moves only once Targets.HoldSelector finds the
 // labels in place.
-func (l *loadBalancers) syncTargets(service *corev1.Service, nodes []*corev1.Node) targetsapi.Report {
-	return l.targets.Request(service, lbspec.UsesSelector(service, l.settings), nodes)
+func (l *loadBalancers) syncTargets(service *corev1.Service) targetsapi.Report {
+	return l.targets.Request(service, lbspec.UsesSelector(service, l.settings))
 }
 
 // prepareUpdate checks that an existing LoadBalancer can be updated to the desired one; ready is
@@ -288,10 +289,10 @@ func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired
 	return true, nil
 }
 
-// UpdateLoadBalancer records the Nodes as the Service's targets and queues their writes (the
-// target labels, or its routing), without waiting for them; no Nodes means no targets. Nodes
-// that the latest sync could not make targets are named in the returned error, so that the
-// framework retries them.
+// UpdateLoadBalancer queues the writes of the Service's targets (the target labels, or its
+// routing), which the targets controller chooses from its Node lister, without waiting for
+// them. Nodes that the latest sync could not make targets are named in the returned error, so
+// that the framework retries them.
 //
 // Otherwise it returns cloudprovider.ImplementedElsewhere, unwrapped (the service controller
 // compares with ==): the target controller owns the targets, and with nil the service
@@ -301,7 +302,7 @@ func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service 
 	if l.targets == nil {
 		return errNoTargets
 	}
-	if err := l.syncTargets(service, nodes).Skipped.Err(); err != nil || len(nodes) == 0 {
+	if err := l.syncTargets(service).Skipped.Err(); err != nil || len(nodes) == 0 {
 		return err
 	}
 	return cloudprovider.ImplementedElsewhere
@@ -341,7 +342,7 @@ func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string,
 		// A type switch: the addresses the Service shows are the replaced LoadBalancer's.
 		leads = l.routesSomewhere
 	}
-	if leads, err := leads(ctx, service, lb, nil); err != nil || !leads {
+	if leads, err := leads(ctx, service, lb); err != nil || !leads {
 		return nil, lbspec.PendingTraffic, err
 	}
 	if took, ok := l.retries.forget(service.UID); ok {

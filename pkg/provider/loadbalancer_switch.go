@@ -52,10 +52,10 @@ func (l *loadBalancers) successor(ctx context.Context, clusterName string, servi
 // one status update. The replaced LoadBalancers are deleted once the Service shows lb's
 // addresses: by this sync if it already does, otherwise by the repair controller once the
 // status is written (ReleaseReplaced).
-func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer) (*corev1.LoadBalancerStatus, error) {
 	ready := lbspec.Allocated(lb, desired)
 	if ready {
-		routes, err := l.routesSomewhere(ctx, service, lb, nodes)
+		routes, err := l.routesSomewhere(ctx, service, lb)
 		if err != nil {
 			return nil, err
 		}

@@ -157,8 +157,9 @@ func runTargets(c *provider.Cloud, stop <-chan struct{}) (informers.SharedInform
 	c.SetInformers(factory)
 	config := lbtargets.ConfigFrom(c.Options(), c.CloudConfig())
 	config.IronCore, config.Owners, config.Recorder = c.IronCore(), c.LoadBalancerOwners(), recorder
-	targets := lbtargets.New(config)
-	if err := targets.Watch(factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()); err != nil {
+	config.Nodes, config.Services, config.EndpointSlices = factory.Core().V1().Nodes(), factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()
+	targets, err := lbtargets.New(config)
+	if err != nil {
 		return nil, err
 	}
 	c.UseTargets(targets)
