@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -127,24 +127,15 @@ func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
 // the informers' Service lister.
 func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *record.FakeRecorder, corelisters.ServiceLister) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(clientset, 0)
 	lbs, recorder := &loadBalancers{}, record.NewFakeRecorder(100)
-	c, err := lbrepair.New(lbrepair.Config{
-		IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
-		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
+	var services corelisters.ServiceLister
+	stack.RunControllerForTest(t, clientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		services = factory.Core().V1().Services().Lister()
+		return lbrepair.New(lbrepair.Config{
+			IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
+			Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	services := factory.Core().V1().Services().Lister()
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
 	return lbs, recorder, services
 }
 
@@ -269,15 +260,7 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(time.Minute)
-	for recreated := false; !recreated; {
-		select {
-		case event := <-recorder.Events:
-			recreated = strings.Contains(event, lbrepair.ReasonRecreated)
-		case <-timeout:
-			t.Fatalf("no %s event", lbrepair.ReasonRecreated)
-		}
-	}
+	testenv.AwaitEvent(t, recorder, time.Minute, lbrepair.ReasonRecreated)
 	testenv.Await(t, ctx, time.Minute, "the LoadBalancer made again", func(ctx context.Context) error {
 		again, err := readLoadBalancer(ctx, service)
 		if err != nil {

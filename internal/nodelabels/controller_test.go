@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
@@ -30,24 +31,15 @@ func TestMain(m *testing.M) {
 // follow the Machine and the pool; one the Machine loses goes; a label a user set on the
 // Node with another key stays.
 func TestNodesKeepTheirLabelsFromIronCore(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	allow, err := nodelabels.ParseAllowList([]string{"team", "example.com/*"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c, err := nodelabels.New(ironcoreClient, stack.TargetClientset, allow, factory.Core().V1().Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
+	stack.RunControllerForTest(t, stack.TargetClientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		return nodelabels.New(ironcoreClient, stack.TargetClientset, allow, factory.Core().V1().Nodes())
+	})
 
+	ctx := context.Background()
 	setPoolLabel(t, "pool-a", nodelabels.TopologyPrefix+"rack", "r1")
 	machine, err := stack.CreateMachine(ctx, "nl-a", testenv.MachineOptions{Pool: "pool-a"})
 	if err != nil {

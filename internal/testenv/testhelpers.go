@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/flowcontrol"
 	componentmetrics "k8s.io/component-base/metrics"
@@ -240,4 +244,42 @@ func (s *Stack) LiveService(t testing.TB, service *corev1.Service) *corev1.Servi
 		t.Fatal(err)
 	}
 	return live
+}
+
+// Controller is one of the CCM's controllers that work a queue with a number of workers.
+type Controller interface {
+	Run(ctx context.Context, workers int)
+}
+
+// RunControllerForTest runs a controller as the CCM does, until the test ends: newController
+// wires it to an IronCore client of the stack and to shared informers on clientset, which then
+// start, and it runs with two workers.
+func (s *Stack) RunControllerForTest(t testing.TB, clientset kubernetes.Interface, newController func(*ironcore.Client, informers.SharedInformerFactory) (Controller, error)) {
+	t.Helper()
+	ctx, ironcoreClient := s.StartIronCoreClientForTest(t, nil)
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	c, err := newController(ironcoreClient, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 2)
+}
+
+// AwaitEvent waits up to timeout for an event of the reason to reach the recorder, passing over
+// events of other reasons, and returns it.
+func AwaitEvent(t testing.TB, recorder *record.FakeRecorder, timeout time.Duration, reason string) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case event := <-recorder.Events:
+			// A FakeRecorder's event reads "<type> <reason> <message>".
+			if strings.Contains(event, " "+reason+" ") {
+				return event
+			}
+		case <-deadline:
+			t.Fatalf("no %s event in %s", reason, timeout)
+		}
+	}
 }
