@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -59,7 +58,8 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	l.mu.Unlock()
 	lb, err := readLoadBalancer(ctx, service)
 	if apierrors.IsNotFound(err) {
-		lb, err = createLoadBalancer(ctx, service)
+		lb = stack.ServiceLoadBalancer(service)
+		err = stack.IronCore.Client.Create(ctx, lb)
 	}
 	if err != nil {
 		return nil, err
@@ -91,21 +91,6 @@ func allocatedStatus(ctx context.Context, _ string, service *corev1.Service) (*c
 func readLoadBalancer(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 	lb := &networkingv1alpha1.LoadBalancer{}
 	return lb, stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb)
-}
-
-func createLoadBalancer(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service), Labels: map[string]string{
-			keys.LabelClusterName: stack.ClusterName, keys.LabelServiceNamespace: service.Namespace,
-			keys.LabelServiceName: service.Name, keys.LabelServiceUID: string(service.UID),
-		}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	return lb, stack.IronCore.Client.Create(ctx, lb)
 }
 
 func statusOf(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
@@ -165,11 +150,8 @@ func TestAddressesReachTheServiceOnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	ip := waitForStatus(t, service)
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
 		t.Fatal(err)
@@ -214,11 +196,8 @@ func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
 		t.Fatalf("the lister shows the edit although the Service watch is held back (%v)", err)
 	}
 	proxy.Reset()
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	waitForStatus(t, service)
 	for _, count := range proxy.Counts() {
 		if count.Verb == "patch" && count.Resource == "services/status" && count.Refused > 1 {
@@ -249,11 +228,8 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 			_, _ = stack.TargetClientset.CoreV1().Services(service.Namespace).Update(context.Background(), current, metav1.UpdateOptions{})
 		}
 	})
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	waitForStatus(t, service)
 	before := lbs.timesEnsured()
 

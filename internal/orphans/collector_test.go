@@ -68,25 +68,11 @@ func loadBalancer(t *testing.T, name string, owner ironcore.Owner) *networkingv1
 // loadBalancerMarked is loadBalancer with the given identity label (none if "") and Network.
 func loadBalancerMarked(t *testing.T, name string, owner ironcore.Owner, mark, network string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
-			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace,
-			keys.LabelServiceName: owner.Name, keys.LabelServiceUID: owner.UID,
-		}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: network},
-		},
-	}
+	lb := stack.OwnedLoadBalancer(name, owner, network)
 	if mark != "" {
 		lb.Labels[keys.LabelClusterID] = mark
 	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
-		t.Fatal(err)
-	}
-	// The tests share the namespace: a later test's collector must not see this one's.
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	stack.CreateIronCoreForTest(t, lb)
 	return lb
 }
 
@@ -323,24 +309,14 @@ func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
 func retainedLoadBalancer(t *testing.T, name string, at time.Time, network string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	owner := ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "deleted-" + name, UID: "1f0e4b52-0000-4000-8000-000000000009"}
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
-			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace, keys.LabelServiceName: owner.Name,
-			keys.LabelServiceUID: owner.UID, keys.LabelClusterID: clusterID, keys.LabelRetained: "true",
-		}, Annotations: map[string]string{keys.AnnotationRetainedFrom: owner.Namespace + "/" + owner.Name}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: network},
-		},
-	}
+	lb := stack.OwnedLoadBalancer(name, owner, network)
+	lb.Labels[keys.LabelClusterID] = clusterID
+	lb.Labels[keys.LabelRetained] = "true"
+	lb.Annotations = map[string]string{keys.AnnotationRetainedFrom: owner.Namespace + "/" + owner.Name}
 	if !at.IsZero() {
 		lb.Annotations[keys.AnnotationRetainedAt] = at.UTC().Format(time.RFC3339)
 	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	stack.CreateIronCoreForTest(t, lb)
 	return lb
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 // The CCM's two target modes, as InTargetModes names them: the CCM writes each LoadBalancer's
@@ -282,4 +283,37 @@ func AwaitEvent(t testing.TB, recorder *record.FakeRecorder, timeout time.Durati
 			t.Fatalf("no %s event in %s", reason, timeout)
 		}
 	}
+}
+
+// OwnedLoadBalancer returns, not yet created, a Public IPv4 LoadBalancer in the stack's namespace
+// on the network, labelled as this CCM labels the one it makes for the owner's Service.
+func (s *Stack) OwnedLoadBalancer(name string, owner ironcore.Owner, network string) *networkingv1alpha1.LoadBalancer {
+	return &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Labels: map[string]string{
+			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace,
+			keys.LabelServiceName: owner.Name, keys.LabelServiceUID: owner.UID,
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: network},
+		},
+	}
+}
+
+// ServiceLoadBalancer returns, not yet created, a LoadBalancer of the Service as the provider
+// names and labels it, on the cluster Network, without ports.
+func (s *Stack) ServiceLoadBalancer(service *corev1.Service) *networkingv1alpha1.LoadBalancer {
+	owner := ironcore.Owner{Cluster: s.ClusterName, Namespace: service.Namespace, Name: service.Name, UID: string(service.UID)}
+	return s.OwnedLoadBalancer(lbspec.Name(service), owner, s.Network)
+}
+
+// CreateIronCoreForTest creates the IronCore object, deleted when the test ends: the tests of a
+// package share the stack's namespace, and a later test must not find this one's objects.
+func (s *Stack) CreateIronCoreForTest(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := s.IronCore.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), obj)) })
 }
