@@ -53,11 +53,7 @@ func machineWithNode(t *testing.T, name, label string, podCIDRs ...string) {
 		t.Fatal(err)
 	}
 	if label != "" {
-		patch := client.MergeFrom(machine.DeepCopy())
-		machine.Labels = map[string]string{keys.LabelCluster: label}
-		if err := stack.IronCore.Client.Patch(ctx, machine, patch); err != nil {
-			t.Fatal(err)
-		}
+		stack.Relabel(t, machine, map[string]string{keys.LabelCluster: label})
 	}
 	nic := &networkingv1alpha1.NetworkInterface{}
 	if err := testenv.WaitFor(ctx, time.Minute, "the Machine's NetworkInterface", func(ctx context.Context) error {

@@ -61,6 +61,33 @@ func (s *Stack) SetPower(t testing.TB, machine *computev1alpha1.Machine, power c
 	}
 }
 
+// Relabel sets labels on the IronCore object, reading it anew into obj first (its name and,
+// if namespaced, namespace set); an empty value removes a label. The merge patch leaves the
+// other labels to whoever else writes them meanwhile.
+func (s *Stack) Relabel(t testing.TB, obj client.Object, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	current := obj.GetLabels()
+	if current == nil {
+		current = map[string]string{}
+	}
+	for key, value := range labels {
+		if value == "" {
+			delete(current, key)
+		} else {
+			current[key] = value
+		}
+	}
+	obj.SetLabels(current)
+	if err := s.IronCore.Client.Patch(ctx, obj, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // NetworkInterfaceIPs lists the status IPs of the Machines' NetworkInterfaces, sorted.
 func (s *Stack) NetworkInterfaceIPs(t testing.TB, machines ...string) []string {
 	t.Helper()
