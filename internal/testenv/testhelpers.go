@@ -18,9 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/flowcontrol"
 	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
@@ -114,12 +112,7 @@ func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName strin
 		if err := s.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: lbName}, routing); err != nil {
 			return err
 		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
+		if got := DestinationIPs(routing); !slices.Equal(got, want) {
 			return fmt.Errorf("destinations %v", got)
 		}
 		return nil
@@ -127,6 +120,16 @@ func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName strin
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// DestinationIPs lists the IPs the routing sends to, sorted.
+func DestinationIPs(routing *networkingv1alpha1.LoadBalancerRouting) []string {
+	ips := []string{}
+	for _, destination := range routing.Destinations {
+		ips = append(ips, destination.IP.String())
+	}
+	slices.Sort(ips)
+	return ips
 }
 
 // WatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then calls
@@ -139,31 +142,19 @@ func (s *Stack) WatchRoutings(t testing.TB, listed func([]networkingv1alpha1.Loa
 		t.Fatal(err)
 	}
 	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(s.Namespace)
-	list, err := routings.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed(list.Items)
 	ctx, cancel := context.WithCancel(context.Background())
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
+	done, err := ListAndWatch(ctx, routings.List, routings.Watch, func(list *networkingv1alpha1.LoadBalancerRoutingList) {
+		listed(list.Items)
+	}, func(event watch.Event) {
+		if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+			changed(routing, event.Type == watch.Deleted)
+		}
 	})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
-				changed(routing, event.Type == watch.Deleted)
-			}
-		}
-	}()
 	t.Cleanup(func() {
-		watcher.Stop()
 		cancel()
 		<-done
 	})
