@@ -1197,7 +1197,7 @@ func (c *chaos) superviseReplicas(ctx context.Context) {
 			if planning {
 				continue
 			}
-			last := lastLines(process.LogPath, 3)
+			last := logTail(process.LogPath, 3)
 			c.mu.Lock()
 			c.result.UnplannedExits = append(c.result.UnplannedExits, fmt.Sprintf("%s (%v): %s", process.Name, process.Err(), last))
 			c.mu.Unlock()
@@ -1222,14 +1222,4 @@ func (c *chaos) stopReplicas() {
 			_ = process.Stop()
 		}
 	}
-}
-
-// lastLines returns the last n lines of a log file.
-func lastLines(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
