@@ -889,10 +889,7 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 		for _, ip := range lb.Status.IPs {
 			lbIPs = append(lbIPs, ip.String())
 		}
-		var ingress []string
-		for _, in := range service.Status.LoadBalancer.Ingress {
-			ingress = append(ingress, in.IP)
-		}
+		ingress := testenv.IngressIPs(service)
 		switch {
 		case lb.Spec.Type != wantType:
 			wrong = append(wrong, fmt.Sprintf("%s has a %s LoadBalancer, want %s", name, lb.Spec.Type, wantType))

@@ -56,10 +56,7 @@ func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) 
 		if err != nil {
 			return err
 		}
-		ips = nil
-		for _, ingress := range current.Status.LoadBalancer.Ingress {
-			ips = append(ips, ingress.IP)
-		}
+		ips = testenv.IngressIPs(current)
 		return check(ips)
 	})
 	return ips
@@ -151,12 +148,8 @@ func watchIngress(t *testing.T, service *corev1.Service) func() [][]string {
 			if !ok {
 				continue
 			}
-			var ips []string
-			for _, ingress := range current.Status.LoadBalancer.Ingress {
-				ips = append(ips, ingress.IP)
-			}
 			mu.Lock()
-			seen = append(seen, ips)
+			seen = append(seen, testenv.IngressIPs(current))
 			mu.Unlock()
 		}
 	}()
