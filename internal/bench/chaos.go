@@ -838,10 +838,8 @@ func (c *chaos) waitForConvergence(ctx context.Context) error {
 func (c *chaos) wrongServices(ctx context.Context) []string {
 	lbs := &networkingv1alpha1.LoadBalancerList{}
 	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
-	for _, list := range []client.ObjectList{lbs, routings} {
-		if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
-			return []string{err.Error()}
-		}
+	if err := c.stack.ListIronCore(ctx, []client.ObjectList{lbs, routings}); err != nil {
+		return []string{err.Error()}
 	}
 	byUID := map[string][]networkingv1alpha1.LoadBalancer{}
 	for _, lb := range lbs.Items {
@@ -1030,10 +1028,8 @@ func (c *chaos) checkLeftovers(ctx context.Context) {
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		prefixes := &ipamv1alpha1.PrefixList{}
-		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
-			if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
-				return err
-			}
+		if err := c.stack.ListIronCore(ctx, []client.ObjectList{lbs, routings, prefixes}); err != nil {
+			return err
 		}
 		left = nil
 		for _, lb := range lbs.Items {

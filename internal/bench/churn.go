@@ -334,10 +334,8 @@ func waitForClusterLabels(ctx context.Context, stack *testenv.Stack, n int) erro
 	return testenv.WaitFor(ctx, 10*time.Minute, fmt.Sprintf("the cluster label on %d Machines and NetworkInterfaces", n), func(ctx context.Context) error {
 		machines := &computev1alpha1.MachineList{}
 		nics := &networkingv1alpha1.NetworkInterfaceList{}
-		for _, list := range []client.ObjectList{machines, nics} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelCluster}); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{machines, nics}, client.HasLabels{keys.LabelCluster}); err != nil {
+			return err
 		}
 		if min(len(machines.Items), len(nics.Items)) < n {
 			return fmt.Errorf("%d Machines and %d NetworkInterfaces labelled", len(machines.Items), len(nics.Items))

@@ -212,10 +212,8 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		prefixes := &ipamv1alpha1.PrefixList{}
-		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{lbs, routings, prefixes}); err != nil {
+			return err
 		}
 		for _, lb := range lbs.Items {
 			if wanted[lb.Name] {
