@@ -11,6 +11,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
@@ -240,6 +241,18 @@ func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster st
 	}
 	maps.Copy(lb.Annotations, annotations)
 	return lb, s.IronCore.Client.Create(ctx, lb)
+}
+
+// CreateRootPrefixForTest creates a root Prefix as CreateRootPrefix does, deleted when the
+// test ends.
+func (s *Stack) CreateRootPrefixForTest(t testing.TB, name, cidr string, labels map[string]string) *ipamv1alpha1.Prefix {
+	t.Helper()
+	prefix, err := s.CreateRootPrefix(context.Background(), name, cidr, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.IronCore.Client.Delete(context.Background(), prefix) })
+	return prefix
 }
 
 // StartIronCoreClientForTest starts an IronCore client as StartIronCoreClientLimitedBy does,
