@@ -243,6 +243,16 @@ func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster st
 	return lb, s.IronCore.Client.Create(ctx, lb)
 }
 
+// RepoRootForTest is RepoRoot, failing the test if it cannot be found.
+func RepoRootForTest(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // CreateRootPrefixForTest creates a root Prefix as CreateRootPrefix does, deleted when the
 // test ends.
 func (s *Stack) CreateRootPrefixForTest(t testing.TB, name, cidr string, labels map[string]string) *ipamv1alpha1.Prefix {
