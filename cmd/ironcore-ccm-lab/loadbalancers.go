@@ -72,10 +72,7 @@ func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nSERVICE\tEXTERNAL-IP\tIRONCORE LOADBALANCER\tTYPE\tROUTED TO\tTIME TO ADDRESS")
 	for _, service := range services {
-		var ips []string
-		for _, ingress := range service.Status.LoadBalancer.Ingress {
-			ips = append(ips, ingress.IP)
-		}
+		ips := testenv.IngressIPs(service)
 		lbName := provider.LoadBalancerName(service)
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {

@@ -58,20 +58,7 @@ func TestSmoke(t *testing.T) {
 	if result.CCM.PeakRSSMiB <= 0 || result.CCM.PeakAnonMiB <= 0 || result.CCM.PeakFileMiB <= 0 || result.CCM.CPUSeconds <= 0 {
 		t.Errorf("CCM usage %+v", result.CCM)
 	}
-	files, err := result.Write(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range files {
-		info, err := os.Stat(file)
-		if err != nil || info.Size() == 0 {
-			t.Errorf("%s: %v", file, err)
-		}
-	}
-	if md := result.Markdown(); !strings.Contains(md, "| Node initialized | 3 |") || !strings.Contains(md, "| IronCore LoadBalancer alone (floor) | 2 |") ||
-		!strings.Contains(md, "| Service's routing reaches every Node | 2 |") {
-		t.Errorf("markdown:\n%s", md)
-	}
+	requireReported(t, result, "| Node initialized | 3 |", "| IronCore LoadBalancer alone (floor) | 2 |", "| Service's routing reaches every Node | 2 |")
 }
 
 // A run past its deadline is a result, not a failure: it says what was not done.
@@ -111,14 +98,7 @@ func TestChurnSmoke(t *testing.T) {
 	if result.Changes != 2 || result.Convergence.Count != 2 || result.RoutingWrites < 2 {
 		t.Fatalf("%d changes, %d converged, %d routing writes; want 2, 2, at least 2", result.Changes, result.Convergence.Count, result.RoutingWrites)
 	}
-	files, err := result.Write(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireWritten(t, files)
-	if md := result.Markdown(); !strings.Contains(md, "| endpoint moves | 2 |") {
-		t.Errorf("markdown:\n%s", md)
-	}
+	requireReported(t, result, "| endpoint moves | 2 |")
 }
 
 // TestIPAMSmoke runs the pod CIDR allocation at a tiny size, so that it keeps working between
@@ -137,22 +117,32 @@ func TestIPAMSmoke(t *testing.T) {
 	if result.Writes == 0 || result.PrefixAllocation.Count != 8 {
 		t.Errorf("%d IronCore writes, %d pod CIDR Prefixes timed; want some and 8", result.Writes, result.PrefixAllocation.Count)
 	}
+	requireReported(t, result, "| overlapping pod CIDRs | 0 |")
+}
+
+// report is what every benchmark's result gives: its files and its page.
+type report interface {
+	Write(dir string) ([]string, error)
+	Markdown() string
+}
+
+// requireReported writes the result's files, and fails the test for each that is missing or
+// empty and for each row its page lacks.
+func requireReported(t *testing.T, result report, rows ...string) {
+	t.Helper()
 	files, err := result.Write(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireWritten(t, files)
-	if md := result.Markdown(); !strings.Contains(md, "| overlapping pod CIDRs | 0 |") {
-		t.Errorf("markdown:\n%s", md)
-	}
-}
-
-// requireWritten fails the test for each file that is missing or empty.
-func requireWritten(t *testing.T, files []string) {
-	t.Helper()
 	for _, file := range files {
 		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
 			t.Errorf("%s: %v", file, err)
+		}
+	}
+	md := result.Markdown()
+	for _, row := range rows {
+		if !strings.Contains(md, row) {
+			t.Errorf("the page lacks %q:\n%s", row, md)
 		}
 	}
 }

@@ -838,10 +838,8 @@ func (c *chaos) waitForConvergence(ctx context.Context) error {
 func (c *chaos) wrongServices(ctx context.Context) []string {
 	lbs := &networkingv1alpha1.LoadBalancerList{}
 	routings := &networkingv1alpha1.LoadBalancerRoutingList{}
-	for _, list := range []client.ObjectList{lbs, routings} {
-		if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
-			return []string{err.Error()}
-		}
+	if err := c.stack.ListIronCore(ctx, []client.ObjectList{lbs, routings}); err != nil {
+		return []string{err.Error()}
 	}
 	byUID := map[string][]networkingv1alpha1.LoadBalancer{}
 	for _, lb := range lbs.Items {
@@ -889,10 +887,7 @@ func (c *chaos) wrongServices(ctx context.Context) []string {
 		for _, ip := range lb.Status.IPs {
 			lbIPs = append(lbIPs, ip.String())
 		}
-		var ingress []string
-		for _, in := range service.Status.LoadBalancer.Ingress {
-			ingress = append(ingress, in.IP)
-		}
+		ingress := testenv.IngressIPs(service)
 		switch {
 		case lb.Spec.Type != wantType:
 			wrong = append(wrong, fmt.Sprintf("%s has a %s LoadBalancer, want %s", name, lb.Spec.Type, wantType))
@@ -1033,10 +1028,8 @@ func (c *chaos) checkLeftovers(ctx context.Context) {
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		prefixes := &ipamv1alpha1.PrefixList{}
-		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
-			if err := c.stack.IronCore.Client.List(ctx, list, client.InNamespace(c.stack.Namespace)); err != nil {
-				return err
-			}
+		if err := c.stack.ListIronCore(ctx, []client.ObjectList{lbs, routings, prefixes}); err != nil {
+			return err
 		}
 		left = nil
 		for _, lb := range lbs.Items {
@@ -1197,7 +1190,7 @@ func (c *chaos) superviseReplicas(ctx context.Context) {
 			if planning {
 				continue
 			}
-			last := lastLines(process.LogPath, 3)
+			last := logTail(process.LogPath, 3)
 			c.mu.Lock()
 			c.result.UnplannedExits = append(c.result.UnplannedExits, fmt.Sprintf("%s (%v): %s", process.Name, process.Err(), last))
 			c.mu.Unlock()
@@ -1222,14 +1215,4 @@ func (c *chaos) stopReplicas() {
 			_ = process.Stop()
 		}
 	}
-}
-
-// lastLines returns the last n lines of a log file.
-func lastLines(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

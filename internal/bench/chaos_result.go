@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
@@ -284,11 +283,7 @@ func kinds(counts map[string]int) string {
 // plot draws the timeline: Services, those with an address, LoadBalancers, and when faults
 // were on, with the leader disruptions as marks.
 func (r *ChaosResult) plot(path string) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("chaos: %d Services over %d Nodes, two replicas", r.ServicesCreated, r.Options.Nodes)
-	p.X.Label.Text = "seconds"
-	p.Y.Label.Text = "count"
-	p.Add(plotter.NewGrid())
+	p := newPlot(fmt.Sprintf("chaos: %d Services over %d Nodes, two replicas", r.ServicesCreated, r.Options.Nodes), "seconds", "count")
 	top := 1
 	for _, s := range r.Timeline {
 		top = max(top, s.Services, s.LoadBalancers)
@@ -321,14 +316,9 @@ func (r *ChaosResult) plot(path string) error {
 		if len(points) == 0 {
 			continue
 		}
-		line, err := plotter.NewLine(points)
-		if err != nil {
+		if err := addLine(p, series.name, points, series.color, vg.Points(1.5)); err != nil {
 			return err
 		}
-		line.Color = series.color
-		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(series.name, line)
 	}
 	var marks plotter.XYs
 	for _, t := range r.Takeovers {

@@ -90,23 +90,20 @@ func (c *chaos) deleteMachineAbruptly(ctx context.Context) error {
 // addresses kept) until no routing holds it, then Available until every routing that held it
 // holds it again.
 func (c *chaos) breakNetworkInterface(ctx context.Context) error {
-	node, nic, held, pardon, err := c.disturbNode(ctx)
-	if node == "" || err != nil {
-		return err
-	}
-	defer pardon()
-	object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
-	c.stack.Simulator.Break(object)
-	left := c.waitForRoutings(ctx, held, nic, false, "NetworkInterface "+nic+" in Error")
-	c.stack.Simulator.Mend(object)
-	back := c.waitForRoutings(ctx, held, nic, true, "NetworkInterface "+nic+" Available again")
-	c.mu.Lock()
-	c.result.NICErrorLeftSeconds = append(c.result.NICErrorLeftSeconds, newSeconds(left))
-	c.result.NICErrorBackSeconds = append(c.result.NICErrorBackSeconds, newSeconds(back))
-	c.mu.Unlock()
-	c.log("NetworkInterface %s in Error: out of %d routings after %s, back in them %s after it was Available", nic, len(held),
-		left.Round(time.Millisecond), back.Round(time.Millisecond))
-	return nil
+	return c.disturbNode(ctx, func(_, nic string, held []string) error {
+		object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
+		c.stack.Simulator.Break(object)
+		left := c.waitForRoutings(ctx, held, nic, false, "NetworkInterface "+nic+" in Error")
+		c.stack.Simulator.Mend(object)
+		back := c.waitForRoutings(ctx, held, nic, true, "NetworkInterface "+nic+" Available again")
+		c.mu.Lock()
+		c.result.NICErrorLeftSeconds = append(c.result.NICErrorLeftSeconds, newSeconds(left))
+		c.result.NICErrorBackSeconds = append(c.result.NICErrorBackSeconds, newSeconds(back))
+		c.mu.Unlock()
+		c.log("NetworkInterface %s in Error: out of %d routings after %s, back in them %s after it was Available", nic, len(held),
+			left.Round(time.Millisecond), back.Round(time.Millisecond))
+		return nil
+	})
 }
 
 // joinNotReady lets a Node join as a kubelet registers it on its first start, NotReady; it

@@ -52,31 +52,28 @@ func (c *chaos) targetChaos(ctx context.Context, wave int) error {
 // flapNode makes a Node unhealthy until every routing that held it has left it, then healthy
 // until they all hold it again.
 func (c *chaos) flapNode(ctx context.Context, taint bool) error {
-	node, nic, held, pardon, err := c.disturbNode(ctx)
-	if node == "" || err != nil {
-		return err
-	}
-	defer pardon()
-	how := "NotReady past the grace period"
-	if taint {
-		how = "tainted for deletion by the cluster autoscaler"
-	}
-	if err := c.setHealthy(ctx, node, taint, false); err != nil {
-		return err
-	}
-	left := c.waitForRoutings(ctx, held, nic, false, fmt.Sprintf("Node %s %s", node, how))
-	if err := c.setHealthy(ctx, node, taint, true); err != nil {
-		return err
-	}
-	returned := c.waitForRoutings(ctx, held, nic, true, fmt.Sprintf("Node %s healthy again", node))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.result.HealthFlaps++
-	c.result.FlapLeftSeconds = append(c.result.FlapLeftSeconds, newSeconds(left))
-	c.result.FlapBackSeconds = append(c.result.FlapBackSeconds, newSeconds(returned))
-	c.log("Node %s %s: out of %d routings after %s, back in them %s after it was healthy again", node, how, len(held),
-		left.Round(time.Millisecond), returned.Round(time.Millisecond))
-	return nil
+	return c.disturbNode(ctx, func(node, nic string, held []string) error {
+		how := "NotReady past the grace period"
+		if taint {
+			how = "tainted for deletion by the cluster autoscaler"
+		}
+		if err := c.setHealthy(ctx, node, taint, false); err != nil {
+			return err
+		}
+		left := c.waitForRoutings(ctx, held, nic, false, fmt.Sprintf("Node %s %s", node, how))
+		if err := c.setHealthy(ctx, node, taint, true); err != nil {
+			return err
+		}
+		returned := c.waitForRoutings(ctx, held, nic, true, fmt.Sprintf("Node %s healthy again", node))
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.result.HealthFlaps++
+		c.result.FlapLeftSeconds = append(c.result.FlapLeftSeconds, newSeconds(left))
+		c.result.FlapBackSeconds = append(c.result.FlapBackSeconds, newSeconds(returned))
+		c.log("Node %s %s: out of %d routings after %s, back in them %s after it was healthy again", node, how, len(held),
+			left.Round(time.Millisecond), returned.Round(time.Millisecond))
+		return nil
+	})
 }
 
 // setHealthy makes the Node healthy or unhealthy: by the cluster autoscaler's deletion taint,
@@ -98,37 +95,34 @@ func (c *chaos) setHealthy(ctx context.Context, node string, taint, healthy bool
 // kubectl would, and waits until the CCM has put it back and every routing that held the Node
 // holds it again.
 func (c *chaos) removeTargetLabel(ctx context.Context) error {
-	node, nic, held, pardon, err := c.disturbNode(ctx)
-	if node == "" || err != nil {
-		return err
-	}
-	defer pardon()
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, keys.LabelLoadBalancerTarget))
-	object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
-	started := time.Now()
-	if err := c.stack.IronCore.Client.Patch(ctx, object, patch); err != nil {
-		return fmt.Errorf("remove the target label of NetworkInterface %s: %w", nic, err)
-	}
-	err = testenv.WaitFor(ctx, targetBound, "the target label of "+nic+" back", func(ctx context.Context) error {
-		current := &networkingv1alpha1.NetworkInterface{}
-		if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(object), current); err != nil {
-			return err
+	return c.disturbNode(ctx, func(_, nic string, held []string) error {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, keys.LabelLoadBalancerTarget))
+		object := &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: c.stack.Namespace, Name: nic}}
+		started := time.Now()
+		if err := c.stack.IronCore.Client.Patch(ctx, object, patch); err != nil {
+			return fmt.Errorf("remove the target label of NetworkInterface %s: %w", nic, err)
 		}
-		if _, ok := current.Labels[keys.LabelLoadBalancerTarget]; !ok {
-			return errors.New("not yet")
+		err := testenv.WaitFor(ctx, targetBound, "the target label of "+nic+" back", func(ctx context.Context) error {
+			current := &networkingv1alpha1.NetworkInterface{}
+			if err := c.stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(object), current); err != nil {
+				return err
+			}
+			if _, ok := current.Labels[keys.LabelLoadBalancerTarget]; !ok {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		repaired := time.Since(started)
+		if err != nil {
+			c.problem("the target label removed by hand from %s: %v", nic, err)
 		}
+		c.waitForRoutings(ctx, held, nic, true, "the target label of "+nic+" back")
+		c.mu.Lock()
+		c.result.LabelRepairSeconds = append(c.result.LabelRepairSeconds, newSeconds(repaired))
+		c.mu.Unlock()
+		c.log("the target label removed by hand from %s was back after %s", nic, repaired.Round(time.Millisecond))
 		return nil
 	})
-	repaired := time.Since(started)
-	if err != nil {
-		c.problem("the target label removed by hand from %s: %v", nic, err)
-	}
-	c.waitForRoutings(ctx, held, nic, true, "the target label of "+nic+" back")
-	c.mu.Lock()
-	c.result.LabelRepairSeconds = append(c.result.LabelRepairSeconds, newSeconds(repaired))
-	c.mu.Unlock()
-	c.log("the target label removed by hand from %s was back after %s", nic, repaired.Round(time.Millisecond))
-	return nil
 }
 
 // editRouting removes, by hand, a destination from the routing of a Local Service, or of one
@@ -257,18 +251,20 @@ func (c *chaos) removeDestination(ctx context.Context, local bool) (*networkingv
 	return nil, "", time.Time{}, fmt.Errorf("edit LoadBalancerRouting %s: %w", routing.Name, err)
 }
 
-// disturbNode picks a Node to disturb (see excuseNode) and names its NetworkInterface and the
-// routings that hold it; pardon ends the excuse. No Node, and no error, if none can be spared.
-func (c *chaos) disturbNode(ctx context.Context) (node, nic string, held []string, pardon func(), err error) {
-	if node, nic = c.excuseNode(); node == "" {
-		return "", "", nil, nil, nil
+// disturbNode picks a Node to disturb (see excuseNode) and calls disturb with it, its
+// NetworkInterface and the routings that hold it; the excuse ends when disturb returns. Nothing
+// is disturbed if no Node can be spared.
+func (c *chaos) disturbNode(ctx context.Context, disturb func(node, nic string, held []string) error) error {
+	node, nic := c.excuseNode()
+	if node == "" {
+		return nil
 	}
-	pardon = func() { c.pardon(node) }
-	if held, err = c.routingsHolding(ctx, nic); err != nil {
-		pardon()
-		return "", "", nil, nil, err
+	defer c.pardon(node)
+	held, err := c.routingsHolding(ctx, nic)
+	if err != nil {
+		return err
 	}
-	return node, nic, held, pardon, nil
+	return disturb(node, nic, held)
 }
 
 // excuseNode picks a present Node that is neither the next to leave nor already disturbed,

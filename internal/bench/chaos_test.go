@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 )
@@ -63,16 +62,5 @@ func chaosSmoke(t *testing.T, opts ChaosOptions) {
 	if len(result.FaultsInjected) == 0 || len(result.Timeline) == 0 {
 		t.Errorf("faults injected %v, %d samples", result.FaultsInjected, len(result.Timeline))
 	}
-	files, err := result.Write(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range files {
-		if info, err := os.Stat(file); err != nil || info.Size() == 0 {
-			t.Errorf("%s: %v", file, err)
-		}
-	}
-	if md := result.Markdown(); !strings.Contains(md, "passed: no invariant broken") {
-		t.Errorf("markdown:\n%s", md)
-	}
+	requireReported(t, result, "passed: no invariant broken")
 }

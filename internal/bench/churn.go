@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
@@ -269,50 +267,23 @@ func (c *endpointChurn) watch(ctx context.Context) error {
 		return err
 	}
 	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(c.stack.Namespace)
-	list, err := routings.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
 	c.routed = map[int][]string{}
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer watcher.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case event, ok := <-watcher.ResultChan():
-				if !ok {
-					return
-				}
-				routing, isRouting := event.Object.(*networkingv1alpha1.LoadBalancerRouting)
-				if !isRouting || event.Type == watch.Deleted {
-					continue
-				}
-				j, tracked := c.lbs[routing.Name]
-				if !tracked {
-					continue
-				}
-				var ips []string
-				for _, destination := range routing.Destinations {
-					ips = append(ips, destination.IP.String())
-				}
-				slices.Sort(ips)
-				c.mu.Lock()
-				c.routed[j] = ips
-				c.mu.Unlock()
-				c.check(j)
-			}
+	_, err = testenv.ListAndWatch(ctx, routings.List, routings.Watch, nil, func(event watch.Event) {
+		routing, isRouting := event.Object.(*networkingv1alpha1.LoadBalancerRouting)
+		if !isRouting || event.Type == watch.Deleted {
+			return
 		}
-	}()
-	return nil
+		j, tracked := c.lbs[routing.Name]
+		if !tracked {
+			return
+		}
+		ips := testenv.DestinationIPs(routing)
+		c.mu.Lock()
+		c.routed[j] = ips
+		c.mu.Unlock()
+		c.check(j)
+	})
+	return err
 }
 
 // wait returns, once every Service's routing holds its expected Nodes, how long each took.
@@ -363,10 +334,8 @@ func waitForClusterLabels(ctx context.Context, stack *testenv.Stack, n int) erro
 	return testenv.WaitFor(ctx, 10*time.Minute, fmt.Sprintf("the cluster label on %d Machines and NetworkInterfaces", n), func(ctx context.Context) error {
 		machines := &computev1alpha1.MachineList{}
 		nics := &networkingv1alpha1.NetworkInterfaceList{}
-		for _, list := range []client.ObjectList{machines, nics} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace), client.HasLabels{keys.LabelCluster}); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{machines, nics}, client.HasLabels{keys.LabelCluster}); err != nil {
+			return err
 		}
 		if min(len(machines.Items), len(nics.Items)) < n {
 			return fmt.Errorf("%d Machines and %d NetworkInterfaces labelled", len(machines.Items), len(nics.Items))

@@ -277,10 +277,8 @@ func deleteFloor(ctx context.Context, stack *testenv.Stack, prefix string, n int
 	return testenv.WaitFor(ctx, 5*time.Minute, fmt.Sprintf("the %d floor LoadBalancers and their routings to be gone", n), func(ctx context.Context) error {
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
-		for _, list := range []client.ObjectList{lbs, routings} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{lbs, routings}); err != nil {
+			return err
 		}
 		left := 0
 		for _, lb := range lbs.Items {

@@ -201,14 +201,34 @@ func (c RequestCount) cell() string {
 	return fmt.Sprintf("%d (%d refused)", c.Count, c.Refused)
 }
 
+// newPlot is a plot with the title, axis labels and a grid.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addLine draws the points on p as a line of the color and width, named in the legend.
+func addLine(p *plot.Plot, name string, points plotter.XYs, c color.Color, width vg.Length) error {
+	line, err := plotter.NewLine(points)
+	if err != nil {
+		return err
+	}
+	line.Color = c
+	line.Width = width
+	p.Add(line)
+	p.Legend.Add(name, line)
+	return nil
+}
+
 // plot draws the distribution of times to done: the share of objects done by each time.
 func (r *Result) plot(path string) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: %d Nodes, %d Services (simulated IronCore latency %gs)", r.Label, r.Nodes, r.Services, r.Latency)
-	p.X.Label.Text = "seconds from creation"
-	p.Y.Label.Text = "share done"
+	p := newPlot(fmt.Sprintf("%s: %d Nodes, %d Services (simulated IronCore latency %gs)", r.Label, r.Nodes, r.Services, r.Latency),
+		"seconds from creation", "share done")
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Add(plotter.NewGrid())
 	for _, series := range []struct {
 		name  string
 		t     Timings
@@ -231,14 +251,9 @@ func (r *Result) plot(path string) error {
 		for j, s := range series.t.All {
 			points = append(points, plotter.XY{X: float64(s), Y: float64(j+1) / float64(len(series.t.All))})
 		}
-		line, err := plotter.NewLine(points)
-		if err != nil {
+		if err := addLine(p, series.name, points, series.color, vg.Points(2)); err != nil {
 			return err
 		}
-		line.Color = series.color
-		line.Width = vg.Points(2)
-		p.Add(line)
-		p.Legend.Add(series.name, line)
 	}
 	p.Legend.Top = false
 	p.Legend.Left = false

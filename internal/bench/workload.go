@@ -79,10 +79,8 @@ func createMachines(ctx context.Context, stack *testenv.Stack, n int, preschedul
 	return testenv.WaitFor(ctx, 30*time.Minute, fmt.Sprintf("%d Machines to run with addresses", n), func(ctx context.Context) error {
 		machines := &computev1alpha1.MachineList{}
 		nics := &networkingv1alpha1.NetworkInterfaceList{}
-		for _, list := range []client.ObjectList{machines, nics} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{machines, nics}); err != nil {
+			return err
 		}
 		running, addressed := 0, 0
 		for _, machine := range machines.Items {

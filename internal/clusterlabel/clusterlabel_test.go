@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterlabel"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -36,20 +36,10 @@ func start(t *testing.T) *record.FakeRecorder {
 // startRouting is start for a CCM that routes the Nodes' pod CIDRs on routedNetwork.
 func startRouting(t *testing.T, routedNetwork string) *record.FakeRecorder {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := clusterlabel.New(ironcoreClient, stack.ClusterName, routedNetwork, factory.Core().V1().Nodes(), recorder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
+	stack.RunControllerForTest(t, stack.TargetClientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		return clusterlabel.New(ironcoreClient, stack.ClusterName, routedNetwork, factory.Core().V1().Nodes(), recorder)
+	})
 	return recorder
 }
 
@@ -63,11 +53,7 @@ func machineWithNode(t *testing.T, name, label string, podCIDRs ...string) {
 		t.Fatal(err)
 	}
 	if label != "" {
-		patch := client.MergeFrom(machine.DeepCopy())
-		machine.Labels = map[string]string{keys.LabelCluster: label}
-		if err := stack.IronCore.Client.Patch(ctx, machine, patch); err != nil {
-			t.Fatal(err)
-		}
+		stack.Relabel(t, machine, map[string]string{keys.LabelCluster: label})
 	}
 	nic := &networkingv1alpha1.NetworkInterface{}
 	if err := testenv.WaitFor(ctx, time.Minute, "the Machine's NetworkInterface", func(ctx context.Context) error {
@@ -116,15 +102,7 @@ func TestTheMachineAndNetworkInterfaceOfANodeGetTheClusterLabel(t *testing.T) {
 func TestAMachineOfAnotherClusterKeepsItsLabel(t *testing.T) {
 	recorder := start(t)
 	machineWithNode(t, "label-b", "another-cluster")
-	var event string
-	select {
-	case event = <-recorder.Events:
-	case <-time.After(time.Minute):
-		t.Fatal("no event on the Node of a Machine labelled for another cluster")
-	}
-	if !strings.Contains(event, clusterlabel.ReasonLabelConflict) {
-		t.Fatalf("event %q, want reason %s", event, clusterlabel.ReasonLabelConflict)
-	}
+	testenv.AwaitEvent(t, recorder, time.Minute, clusterlabel.ReasonLabelConflict)
 	ctx := context.Background()
 	if err := testenv.WaitFor(ctx, time.Minute, "the cluster label on the NetworkInterface", func(ctx context.Context) error {
 		label, err := clusterLabelOf(ctx, &networkingv1alpha1.NetworkInterface{}, testenv.NetworkInterfaceName("label-b"))

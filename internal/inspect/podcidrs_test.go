@@ -17,11 +17,7 @@ import (
 func TestInspectShowsPodCIDRsFromIronCore(t *testing.T) {
 	ctx := context.Background()
 	const name = "insp-ipam"
-	parent, err := stack.CreateRootPrefix(ctx, "insp-pods", "10.250.0.0/16", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), parent) })
+	parent := stack.CreateRootPrefixForTest(t, "insp-pods", "10.250.0.0/16", nil)
 	if _, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{Pool: "pool-a"}); err != nil {
 		t.Fatal(err)
 	}

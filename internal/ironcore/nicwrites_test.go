@@ -224,15 +224,7 @@ func TestAChangeMetByAStaleReadIsWrittenAnew(t *testing.T) {
 	release := stack.IronCoreProxy.HoldWatches("networkinterfaces.networking.ironcore.dev")
 	t.Cleanup(release)
 	const key = "example.org/appended"
-	nic := &networkingv1alpha1.NetworkInterface{}
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, nic); err != nil {
-		t.Fatal(err)
-	}
-	base := nic.DeepCopy()
-	nic.Labels = map[string]string{key: "theirs"}
-	if err := stack.IronCore.Client.Patch(ctx, nic, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	stack.Relabel(t, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}, map[string]string{key: "theirs"})
 	stack.IronCoreProxy.Reset()
 	err := c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		if nic.Labels == nil {

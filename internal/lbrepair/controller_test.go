@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -59,7 +58,8 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, _ string, servic
 	l.mu.Unlock()
 	lb, err := readLoadBalancer(ctx, service)
 	if apierrors.IsNotFound(err) {
-		lb, err = createLoadBalancer(ctx, service)
+		lb = stack.ServiceLoadBalancer(service)
+		err = stack.IronCore.Client.Create(ctx, lb)
 	}
 	if err != nil {
 		return nil, err
@@ -93,21 +93,6 @@ func readLoadBalancer(ctx context.Context, service *corev1.Service) (*networking
 	return lb, stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb)
 }
 
-func createLoadBalancer(ctx context.Context, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service), Labels: map[string]string{
-			keys.LabelClusterName: stack.ClusterName, keys.LabelServiceNamespace: service.Namespace,
-			keys.LabelServiceName: service.Name, keys.LabelServiceUID: string(service.UID),
-		}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: stack.Network},
-		},
-	}
-	return lb, stack.IronCore.Client.Create(ctx, lb)
-}
-
 func statusOf(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
 	status := &corev1.LoadBalancerStatus{}
 	for _, ip := range lb.Status.IPs {
@@ -127,24 +112,15 @@ func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
 // the informers' Service lister.
 func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *record.FakeRecorder, corelisters.ServiceLister) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(clientset, 0)
 	lbs, recorder := &loadBalancers{}, record.NewFakeRecorder(100)
-	c, err := lbrepair.New(lbrepair.Config{
-		IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
-		Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
+	var services corelisters.ServiceLister
+	stack.RunControllerForTest(t, clientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		services = factory.Core().V1().Services().Lister()
+		return lbrepair.New(lbrepair.Config{
+			IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
+			Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	services := factory.Core().V1().Services().Lister()
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
 	return lbs, recorder, services
 }
 
@@ -174,11 +150,8 @@ func TestAddressesReachTheServiceOnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	ip := waitForStatus(t, service)
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
 		t.Fatal(err)
@@ -223,11 +196,8 @@ func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
 		t.Fatalf("the lister shows the edit although the Service watch is held back (%v)", err)
 	}
 	proxy.Reset()
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	waitForStatus(t, service)
 	for _, count := range proxy.Counts() {
 		if count.Verb == "patch" && count.Resource == "services/status" && count.Refused > 1 {
@@ -258,26 +228,15 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 			_, _ = stack.TargetClientset.CoreV1().Services(service.Namespace).Update(context.Background(), current, metav1.UpdateOptions{})
 		}
 	})
-	lb, err := createLoadBalancer(ctx, service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	lb := stack.ServiceLoadBalancer(service)
+	stack.CreateIronCoreForTest(t, lb)
 	waitForStatus(t, service)
 	before := lbs.timesEnsured()
 
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(time.Minute)
-	for recreated := false; !recreated; {
-		select {
-		case event := <-recorder.Events:
-			recreated = strings.Contains(event, lbrepair.ReasonRecreated)
-		case <-timeout:
-			t.Fatalf("no %s event", lbrepair.ReasonRecreated)
-		}
-	}
+	testenv.AwaitEvent(t, recorder, time.Minute, lbrepair.ReasonRecreated)
 	testenv.Await(t, ctx, time.Minute, "the LoadBalancer made again", func(ctx context.Context) error {
 		again, err := readLoadBalancer(ctx, service)
 		if err != nil {

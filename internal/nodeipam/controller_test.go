@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodeipam"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
@@ -69,21 +69,11 @@ func (a *allocator) timesAsked(node string) int {
 // start runs the controller on real informers, the IronCore cache and the target cluster.
 func start(t *testing.T, a *allocator) *record.FakeRecorder {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := nodeipam.New(nodeipam.Config{IronCore: ironcoreClient, Allocator: a, Nodes: factory.Core().V1().Nodes(),
-		Client: stack.TargetClientset, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
+	stack.RunControllerForTest(t, stack.TargetClientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		return nodeipam.New(nodeipam.Config{IronCore: ironcoreClient, Allocator: a, Nodes: factory.Core().V1().Nodes(),
+			Client: stack.TargetClientset, Recorder: recorder})
+	})
 	return recorder
 }
 
@@ -105,21 +95,6 @@ func waitForPodCIDRs(t *testing.T, name string, want ...string) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitForEvent(t *testing.T, recorder *record.FakeRecorder, reason string) {
-	t.Helper()
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case event := <-recorder.Events:
-			if strings.Contains(event, " "+reason+" ") {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no %s event", reason)
-		}
 	}
 }
 
@@ -147,7 +122,7 @@ func TestPodCIDRsAreSetOnceEveryFamilyIsAllocated(t *testing.T) {
 	}
 	a.allocate("ipam-a", "10.244.7.0/24", "fd00:10:244:7::/64")
 	waitForPodCIDRs(t, "ipam-a", "10.244.7.0/24", "fd00:10:244:7::/64")
-	waitForEvent(t, recorder, nodeipam.ReasonAllocated)
+	testenv.AwaitEvent(t, recorder, time.Minute, nodeipam.ReasonAllocated)
 }
 
 // IronCore gives a pod CIDR back as soon as its NetworkInterface is gone, before the Node that
@@ -163,7 +138,7 @@ func TestAPodCIDRStillHeldByAnotherNodeWaitsForIt(t *testing.T) {
 	if _, err := stack.CreateNode(ctx, "ipam-new", testenv.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForEvent(t, recorder, nodeipam.ReasonHeldElsewhere)
+	testenv.AwaitEvent(t, recorder, time.Minute, nodeipam.ReasonHeldElsewhere)
 	if cidrs, err := podCIDRsOf(ctx, "ipam-new"); err != nil || len(cidrs) > 0 {
 		t.Fatalf("pod CIDRs %v (%v) while another Node holds them, want none", cidrs, err)
 	}

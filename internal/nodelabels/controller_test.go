@@ -11,8 +11,8 @@ import (
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/nodelabels"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
@@ -30,30 +30,22 @@ func TestMain(m *testing.M) {
 // follow the Machine and the pool; one the Machine loses goes; a label a user set on the
 // Node with another key stays.
 func TestNodesKeepTheirLabelsFromIronCore(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	allow, err := nodelabels.ParseAllowList([]string{"team", "example.com/*"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ironcoreClient, err := stack.StartIronCoreClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c, err := nodelabels.New(ironcoreClient, stack.TargetClientset, allow, factory.Core().V1().Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 2)
+	stack.RunControllerForTest(t, stack.TargetClientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		return nodelabels.New(ironcoreClient, stack.TargetClientset, allow, factory.Core().V1().Nodes())
+	})
 
-	setPoolLabel(t, "pool-a", nodelabels.TopologyPrefix+"rack", "r1")
+	ctx := context.Background()
+	pool := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}}
+	stack.Relabel(t, pool, map[string]string{nodelabels.TopologyPrefix + "rack": "r1"})
 	machine, err := stack.CreateMachine(ctx, "nl-a", testenv.MachineOptions{Pool: "pool-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	setMachineLabels(t, machine, map[string]string{"team": "payments", "example.com/owner": "ann", "secret": "x"})
+	stack.Relabel(t, machine, map[string]string{"team": "payments", "example.com/owner": "ann", "secret": "x"})
 	id := providerid.ID{Namespace: stack.Namespace, Machine: "nl-a"}
 	if _, err := stack.CreateNode(ctx, "nl-a", testenv.NodeOptions{ProviderID: id.String(), Labels: map[string]string{"user-set": "mine", "by-hand": "mine"}}); err != nil {
 		t.Fatal(err)
@@ -64,57 +56,18 @@ func TestNodesKeepTheirLabelsFromIronCore(t *testing.T) {
 	})
 
 	// The Machine's labels change, one goes: the Node follows; the user's labels stay.
-	setMachineLabels(t, machine, map[string]string{"team": "risk", "example.com/owner": "", "secret": "x"})
+	stack.Relabel(t, machine, map[string]string{"team": "risk", "example.com/owner": "", "secret": "x"})
 	waitForLabels(t, "nl-a", map[string]string{
 		"team": "risk", nodelabels.TopologyPrefix + "rack": "r1", keys.LabelMachinePool: "pool-a",
 		"user-set": "mine", "by-hand": "mine",
 	})
 
 	// The pool's topology changes.
-	setPoolLabel(t, "pool-a", nodelabels.TopologyPrefix+"rack", "r2")
+	stack.Relabel(t, pool, map[string]string{nodelabels.TopologyPrefix + "rack": "r2"})
 	waitForLabels(t, "nl-a", map[string]string{
 		"team": "risk", nodelabels.TopologyPrefix + "rack": "r2", keys.LabelMachinePool: "pool-a",
 		"user-set": "mine", "by-hand": "mine",
 	})
-}
-
-// setMachineLabels sets the labels on the Machine; an empty value removes one.
-func setMachineLabels(t *testing.T, machine *computev1alpha1.Machine, labels map[string]string) {
-	t.Helper()
-	current := &computev1alpha1.Machine{}
-	if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKeyFromObject(machine), current); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(current.DeepCopy())
-	if current.Labels == nil {
-		current.Labels = map[string]string{}
-	}
-	for key, value := range labels {
-		if value == "" {
-			delete(current.Labels, key)
-		} else {
-			current.Labels[key] = value
-		}
-	}
-	if err := stack.IronCore.Client.Patch(context.Background(), current, patch); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func setPoolLabel(t *testing.T, pool, key, value string) {
-	t.Helper()
-	current := &computev1alpha1.MachinePool{}
-	if err := stack.IronCore.Client.Get(context.Background(), client.ObjectKey{Name: pool}, current); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(current.DeepCopy())
-	if current.Labels == nil {
-		current.Labels = map[string]string{}
-	}
-	current.Labels[key] = value
-	if err := stack.IronCore.Client.Patch(context.Background(), current, patch); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForLabels waits until the Node's labels, other than the ones its registration and the

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,21 +38,29 @@ const (
 	otherClusterID = "0c1d2e3f-0000-4000-8000-00000000c1d1"
 )
 
-// collector starts a collector of the stack's cluster, with identity clusterID, on real
-// informers and caches, once its cache holds the named LoadBalancers; tests call Sweep
+// collector starts a collector of the stack's cluster in delete mode, with identity clusterID,
+// on real informers and caches, once its cache holds the named LoadBalancers; tests call Sweep
 // themselves.
-func collector(t *testing.T, mode config.OrphanCleanup, grace time.Duration, lbNames ...string) *orphans.Collector {
+func collector(t *testing.T, grace time.Duration, lbNames ...string) *orphans.Collector {
 	t.Helper()
-	id := clusterid.New()
-	id.Set(clusterID)
-	return collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id, Mode: mode, Grace: grace}, lbNames...)
+	s := settings(config.OrphanCleanupDelete)
+	s.Grace = grace
+	return collectorWith(t, s, lbNames...)
 }
 
-func collectorWith(t *testing.T, settings orphans.Settings, lbNames ...string) *orphans.Collector {
+// settings are a collector's of the stack's cluster, with identity clusterID, in the mode; the
+// tests change what they are about.
+func settings(mode config.OrphanCleanup) orphans.Settings {
+	id := clusterid.New()
+	id.Set(clusterID)
+	return orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id, Mode: mode}
+}
+
+func collectorWith(t *testing.T, s orphans.Settings, lbNames ...string) *orphans.Collector {
 	t.Helper()
 	ctx, client := stack.StartIronCoreClientForTest(t, nil)
 	factory := informers.NewSharedInformerFactory(stack.TargetClientset, 0)
-	c := orphans.New(client, factory.Core().V1().Services(), settings)
+	c := orphans.New(client, factory.Core().V1().Services(), s)
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	waitForCache(t, client, lbNames...)
@@ -68,25 +77,11 @@ func loadBalancer(t *testing.T, name string, owner ironcore.Owner) *networkingv1
 // loadBalancerMarked is loadBalancer with the given identity label (none if "") and Network.
 func loadBalancerMarked(t *testing.T, name string, owner ironcore.Owner, mark, network string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
-			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace,
-			keys.LabelServiceName: owner.Name, keys.LabelServiceUID: owner.UID,
-		}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: network},
-		},
-	}
+	lb := stack.OwnedLoadBalancer(name, owner, network)
 	if mark != "" {
 		lb.Labels[keys.LabelClusterID] = mark
 	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
-		t.Fatal(err)
-	}
-	// The tests share the namespace: a later test's collector must not see this one's.
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	stack.CreateIronCoreForTest(t, lb)
 	return lb
 }
 
@@ -163,10 +158,10 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 
 	names := []string{"wanted", "ghost", "replaced", "no-longer-lb", "class-wanted", "other-class", "other-cluster"}
 	// A long grace period: seen orphaned, but not yet old enough.
-	patient := collector(t, config.OrphanCleanupDelete, time.Hour, names...)
-	c := collector(t, config.OrphanCleanupDelete, 0, names...)
+	patient := collector(t, time.Hour, names...)
+	c := collector(t, 0, names...)
 
-	deletedBefore := counter(t, "deleted")
+	wantDeleted := orphansCounted(t, "deleted")
 	patient.Sweep(ctx)
 	patient.Sweep(ctx)
 	for _, lb := range []*networkingv1alpha1.LoadBalancer{wanted, ghost, replaced, noLongerLB, classWanted, otherClass, otherCluster} {
@@ -187,30 +182,58 @@ func TestOrphansAreDeletedAndNothingElse(t *testing.T) {
 			t.Errorf("LoadBalancer %s was deleted, but it is not an orphan of this cluster", lb.Name)
 		}
 	}
-	if deleted := counter(t, "deleted") - deletedBefore; deleted != 4 {
-		t.Errorf("deletions counted: %v, want 4", deleted)
+	wantDeleted(4)
+}
+
+// TestSettingsThatOnlyReportDeleteNothing: report mode deletes nothing, and neither does
+// delete mode with Kubernetes' default cluster name, which other clusters likely share, even
+// what is marked as this cluster's; both report the orphan.
+func TestSettingsThatOnlyReportDeleteNothing(t *testing.T) {
+	defaultName := settings(config.OrphanCleanupDelete)
+	defaultName.Cluster = config.AmbiguousClusterName
+	for _, tc := range []struct {
+		name, ghost, uid string
+		settings         orphans.Settings
+	}{
+		{"report mode", "reported-ghost", "1f0e4b52-0000-4000-8000-000000000004", settings(config.OrphanCleanupReport)},
+		{"the default cluster name", "default-name-ghost", "1f0e4b52-0000-4000-8000-000000000301", defaultName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ghost := loadBalancer(t, tc.ghost, ironcore.Owner{Cluster: tc.settings.Cluster, Namespace: "default", Name: "gone", UID: tc.uid})
+			c := collectorWith(t, tc.settings, ghost.Name)
+			wantReported := orphansCounted(t, "reported")
+			c.Sweep(context.Background())
+			c.Sweep(context.Background())
+			if gone(t, ghost) {
+				t.Fatal("a LoadBalancer was deleted")
+			}
+			wantReported(1)
+		})
 	}
 }
 
-func TestReportOnlyDeletesNothing(t *testing.T) {
-	ctx := context.Background()
-	ghost := loadBalancer(t, "reported-ghost", ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "gone", UID: "1f0e4b52-0000-4000-8000-000000000004"})
-	c := collector(t, config.OrphanCleanupReport, 0, ghost.Name)
-	reportedBefore := counter(t, "reported")
-	c.Sweep(ctx)
-	c.Sweep(ctx)
-	if gone(t, ghost) {
-		t.Fatal("report mode deleted a LoadBalancer")
-	}
-	if reported := counter(t, "reported") - reportedBefore; reported != 1 {
-		t.Errorf("reports counted: %v, want 1", reported)
-	}
-}
-
-// counter reads the count of orphaned LoadBalancers met with the action.
-func counter(t *testing.T, action string) float64 {
+// orphansCounted reads the count of orphaned LoadBalancers met with the action, and returns a
+// check that the test's sweeps have raised it by want since.
+func orphansCounted(t *testing.T, action string) func(want float64) {
 	t.Helper()
-	return testenv.Counter(t, metrics.OrphanedLoadBalancers.WithLabelValues(action))
+	return countedFromNow(t, metrics.OrphanedLoadBalancers.WithLabelValues(action), "orphans "+action)
+}
+
+// releasesCounted is orphansCounted for the retained LoadBalancers released.
+func releasesCounted(t *testing.T, action string) func(want float64) {
+	t.Helper()
+	return countedFromNow(t, metrics.RetainedLoadBalancersReleased.WithLabelValues(action), "releases "+action)
+}
+
+func countedFromNow(t *testing.T, counter componentmetrics.CounterMetric, what string) func(want float64) {
+	t.Helper()
+	before := testenv.Counter(t, counter)
+	return func(want float64) {
+		t.Helper()
+		if got := testenv.Counter(t, counter) - before; got != want {
+			t.Errorf("%s counted: %v, want %v", what, got, want)
+		}
+	}
 }
 
 // TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted: the cluster name is shared by any
@@ -237,8 +260,8 @@ func TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted(t *testing.T) {
 	for _, lb := range all {
 		names = append(names, lb.Name)
 	}
-	c := collector(t, config.OrphanCleanupDelete, 0, names...)
-	deletedBefore, refusedBefore := counter(t, "deleted"), counter(t, "refused")
+	c := collector(t, 0, names...)
+	wantDeleted, wantRefused := orphansCounted(t, "deleted"), orphansCounted(t, "refused")
 	c.Sweep(ctx)
 	c.Sweep(ctx)
 	c.Sweep(ctx) // past another (zero) grace period: refusals stay refusals
@@ -250,13 +273,9 @@ func TestOnlyLoadBalancersMarkedAsThisClustersAreDeleted(t *testing.T) {
 			t.Errorf("LoadBalancer %s was deleted, but it is not marked as this cluster's on its Network", lb.Name)
 		}
 	}
-	if deleted := counter(t, "deleted") - deletedBefore; deleted != 1 {
-		t.Errorf("deletions counted: %v, want 1", deleted)
-	}
+	wantDeleted(1)
 	// Four refused, each twice: once past the grace period, and again past the next one.
-	if refused := counter(t, "refused") - refusedBefore; refused != 8 {
-		t.Errorf("refusals counted: %v, want 8 (4 LoadBalancers, 2 grace periods)", refused)
-	}
+	wantRefused(8)
 }
 
 // TestAliasesAreThisCluster: a LoadBalancer recording an earlier name of the cluster is its
@@ -268,11 +287,10 @@ func TestAliasesAreThisCluster(t *testing.T) {
 	}
 	marked := loadBalancerMarked(t, "alias-marked", owner("alias-marked", 1), clusterID, stack.Network)
 	unmarked := loadBalancerMarked(t, "alias-unmarked", owner("alias-unmarked", 2), "", stack.Network)
-	id := clusterid.New()
-	id.Set(clusterID)
-	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Aliases: []string{"earlier-name"}, Network: stack.Network, ClusterID: id, Mode: config.OrphanCleanupDelete},
-		marked.Name, unmarked.Name)
-	refusedBefore := counter(t, "refused")
+	aliased := settings(config.OrphanCleanupDelete)
+	aliased.Aliases = []string{"earlier-name"}
+	c := collectorWith(t, aliased, marked.Name, unmarked.Name)
+	wantRefused := orphansCounted(t, "refused")
 	c.Sweep(ctx)
 	c.Sweep(ctx)
 	if !gone(t, marked) {
@@ -281,28 +299,7 @@ func TestAliasesAreThisCluster(t *testing.T) {
 	if gone(t, unmarked) {
 		t.Errorf("LoadBalancer %s of an alias, not marked, was deleted", unmarked.Name)
 	}
-	if refused := counter(t, "refused") - refusedBefore; refused != 1 {
-		t.Errorf("refusals counted: %v, want 1", refused)
-	}
-}
-
-// TestTheDefaultClusterNameOnlyReports: with Kubernetes' default name, which other clusters
-// likely share, delete mode deletes nothing, even what is marked as this cluster's.
-func TestTheDefaultClusterNameOnlyReports(t *testing.T) {
-	ctx := context.Background()
-	ghost := loadBalancerMarked(t, "default-name-ghost", ironcore.Owner{Cluster: config.AmbiguousClusterName, Namespace: "default", Name: "gone", UID: "1f0e4b52-0000-4000-8000-000000000301"}, clusterID, stack.Network)
-	id := clusterid.New()
-	id.Set(clusterID)
-	c := collectorWith(t, orphans.Settings{Cluster: config.AmbiguousClusterName, Network: stack.Network, ClusterID: id, Mode: config.OrphanCleanupDelete}, ghost.Name)
-	reportedBefore := counter(t, "reported")
-	c.Sweep(ctx)
-	c.Sweep(ctx)
-	if gone(t, ghost) {
-		t.Fatal("delete mode with the cluster name kubernetes deleted a LoadBalancer")
-	}
-	if reported := counter(t, "reported") - reportedBefore; reported != 1 {
-		t.Errorf("reports counted: %v, want 1", reported)
-	}
+	wantRefused(1)
 }
 
 // TestNothingIsDecidedWithoutTheClusterIdentity: before the identity is read, no LoadBalancer
@@ -310,7 +307,9 @@ func TestTheDefaultClusterNameOnlyReports(t *testing.T) {
 func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
 	ctx := context.Background()
 	ghost := loadBalancer(t, "unknown-identity-ghost", ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "gone", UID: "1f0e4b52-0000-4000-8000-000000000401"})
-	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: clusterid.New(), Mode: config.OrphanCleanupDelete}, ghost.Name)
+	unknown := settings(config.OrphanCleanupDelete)
+	unknown.ClusterID = clusterid.New()
+	c := collectorWith(t, unknown, ghost.Name)
 	c.Sweep(ctx)
 	c.Sweep(ctx)
 	if gone(t, ghost) {
@@ -323,24 +322,14 @@ func TestNothingIsDecidedWithoutTheClusterIdentity(t *testing.T) {
 func retainedLoadBalancer(t *testing.T, name string, at time.Time, network string) *networkingv1alpha1.LoadBalancer {
 	t.Helper()
 	owner := ironcore.Owner{Cluster: stack.ClusterName, Namespace: "default", Name: "deleted-" + name, UID: "1f0e4b52-0000-4000-8000-000000000009"}
-	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name, Labels: map[string]string{
-			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace, keys.LabelServiceName: owner.Name,
-			keys.LabelServiceUID: owner.UID, keys.LabelClusterID: clusterID, keys.LabelRetained: "true",
-		}, Annotations: map[string]string{keys.AnnotationRetainedFrom: owner.Namespace + "/" + owner.Name}},
-		Spec: networkingv1alpha1.LoadBalancerSpec{
-			Type:       networkingv1alpha1.LoadBalancerTypePublic,
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			NetworkRef: corev1.LocalObjectReference{Name: network},
-		},
-	}
+	lb := stack.OwnedLoadBalancer(name, owner, network)
+	lb.Labels[keys.LabelClusterID] = clusterID
+	lb.Labels[keys.LabelRetained] = "true"
+	lb.Annotations = map[string]string{keys.AnnotationRetainedFrom: owner.Namespace + "/" + owner.Name}
 	if !at.IsZero() {
 		lb.Annotations[keys.AnnotationRetainedAt] = at.UTC().Format(time.RFC3339)
 	}
-	if err := stack.IronCore.Client.Create(context.Background(), lb); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(stack.IronCore.Client.Delete(context.Background(), lb)) })
+	stack.CreateIronCoreForTest(t, lb)
 	return lb
 }
 
@@ -350,7 +339,7 @@ func retainedLoadBalancer(t *testing.T, name string, at time.Time, network strin
 func TestRetainedLoadBalancersAreNeverOrphans(t *testing.T) {
 	ctx := context.Background()
 	lb := retainedLoadBalancer(t, "retained", time.Now().Add(-365*24*time.Hour), stack.Network)
-	c := collector(t, config.OrphanCleanupDelete, 0, lb.Name)
+	c := collector(t, 0, lb.Name)
 	// The first sweep notes orphans, the second acts on them.
 	c.Sweep(ctx)
 	c.Sweep(ctx)
@@ -372,23 +361,19 @@ func TestRetainedLoadBalancersAreReleasedAfterTheRetention(t *testing.T) {
 	timeless := retainedLoadBalancer(t, "retention-timeless", time.Time{}, stack.Network)
 	elsewhere := retainedLoadBalancer(t, "retention-elsewhere", time.Now().Add(-2*time.Hour), "another-network")
 	names := []string{expired.Name, recent.Name, timeless.Name, elsewhere.Name}
-	id := clusterid.New()
-	id.Set(clusterID)
-	settings := orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id, Grace: time.Minute, Retention: time.Hour}
+	retaining := settings(config.OrphanCleanupReport)
+	retaining.Grace, retaining.Retention = time.Minute, time.Hour
 
-	settings.Mode = config.OrphanCleanupReport
-	reported := releaseCounter(t, "reported")
-	collectorWith(t, settings, names...).Sweep(ctx)
+	wantReported := releasesCounted(t, "reported")
+	collectorWith(t, retaining, names...).Sweep(ctx)
 	if gone(t, expired) {
 		t.Fatal("report mode deleted a retained LoadBalancer past its retention")
 	}
-	if got := releaseCounter(t, "reported") - reported; got != 1 {
-		t.Errorf("%v releases reported, want 1", got)
-	}
+	wantReported(1)
 
-	settings.Mode = config.OrphanCleanupOff
-	refused := releaseCounter(t, "refused")
-	collectorWith(t, settings, names...).Sweep(ctx)
+	retaining.Mode = config.OrphanCleanupOff
+	wantRefused := releasesCounted(t, "refused")
+	collectorWith(t, retaining, names...).Sweep(ctx)
 	if !gone(t, expired) {
 		t.Error("the retained LoadBalancer past its retention was not released")
 	}
@@ -397,18 +382,10 @@ func TestRetainedLoadBalancersAreReleasedAfterTheRetention(t *testing.T) {
 			t.Errorf("retained LoadBalancer %s was released", kept.Name)
 		}
 	}
-	if got := releaseCounter(t, "refused") - refused; got != 1 {
-		t.Errorf("%v releases refused, want 1 (the one on another Network)", got)
-	}
+	wantRefused(1) // the one on another Network
 	if value, err := testutil.GetGaugeMetricValue(metrics.RetainedLoadBalancers); err != nil || value != 4 {
 		t.Errorf("retained LoadBalancers gauge %v (%v), want 4 as the sweep found them", value, err)
 	}
-}
-
-// releaseCounter reads the count of retained LoadBalancers released with the action.
-func releaseCounter(t *testing.T, action string) float64 {
-	t.Helper()
-	return testenv.Counter(t, metrics.RetainedLoadBalancersReleased.WithLabelValues(action))
 }
 
 // TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased: the sweep finds a retained
@@ -418,10 +395,9 @@ func releaseCounter(t *testing.T, action string) float64 {
 func TestARetainedLoadBalancerTakenOverMeanwhileIsNotReleased(t *testing.T) {
 	ctx := context.Background()
 	lb := retainedLoadBalancer(t, "retention-raced", time.Now().Add(-2*time.Hour), stack.Network)
-	id := clusterid.New()
-	id.Set(clusterID)
-	c := collectorWith(t, orphans.Settings{Cluster: stack.ClusterName, Network: stack.Network, ClusterID: id,
-		Mode: config.OrphanCleanupDelete, Grace: time.Minute, Retention: time.Hour}, lb.Name)
+	retaining := settings(config.OrphanCleanupDelete)
+	retaining.Grace, retaining.Retention = time.Minute, time.Hour
+	c := collectorWith(t, retaining, lb.Name)
 	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
 	defer release()
 	adopted := lb.DeepCopy()

@@ -11,10 +11,7 @@ import (
 // CCM's own dependencies in step: the IronCore servers must serve the API version the CCM is
 // built against, and a version change must change the cached binary's name.
 func TestBinaryVersionsMatchTheirPins(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := RepoRootForTest(t)
 	mainMod := readFile(t, filepath.Join(root, "go.mod"))
 	toolMod := readFile(t, filepath.Join(root, "hack", "tools", serversModule, "go.mod"))
 	for _, b := range Binaries() {
@@ -34,10 +31,7 @@ func TestBinaryVersionsMatchTheirPins(t *testing.T) {
 // k8s.io/kubernetes, with every staging module at the matching v0 version, and the target
 // cluster's choice names each.
 func TestCompatAPIServersMatchTheirPins(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := RepoRootForTest(t)
 	for _, b := range CompatAPIServers() {
 		mod := readFile(t, filepath.Join(root, "hack", "tools", b.compatModule(), "go.mod"))
 		if !strings.Contains(mod, "require "+b.Module+" "+b.Version+"\n") && !strings.Contains(mod, "\n\t"+b.Module+" "+b.Version+"\n") {

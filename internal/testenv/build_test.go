@@ -12,10 +12,7 @@ import (
 // tools use the flags the servers are built with; one that differs compiles every
 // shared package again (the linter's go list, with its own flags, took 173 s instead of 43 s).
 func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := RepoRootForTest(t)
 	flags := strings.Replace(strings.Join(sharedBuildFlags(), " "), "-ldflags=-s -w", `-ldflags="-s -w"`, 1)
 
 	makefile := readFile(t, filepath.Join(root, "Makefile"))
@@ -49,10 +46,7 @@ func TestEveryBuildUsesTheSharedFlags(t *testing.T) {
 // the servers compile is at one version in both, or its packages, and every package above them,
 // compile twice in a first run.
 func TestTheCCMAndTheServersShareModuleVersions(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := RepoRootForTest(t)
 	ccm := moduleVersions(t, root, "./cmd/ironcore-ccm-lab", "./cmd/"+CCMBinaryName)
 	var serverPackages []string
 	for _, b := range Binaries() {

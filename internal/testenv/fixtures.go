@@ -287,6 +287,18 @@ func (s *Stack) SetEndpoints(ctx context.Context, service *corev1.Service, endpo
 	return nil
 }
 
+// ListIronCore lists each kind of the lists in the stack's IronCore namespace, with the
+// options besides.
+func (s *Stack) ListIronCore(ctx context.Context, lists []client.ObjectList, opts ...client.ListOption) error {
+	opts = append([]client.ListOption{client.InNamespace(s.Namespace)}, opts...)
+	for _, list := range lists {
+		if err := s.IronCore.Client.List(ctx, list, opts...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AllocatePodCIDR appends a pod CIDR entry for the family to the named NetworkInterface as the
 // CCM's node IPAM controller writes it (the template's labels and IronCore's ephemeral-managed-by
 // annotation; the cluster label on the NetworkInterface), waits until IronCore has allocated

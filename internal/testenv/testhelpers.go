@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 // The CCM's two target modes, as InTargetModes names them: the CCM writes each LoadBalancer's
@@ -56,6 +60,33 @@ func (s *Stack) SetPower(t testing.TB, machine *computev1alpha1.Machine, power c
 	}
 }
 
+// Relabel sets labels on the IronCore object, reading it anew into obj first (its name and,
+// if namespaced, namespace set); an empty value removes a label. The merge patch leaves the
+// other labels to whoever else writes them meanwhile.
+func (s *Stack) Relabel(t testing.TB, obj client.Object, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	current := obj.GetLabels()
+	if current == nil {
+		current = map[string]string{}
+	}
+	for key, value := range labels {
+		if value == "" {
+			delete(current, key)
+		} else {
+			current[key] = value
+		}
+	}
+	obj.SetLabels(current)
+	if err := s.IronCore.Client.Patch(ctx, obj, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // NetworkInterfaceIPs lists the status IPs of the Machines' NetworkInterfaces, sorted.
 func (s *Stack) NetworkInterfaceIPs(t testing.TB, machines ...string) []string {
 	t.Helper()
@@ -82,12 +113,7 @@ func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName strin
 		if err := s.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: lbName}, routing); err != nil {
 			return err
 		}
-		got := []string{}
-		for _, destination := range routing.Destinations {
-			got = append(got, destination.IP.String())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
+		if got := DestinationIPs(routing); !slices.Equal(got, want) {
 			return fmt.Errorf("destinations %v", got)
 		}
 		return nil
@@ -95,6 +121,16 @@ func (s *Stack) WaitForRouting(t testing.TB, timeout time.Duration, lbName strin
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// DestinationIPs lists the IPs the routing sends to, sorted.
+func DestinationIPs(routing *networkingv1alpha1.LoadBalancerRouting) []string {
+	ips := []string{}
+	for _, destination := range routing.Destinations {
+		ips = append(ips, destination.IP.String())
+	}
+	slices.Sort(ips)
+	return ips
 }
 
 // WatchRoutings lists the namespace's LoadBalancerRoutings, hands them to listed, then calls
@@ -107,31 +143,19 @@ func (s *Stack) WatchRoutings(t testing.TB, listed func([]networkingv1alpha1.Loa
 		t.Fatal(err)
 	}
 	routings := clientset.NetworkingV1alpha1().LoadBalancerRoutings(s.Namespace)
-	list, err := routings.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed(list.Items)
 	ctx, cancel := context.WithCancel(context.Background())
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return routings.Watch(ctx, options)
-		},
+	done, err := ListAndWatch(ctx, routings.List, routings.Watch, func(list *networkingv1alpha1.LoadBalancerRoutingList) {
+		listed(list.Items)
+	}, func(event watch.Event) {
+		if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
+			changed(routing, event.Type == watch.Deleted)
+		}
 	})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			if routing, ok := event.Object.(*networkingv1alpha1.LoadBalancerRouting); ok {
-				changed(routing, event.Type == watch.Deleted)
-			}
-		}
-	}()
 	t.Cleanup(func() {
-		watcher.Stop()
 		cancel()
 		<-done
 	})
@@ -233,6 +257,28 @@ func (s *Stack) CreateRetainedLoadBalancer(ctx context.Context, name, cluster st
 	return lb, s.IronCore.Client.Create(ctx, lb)
 }
 
+// RepoRootForTest is RepoRoot, failing the test if it cannot be found.
+func RepoRootForTest(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// CreateRootPrefixForTest creates a root Prefix as CreateRootPrefix does, deleted when the
+// test ends.
+func (s *Stack) CreateRootPrefixForTest(t testing.TB, name, cidr string, labels map[string]string) *ipamv1alpha1.Prefix {
+	t.Helper()
+	prefix, err := s.CreateRootPrefix(context.Background(), name, cidr, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.IronCore.Client.Delete(context.Background(), prefix) })
+	return prefix
+}
+
 // StartIronCoreClientForTest starts an IronCore client as StartIronCoreClientLimitedBy does,
 // until the test ends; it returns the client and a context that ends with the test.
 func (s *Stack) StartIronCoreClientForTest(t testing.TB, limiter flowcontrol.RateLimiter) (context.Context, *ironcore.Client) {
@@ -254,4 +300,75 @@ func (s *Stack) LiveService(t testing.TB, service *corev1.Service) *corev1.Servi
 		t.Fatal(err)
 	}
 	return live
+}
+
+// Controller is one of the CCM's controllers that work a queue with a number of workers.
+type Controller interface {
+	Run(ctx context.Context, workers int)
+}
+
+// RunControllerForTest runs a controller as the CCM does, until the test ends: newController
+// wires it to an IronCore client of the stack and to shared informers on clientset, which then
+// start, and it runs with two workers.
+func (s *Stack) RunControllerForTest(t testing.TB, clientset kubernetes.Interface, newController func(*ironcore.Client, informers.SharedInformerFactory) (Controller, error)) {
+	t.Helper()
+	ctx, ironcoreClient := s.StartIronCoreClientForTest(t, nil)
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	c, err := newController(ironcoreClient, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 2)
+}
+
+// AwaitEvent waits up to timeout for an event of the reason to reach the recorder, passing over
+// events of other reasons, and returns it.
+func AwaitEvent(t testing.TB, recorder *record.FakeRecorder, timeout time.Duration, reason string) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case event := <-recorder.Events:
+			// A FakeRecorder's event reads "<type> <reason> <message>".
+			if strings.Contains(event, " "+reason+" ") {
+				return event
+			}
+		case <-deadline:
+			t.Fatalf("no %s event in %s", reason, timeout)
+		}
+	}
+}
+
+// OwnedLoadBalancer returns, not yet created, a Public IPv4 LoadBalancer in the stack's namespace
+// on the network, labelled as this CCM labels the one it makes for the owner's Service.
+func (s *Stack) OwnedLoadBalancer(name string, owner ironcore.Owner, network string) *networkingv1alpha1.LoadBalancer {
+	return &networkingv1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Labels: map[string]string{
+			keys.LabelClusterName: owner.Cluster, keys.LabelServiceNamespace: owner.Namespace,
+			keys.LabelServiceName: owner.Name, keys.LabelServiceUID: owner.UID,
+		}},
+		Spec: networkingv1alpha1.LoadBalancerSpec{
+			Type:       networkingv1alpha1.LoadBalancerTypePublic,
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			NetworkRef: corev1.LocalObjectReference{Name: network},
+		},
+	}
+}
+
+// ServiceLoadBalancer returns, not yet created, a LoadBalancer of the Service as the provider
+// names and labels it, on the cluster Network, without ports.
+func (s *Stack) ServiceLoadBalancer(service *corev1.Service) *networkingv1alpha1.LoadBalancer {
+	owner := ironcore.Owner{Cluster: s.ClusterName, Namespace: service.Namespace, Name: service.Name, UID: string(service.UID)}
+	return s.OwnedLoadBalancer(lbspec.Name(service), owner, s.Network)
+}
+
+// CreateIronCoreForTest creates the IronCore object, deleted when the test ends: the tests of a
+// package share the stack's namespace, and a later test must not find this one's objects.
+func (s *Stack) CreateIronCoreForTest(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := s.IronCore.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), obj)) })
 }

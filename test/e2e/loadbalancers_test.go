@@ -56,10 +56,7 @@ func waitForIngress(t *testing.T, service *corev1.Service, check func([]string) 
 		if err != nil {
 			return err
 		}
-		ips = nil
-		for _, ingress := range current.Status.LoadBalancer.Ingress {
-			ips = append(ips, ingress.IP)
-		}
+		ips = testenv.IngressIPs(current)
 		return check(ips)
 	})
 	return ips
@@ -151,12 +148,8 @@ func watchIngress(t *testing.T, service *corev1.Service) func() [][]string {
 			if !ok {
 				continue
 			}
-			var ips []string
-			for _, ingress := range current.Status.LoadBalancer.Ingress {
-				ips = append(ips, ingress.IP)
-			}
 			mu.Lock()
-			seen = append(seen, ips)
+			seen = append(seen, testenv.IngressIPs(current))
 			mu.Unlock()
 		}
 	}()
@@ -219,10 +212,8 @@ func waitForNoLeftovers(t *testing.T, lbNames []string) {
 		lbs := &networkingv1alpha1.LoadBalancerList{}
 		routings := &networkingv1alpha1.LoadBalancerRoutingList{}
 		prefixes := &ipamv1alpha1.PrefixList{}
-		for _, list := range []client.ObjectList{lbs, routings, prefixes} {
-			if err := stack.IronCore.Client.List(ctx, list, client.InNamespace(stack.Namespace)); err != nil {
-				return err
-			}
+		if err := stack.ListIronCore(ctx, []client.ObjectList{lbs, routings, prefixes}); err != nil {
+			return err
 		}
 		for _, lb := range lbs.Items {
 			if wanted[lb.Name] {

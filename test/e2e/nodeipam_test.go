@@ -38,15 +38,6 @@ func ipamCCM(t *testing.T, name, cloudConfig, clusterCIDRs string, crashCheck bo
 	return startCCM(t, name, args...)
 }
 
-func rootPrefix(t *testing.T, name, cidr string, labels map[string]string) {
-	t.Helper()
-	prefix, err := stack.CreateRootPrefix(context.Background(), name, cidr, labels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), prefix) })
-}
-
 // podCIDRNIC is what a Machine's NetworkInterface holds for pod CIDRs: the cluster's entries
 // by family, with the CIDR of the Prefix IronCore allocated for each, and its literal prefixes.
 type podCIDRNIC struct {
@@ -200,7 +191,7 @@ func TestPodCIDRsFromIronCoreIPAM(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			rootPrefix(t, tc.parent, tc.cidr, nil)
+			stack.CreateRootPrefixForTest(t, tc.parent, tc.cidr, nil)
 			ipamCCM(t, "ccm-ipam-"+strings.ToLower(tc.name), tc.config, tc.cidr, true)
 			names := []string{"ipam-" + strings.ToLower(tc.name) + "-1", "ipam-" + strings.ToLower(tc.name) + "-2"}
 			for _, name := range names {
@@ -238,8 +229,8 @@ func TestPodCIDRsFromIronCoreIPAM(t *testing.T) {
 func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 	ctx := context.Background()
 	v4, v6 := netip.MustParsePrefix("10.201.0.0/16"), netip.MustParsePrefix("fd00:201::/56")
-	rootPrefix(t, "pods-dual-v4", v4.String(), nil)
-	rootPrefix(t, "pods-dual-v6", v6.String(), nil)
+	stack.CreateRootPrefixForTest(t, "pods-dual-v4", v4.String(), nil)
+	stack.CreateRootPrefixForTest(t, "pods-dual-v6", v6.String(), nil)
 	ccm := ipamCCM(t, "ccm-ipam-dual", "podCIDRParentPrefix: pods-dual-v4\nipv6PodCIDRParentPrefix: pods-dual-v6\n",
 		"10.0.0.0/8,fd00::/8", true)
 
@@ -380,7 +371,7 @@ func TestFiftyDualStackNodesGetPodCIDRsFromIronCore(t *testing.T) {
 func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 	ctx := context.Background()
 	labels := map[string]string{"example.org/pod-cidrs": "exhaustion"}
-	rootPrefix(t, "pods-exhaust-a", "10.210.0.0/25", labels)
+	stack.CreateRootPrefixForTest(t, "pods-exhaust-a", "10.210.0.0/25", labels)
 	config := "podCIDRParentPrefixLabels: {example.org/pod-cidrs: exhaustion}\npodCIDRMaskSize: 26\n"
 	ccm := ipamCCM(t, "ccm-ipam-exhaust", config, "10.210.0.0/16", false)
 
@@ -435,7 +426,7 @@ func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 	if len(node.Spec.PodCIDRs) > 0 {
 		t.Fatalf("Node %s got pod CIDRs %v from a full parent", waiting, node.Spec.PodCIDRs)
 	}
-	rootPrefix(t, "pods-exhaust-b", "10.210.1.0/25", labels)
+	stack.CreateRootPrefixForTest(t, "pods-exhaust-b", "10.210.1.0/25", labels)
 	ipamCCM(t, "ccm-ipam-exhaust-restarted", config, "10.210.0.0/16", true)
 	node = waitForNode(t, waiting, "Node "+waiting+" with a pod CIDR from the added parent", func(node *corev1.Node) error {
 		_, err := checkPodCIDRs(ctx, node.Name, []corev1.IPFamily{corev1.IPv4Protocol}, []netip.Prefix{netip.MustParsePrefix("10.210.1.0/25")})
@@ -471,7 +462,7 @@ func TestPodCIDRAllocationSurvivesExhaustionAndAKill(t *testing.T) {
 // room for two pod CIDRs, and a third Node keeps the other.
 func TestAPodCIDRWaitsForTheNodeThatHoldsIt(t *testing.T) {
 	ctx := context.Background()
-	rootPrefix(t, "pods-reuse", "10.212.0.0/25", nil)
+	stack.CreateRootPrefixForTest(t, "pods-reuse", "10.212.0.0/25", nil)
 	ipamCCM(t, "ccm-ipam-reuse", "podCIDRParentPrefix: pods-reuse\npodCIDRMaskSize: 26\n", "10.212.0.0/16", true)
 
 	keep, old, replacement := "ipam-reuse-keep", "ipam-reuse-old", "ipam-reuse-new"

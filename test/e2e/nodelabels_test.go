@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
-	computev1alpha1 "github.com/ironcore-dev/ironcore/api/compute/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -22,7 +19,7 @@ func TestNodesCarryTheirLabelsFromIronCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	machine := runningMachine(t, "labelled-1", testenv.MachineOptions{Pool: "pool-b"})
-	relabel(t, machine, map[string]string{"e2e-team": "payments", "e2e.example.com/owner": "ann", "e2e-secret": "x"})
+	stack.Relabel(t, machine, map[string]string{"e2e-team": "payments", "e2e.example.com/owner": "ann", "e2e-secret": "x"})
 	// First without the controller that keeps the labels in sync: initialization alone sets them.
 	// The CCM starts after the relabelling, so that its cache has it, however slow its watch.
 	initializer := startCCMWithoutCrashCheck(t, "ccm-node-labels-init", "--cloud-config="+cloudConfig, "--controllers=*,-ironcore-node-labels")
@@ -42,34 +39,12 @@ func TestNodesCarryTheirLabelsFromIronCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	startCCM(t, "ccm-node-labels", "--cloud-config="+cloudConfig)
-	relabel(t, machine, map[string]string{"e2e-team": "risk", "e2e.example.com/owner": ""})
+	stack.Relabel(t, machine, map[string]string{"e2e-team": "risk", "e2e.example.com/owner": ""})
 	waitForNode(t, "labelled-1", "the Node's labels to follow the Machine", func(node *corev1.Node) error {
 		_, owner := node.Labels["e2e.example.com/owner"]
 		if node.Labels["e2e-team"] != "risk" || owner || node.Labels["e2e-by-hand"] != "mine" {
 			return fmt.Errorf("labels %v", node.Labels)
 		}
 		return nil
-	})
-}
-
-// relabel sets the Machine's labels; an empty value removes one.
-func relabel(t *testing.T, machine *computev1alpha1.Machine, labels map[string]string) {
-	t.Helper()
-	testenv.Await(t, context.Background(), waitTimeout, "the Machine relabelled", func(ctx context.Context) error {
-		current := &computev1alpha1.Machine{}
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(machine), current); err != nil {
-			return err
-		}
-		if current.Labels == nil {
-			current.Labels = map[string]string{}
-		}
-		for key, value := range labels {
-			if value == "" {
-				delete(current.Labels, key)
-			} else {
-				current.Labels[key] = value
-			}
-		}
-		return stack.IronCore.Client.Update(ctx, current)
 	})
 }

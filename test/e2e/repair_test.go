@@ -49,10 +49,7 @@ func TestALoadBalancerDeletedOutOfBandIsRecreated(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		after = nil
-		for _, ingress := range svc.Status.LoadBalancer.Ingress {
-			after = append(after, ingress.IP)
-		}
+		after = testenv.IngressIPs(svc)
 		if !slices.Equal(after, []string{current.Status.IPs[0].String()}) {
 			return fmt.Errorf("Service ingress %v, LoadBalancer %v", after, current.Status.IPs)
 		}

@@ -244,12 +244,8 @@ func headCommit(t *testing.T) string {
 // gitOutput runs git in the repository and returns its output, trimmed.
 func gitOutput(t *testing.T, args ...string) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command("git", args...)
-	cmd.Dir = root
+	cmd.Dir = testenv.RepoRootForTest(t)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git %s: %v", strings.Join(args, " "), err)

@@ -37,22 +37,18 @@ const referenceFieldManager = "cloud-provider.ironcore.dev/loadbalancer"
 // LoadBalancerRouting throughout: none may ever hold fewer destinations than before. Then it
 // switches --use-nic-selector on and off again under the same watch.
 func TestSwitchFromTheReferenceCCM(t *testing.T) {
-	const nodeCount, serviceCount = 50, 20
-	names := numbered("ref", nodeCount)
-	referenceNodes(t, names)
-	services, lbs := referenceServices(t, "ref-svc", serviceCount)
-	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
-	prefixesBefore := nicPrefixesOf(t, names)
+	ref := layOutReferenceCluster(t, "ref", 50, 20)
+	prefixesBefore := nicPrefixesOf(t, ref.names)
 
-	watcher := watchRoutings(t, lbs)
+	watcher := watchRoutings(t, ref.lbs)
 	started := time.Now()
 	ccm := startCCMWithoutCrashCheck(t, "ccm-switch", routeArgs()...)
 	// The default writes the routings (--use-nic-selector=false).
-	waitForSelectorMode(t, lbs, baseline, false)
-	t.Logf("adopted %d LoadBalancers of the reference CCM in %s", len(lbs), time.Since(started).Round(time.Millisecond))
-	watcher.requireNoDip(t, baseline, "taking over from the reference CCM")
-	requireAdoptedInPlace(t, services, lbs)
-	if after := nicPrefixesOf(t, names); !equalPrefixes(prefixesBefore, after) {
+	waitForSelectorMode(t, ref.lbs, ref.baseline, false)
+	t.Logf("adopted %d LoadBalancers of the reference CCM in %s", len(ref.lbs), time.Since(started).Round(time.Millisecond))
+	watcher.requireNoDip(t, ref.baseline, "taking over from the reference CCM")
+	requireAdoptedInPlace(t, ref.services, ref.lbs)
+	if after := nicPrefixesOf(t, ref.names); !equalPrefixes(prefixesBefore, after) {
 		t.Errorf("NetworkInterface prefixes changed in the switch:\nbefore %v\nafter  %v", prefixesBefore, after)
 	}
 
@@ -64,9 +60,9 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 		watcher.reset()
 		started = time.Now()
 		ccm = startCCMWithoutCrashCheck(t, fmt.Sprintf("ccm-switch-selector-%v", useSelector), append(routeArgs(), fmt.Sprintf("--use-nic-selector=%v", useSelector))...)
-		waitForSelectorMode(t, lbs, baseline, useSelector)
-		t.Logf("switched %d LoadBalancers to --use-nic-selector=%v in %s", len(lbs), useSelector, time.Since(started).Round(time.Millisecond))
-		watcher.requireNoDip(t, baseline, fmt.Sprintf("switching to --use-nic-selector=%v", useSelector))
+		waitForSelectorMode(t, ref.lbs, ref.baseline, useSelector)
+		t.Logf("switched %d LoadBalancers to --use-nic-selector=%v in %s", len(ref.lbs), useSelector, time.Since(started).Round(time.Millisecond))
+		watcher.requireNoDip(t, ref.baseline, fmt.Sprintf("switching to --use-nic-selector=%v", useSelector))
 	}
 
 	// A restart, and a leader failover, change nothing: the routings hold throughout.
@@ -75,18 +71,18 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 	}
 	watcher.reset()
 	ccm = startCCMWithoutCrashCheck(t, "ccm-switch-restart", routeArgs()...)
-	waitForLoadBalancerSyncs(t, ccm, serviceCount)
-	watcher.requireNoDip(t, baseline, "restarting")
+	waitForLoadBalancerSyncs(t, ccm, len(ref.services))
+	watcher.requireNoDip(t, ref.baseline, "restarting")
 	if err := ccm.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	watcher.reset()
 	leader, follower := startReplicas(t, "ccm-switch-replica")
-	waitForLoadBalancerSyncs(t, leader, serviceCount)
+	waitForLoadBalancerSyncs(t, leader, len(ref.services))
 	leader.Kill()
-	waitForLoadBalancerSyncs(t, follower, serviceCount)
-	watcher.requireNoDip(t, baseline, "a leader failover")
-	requireAdoptedInPlace(t, services, lbs)
+	waitForLoadBalancerSyncs(t, follower, len(ref.services))
+	watcher.requireNoDip(t, ref.baseline, "a leader failover")
+	requireAdoptedInPlace(t, ref.services, ref.lbs)
 }
 
 // TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting: a CCM that starts in selector
@@ -94,12 +90,8 @@ func TestSwitchFromTheReferenceCCM(t *testing.T) {
 // NetworkInterfaces decides nothing from its empty cache: no selector moves before the target
 // labels are in place, and no routing ever holds fewer destinations than before.
 func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
-	const nodeCount, serviceCount = 20, 5
-	names := numbered("slowlist", nodeCount)
-	referenceNodes(t, names)
-	_, lbs := referenceServices(t, "slowlist-svc", serviceCount)
-	baseline := waitForReferenceRoutings(t, lbs, nodeCount)
-	watcher := watchRoutings(t, lbs)
+	ref := layOutReferenceCluster(t, "slowlist", 20, 5)
+	watcher := watchRoutings(t, ref.lbs)
 	// A list, or a watch that begins with the initial list (client-go's streaming list).
 	stack.IronCoreProxy.DelayWhere(func(r apiproxy.Request) bool {
 		return (r.Verb == "list" || r.Verb == "watch") && r.Resource == "networkinterfaces.networking.ironcore.dev"
@@ -107,9 +99,9 @@ func TestATakeoverOnASlowNetworkInterfaceListEmptiesNoRouting(t *testing.T) {
 	t.Cleanup(func() { stack.IronCoreProxy.DelayWhere(nil, 0) })
 	started := time.Now()
 	startCCMWithoutCrashCheck(t, "ccm-slow-list", append(routeArgs(), "--use-nic-selector=true")...)
-	waitForSelectorMode(t, lbs, baseline, true)
-	t.Logf("took over %d LoadBalancers in selector mode in %s with the NetworkInterface list delayed 10 s", len(lbs), time.Since(started).Round(time.Millisecond))
-	watcher.requireNoDip(t, baseline, "taking over with a slow NetworkInterface list")
+	waitForSelectorMode(t, ref.lbs, ref.baseline, true)
+	t.Logf("took over %d LoadBalancers in selector mode in %s with the NetworkInterface list delayed 10 s", len(ref.lbs), time.Since(started).Round(time.Millisecond))
+	watcher.requireNoDip(t, ref.baseline, "taking over with a slow NetworkInterface list")
 }
 
 // waitForLoadBalancerSyncs waits until the CCM has synced the load balancers of count Services
@@ -122,6 +114,27 @@ func waitForLoadBalancerSyncs(t *testing.T, ccm *testenv.Process, count int) {
 		}
 		return nil
 	})
+}
+
+// referenceCluster is what the reference CCM leaves on IronCore for a cluster: its Nodes'
+// (and Machines') names, its Services and their LoadBalancers, and how many destinations each
+// LoadBalancer's routing holds once IronCore routes it.
+type referenceCluster struct {
+	names    []string
+	services []*corev1.Service
+	lbs      []*networkingv1alpha1.LoadBalancer
+	baseline map[string]int
+}
+
+// layOutReferenceCluster lays out what the reference CCM leaves for nodeCount Nodes and
+// serviceCount Services, named after prefix, and waits until IronCore routes every
+// LoadBalancer to every Node.
+func layOutReferenceCluster(t *testing.T, prefix string, nodeCount, serviceCount int) referenceCluster {
+	t.Helper()
+	names := numbered(prefix, nodeCount)
+	referenceNodes(t, names)
+	services, lbs := referenceServices(t, prefix+"-svc", serviceCount)
+	return referenceCluster{names: names, services: services, lbs: lbs, baseline: waitForReferenceRoutings(t, lbs, nodeCount)}
 }
 
 // referenceNodes creates running Machines and their Nodes as the reference CCM leaves them:

@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
@@ -114,19 +112,7 @@ func TestAHundredServicesSwitchTypeAtOnce(t *testing.T) {
 // event, those that ever showed none, and how long each took to show new addresses.
 func watchSwitchingServices(t *testing.T, ctx context.Context, before map[string][]string) func() (int, []string, []time.Duration) {
 	t.Helper()
-	list, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	services := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault)
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return services.Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	addressed := map[string]bool{}
 	for name := range before {
@@ -135,33 +121,32 @@ func watchSwitchingServices(t *testing.T, ctx context.Context, before map[string
 	minimum, started := len(before), time.Now()
 	emptied := map[string]bool{}
 	switchedAfter := map[string]time.Duration{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			service, ok := event.Object.(*corev1.Service)
-			if !ok || before[service.Name] == nil {
-				continue
-			}
-			ips := testenv.IngressIPs(service)
-			mu.Lock()
-			addressed[service.Name] = len(ips) > 0 && event.Type != watch.Deleted
-			if !addressed[service.Name] {
-				emptied[service.Name] = true
-			}
-			if _, seen := switchedAfter[service.Name]; !seen && len(ips) > 0 && !slices.Equal(ips, before[service.Name]) {
-				switchedAfter[service.Name] = time.Since(started)
-			}
-			n := 0
-			for _, yes := range addressed {
-				if yes {
-					n++
-				}
-			}
-			minimum = min(minimum, n)
-			mu.Unlock()
+	done, err := testenv.ListAndWatch(ctx, services.List, services.Watch, nil, func(event watch.Event) {
+		service, ok := event.Object.(*corev1.Service)
+		if !ok || before[service.Name] == nil {
+			return
 		}
-	}()
+		ips := testenv.IngressIPs(service)
+		mu.Lock()
+		addressed[service.Name] = len(ips) > 0 && event.Type != watch.Deleted
+		if !addressed[service.Name] {
+			emptied[service.Name] = true
+		}
+		if _, seen := switchedAfter[service.Name]; !seen && len(ips) > 0 && !slices.Equal(ips, before[service.Name]) {
+			switchedAfter[service.Name] = time.Since(started)
+		}
+		n := 0
+		for _, yes := range addressed {
+			if yes {
+				n++
+			}
+		}
+		minimum = min(minimum, n)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return func() (int, []string, []time.Duration) {
 		<-done
 		mu.Lock()
@@ -182,45 +167,32 @@ func watchReplacedLoadBalancers(t *testing.T, ctx context.Context, serviceOf map
 		t.Fatal(err)
 	}
 	lbs := clientset.NetworkingV1alpha1().LoadBalancers(stack.Namespace)
-	list, err := lbs.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	watcher, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &toolscache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return lbs.Watch(ctx, options)
-		},
+	var mu sync.Mutex
+	var early []string
+	seen := map[string]bool{}
+	done, err := testenv.ListAndWatch(ctx, lbs.List, lbs.Watch, nil, func(event watch.Event) {
+		lb, ok := event.Object.(*networkingv1alpha1.LoadBalancer)
+		if !ok {
+			return
+		}
+		name := serviceOf[lb.Name]
+		if name == "" || seen[lb.Name] || (lb.DeletionTimestamp == nil && event.Type != watch.Deleted) {
+			return
+		}
+		seen[lb.Name] = true
+		service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return // the test is over
+		}
+		if slices.Equal(testenv.IngressIPs(service), before[name]) {
+			mu.Lock()
+			early = append(early, lb.Name+" of "+name)
+			mu.Unlock()
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var early []string
-	seen := map[string]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for event := range watcher.ResultChan() {
-			lb, ok := event.Object.(*networkingv1alpha1.LoadBalancer)
-			if !ok {
-				continue
-			}
-			name := serviceOf[lb.Name]
-			if name == "" || seen[lb.Name] || (lb.DeletionTimestamp == nil && event.Type != watch.Deleted) {
-				continue
-			}
-			seen[lb.Name] = true
-			service, err := stack.TargetClientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				continue // the test is over
-			}
-			if slices.Equal(testenv.IngressIPs(service), before[name]) {
-				mu.Lock()
-				early = append(early, lb.Name+" of "+name)
-				mu.Unlock()
-			}
-		}
-	}()
 	return func() []string {
 		<-done
 		mu.Lock()
