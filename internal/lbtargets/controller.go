@@ -60,7 +60,9 @@ const DefaultCoalesce = 250 * time.Millisecond
 // recheckDelays are when, after a LoadBalancer stopped selecting its targets, its routing is
 // read from IronCore and synced again: IronCore may rewrite it once more from the selector it
 // saw before, sooner or, while it is busy, later.
-var recheckDelays = [...]time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
+func recheckDelays() []time.Duration {
+	return []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
+}
 
 // Config builds the controller.
 type Config struct {
@@ -364,7 +366,7 @@ func (t *Controller) sync(ctx context.Context, k key) error {
 // recheckSoon has the Service's routing read from IronCore and synced again, a few times over
 // the next half minute.
 func (t *Controller) recheckSoon(namespace, name string) {
-	for attempt, delay := range recheckDelays {
+	for attempt, delay := range recheckDelays() {
 		t.queue.AddAfter(key{kind: verifyKind, name: serviceName(namespace, name), attempt: attempt}, delay)
 	}
 }

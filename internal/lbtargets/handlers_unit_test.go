@@ -116,7 +116,7 @@ func TestALoadBalancerThatStopsSelectingIsComparedWithIronCoreSoon(t *testing.T)
 		{"a port added", func(lb *networkingv1alpha1.LoadBalancer) {
 			lb.Spec.Ports = []networkingv1alpha1.LoadBalancerPort{{Port: 443}}
 		}, false, 0},
-		{"the selector removed", func(lb *networkingv1alpha1.LoadBalancer) { lb.Spec.NetworkInterfaceSelector = nil }, true, len(recheckDelays)},
+		{"the selector removed", func(lb *networkingv1alpha1.LoadBalancer) { lb.Spec.NetworkInterfaceSelector = nil }, true, len(recheckDelays())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newUnstarted(t)
@@ -134,7 +134,7 @@ func TestALoadBalancerThatStopsSelectingIsComparedWithIronCoreSoon(t *testing.T)
 				t.Errorf("the routing written is still recorded: %t, want %t", kept, !tc.forgets)
 			}
 			var verified []key
-			for _, delay := range recheckDelays {
+			for _, delay := range recheckDelays() {
 				clock.Step(delay)
 				// The delaying queue hands a key over in its own goroutine once the clock passes.
 				_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
@@ -143,7 +143,7 @@ func TestALoadBalancerThatStopsSelectingIsComparedWithIronCoreSoon(t *testing.T)
 				verified = append(verified, queued(c)...)
 			}
 			if len(verified) != tc.verifyTimes {
-				t.Errorf("verify keys %v over %v, want %d", verified, recheckDelays, tc.verifyTimes)
+				t.Errorf("verify keys %v over %v, want %d", verified, recheckDelays(), tc.verifyTimes)
 			}
 			for _, k := range verified {
 				if k.kind != verifyKind || k.name != "ns/web" {
