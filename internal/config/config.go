@@ -1,13 +1,8 @@
 // Package config reads the CCM's cloud-config file and its IronCore-specific flags.
 //
-// The file format is the reference IronCore CCM's (networkName, prefixName, clusterName), so an
-// existing file keeps working. Unlike the reference, which ignored keys it did not know, the
-// decoding is strict: an unknown key stops the CCM at start, because a misspelt key silently
-// ignored would run the cluster with a default its operator did not choose (no IPv6 prefix, say).
-// The error tells the operator what to do about each key: for a key of the reference CCM that
-// this CCM does not support (prefixNames), what to set instead; for a key that resembles a
-// known one, the key it probably meant; for any other, that it may be misspelt or belong to a
-// newer or another CCM, and is to be removed.
+// The file format is the reference IronCore CCM's, so an existing file keeps working. Unlike
+// the reference, an unknown key stops the CCM: a misspelt key silently ignored would run the
+// cluster with a default its operator did not choose. Each error says what to do about the key.
 package config
 
 import (
@@ -17,7 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,34 +26,28 @@ import (
 type CloudConfig struct {
 	// NetworkName is the IronCore Network the cluster's Machines are attached to. Required.
 	NetworkName string `json:"networkName"`
-	// PrefixName is the IronCore Prefix that internal load balancers' IPv4 addresses are
-	// allocated from.
+	// PrefixName is the Prefix that internal load balancers' IPv4 addresses come from.
 	PrefixName string `json:"prefixName,omitempty"`
-	// IPv6PrefixName is the IronCore Prefix that internal load balancers' IPv6 addresses are
-	// allocated from.
+	// IPv6PrefixName is the Prefix that internal load balancers' IPv6 addresses come from.
 	IPv6PrefixName string `json:"ipv6PrefixName,omitempty"`
 	// ClusterName identifies this cluster on IronCore objects (labels and annotations).
 	// Required unless --cluster-name is set.
 	ClusterName string `json:"clusterName,omitempty"`
-	// ClusterNameAliases are earlier names of this cluster, such as the --cluster-name a
-	// reference CCM recorded on LoadBalancers while it labelled Machines with clusterName.
-	// LoadBalancers recording one of them are this cluster's, and are taken over.
+	// ClusterNameAliases are earlier names of this cluster (a reference CCM recorded its
+	// --cluster-name on LoadBalancers); LoadBalancers recording one are taken over.
 	ClusterNameAliases []string `json:"clusterNameAliases,omitempty"`
-	// PodCIDRParentPrefix is the IronCore Prefix that Nodes' IPv4 pod CIDRs are allocated
-	// from; with it (or PodCIDRParentPrefixLabels) the CCM allocates IPv4 pod CIDRs.
+	// PodCIDRParentPrefix is the Prefix Nodes' IPv4 pod CIDRs come from; it, or
+	// PodCIDRParentPrefixLabels, turns IPv4 pod CIDR allocation on.
 	PodCIDRParentPrefix string `json:"podCIDRParentPrefix,omitempty"`
-	// PodCIDRParentPrefixLabels select the IronCore Prefixes that IPv4 pod CIDRs are
-	// allocated from, instead of one named Prefix: adding a Prefix with them extends the range.
+	// PodCIDRParentPrefixLabels select the parent Prefixes instead; another one extends the range.
 	PodCIDRParentPrefixLabels map[string]string `json:"podCIDRParentPrefixLabels,omitempty"`
 	// PodCIDRMaskSize is the prefix length of each Node's IPv4 pod CIDR.
 	PodCIDRMaskSize int `json:"podCIDRMaskSize,omitempty"`
-	// IPv6PodCIDRParentPrefix, IPv6PodCIDRParentPrefixLabels and IPv6PodCIDRMaskSize are the
-	// same for IPv6.
+	// The IPv6 equivalents of the three above.
 	IPv6PodCIDRParentPrefix       string            `json:"ipv6PodCIDRParentPrefix,omitempty"`
 	IPv6PodCIDRParentPrefixLabels map[string]string `json:"ipv6PodCIDRParentPrefixLabels,omitempty"`
 	IPv6PodCIDRMaskSize           int               `json:"ipv6PodCIDRMaskSize,omitempty"`
-	// NodeLabelsFromMachine are the Machine label keys, exact or prefixes ending in "*", that
-	// are copied to the Machine's Node (see package nodelabels).
+	// NodeLabelsFromMachine are Machine label keys, exact or prefixes ending in "*", copied to Nodes.
 	NodeLabelsFromMachine []string `json:"nodeLabelsFromMachine,omitempty"`
 }
 
@@ -116,7 +105,6 @@ func (c *CloudConfig) PodCIDRFamilies() []PodCIDRFamily {
 	return families
 }
 
-// validatePodCIDRs checks the pod CIDR keys of both families.
 func (c *CloudConfig) validatePodCIDRs() []error {
 	var errs []error
 	for _, f := range c.podCIDRSources() {
@@ -193,11 +181,11 @@ func checkKeys(fields map[string]json.RawMessage) error {
 	known := knownKeys()
 	var unknown []string
 	for key := range fields {
-		if !contains(known, key) {
+		if !slices.Contains(known, key) {
 			unknown = append(unknown, key)
 		}
 	}
-	sort.Strings(unknown)
+	slices.Sort(unknown)
 	errs := make([]error, 0, len(unknown))
 	for _, key := range unknown {
 		if instead, ok := UnsupportedReferenceKeys()[key]; ok {
@@ -211,9 +199,8 @@ func checkKeys(fields map[string]json.RawMessage) error {
 	return errors.Join(errs...)
 }
 
-// UnsupportedReferenceKeys are the keys of reference CCM versions that this CCM does not read,
-// each with what to set instead. They are errors like any unknown key, but with that advice:
-// they come from a configuration that worked with the reference, not from a typing mistake.
+// UnsupportedReferenceKeys are reference CCM keys this CCM does not read, each with what to set
+// instead: they come from a configuration that worked, not from a typing mistake.
 func UnsupportedReferenceKeys() map[string]string {
 	return map[string]string{
 		// Newer reference versions take a list of Prefixes; this CCM takes one per IP family.
@@ -264,10 +251,9 @@ func (c *CloudConfig) NodeLabelAllowList() nodelabels.AllowList {
 	return allow
 }
 
-// ResolveClusterName settles the one cluster name the CCM uses, from the file's clusterName and
-// --cluster-name. The file is the source of truth, because the reference CCM labelled IronCore
-// objects with it; --cluster-name may repeat it, and a different value is an error rather than a
-// silent split between what labels Machines and what selects load balancer targets.
+// ResolveClusterName settles the cluster name from clusterName and --cluster-name. The file
+// wins, because the reference CCM labelled IronCore objects with it; a differing flag is an
+// error, not a silent split between what labels Machines and what selects targets.
 func (c *CloudConfig) ResolveClusterName(flagValue string, flagSet bool) error {
 	switch {
 	case !flagSet || flagValue == "":
@@ -282,15 +268,6 @@ func (c *CloudConfig) ResolveClusterName(flagValue string, flagSet bool) error {
 	default:
 		return nil
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, item := range list {
-		if item == s {
-			return true
-		}
-	}
-	return false
 }
 
 // closestKey returns the known key that key most likely misspells, or "".

@@ -10,7 +10,6 @@ import (
 // Field documents one key of the cloud-config file. docs/reference/cloud-config.md is generated
 // from Fields, and a test checks that they match CloudConfig key for key.
 type Field struct {
-	// Key is the YAML key.
 	Key string
 	// Type is the YAML type, as the strict decoder reports it ("string", "list of strings").
 	Type string
@@ -118,8 +117,7 @@ func knownKeys() []string {
 	return names
 }
 
-// yamlType is the YAML type of the CloudConfig field that key decodes into, or "" if there is
-// none.
+// yamlType is the YAML type of the CloudConfig field key decodes into, or "".
 func yamlType(key string) string {
 	structType := reflect.TypeFor[CloudConfig]()
 	for i := range structType.NumField() {

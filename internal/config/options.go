@@ -17,15 +17,13 @@ type Options struct {
 	// IronCoreKubeconfig is the kubeconfig of the IronCore API; its current context's namespace
 	// is where the cluster's Machines, NetworkInterfaces and LoadBalancers live.
 	IronCoreKubeconfig string
-	// UseNICSelector makes load balancers select their targets by NetworkInterface labels and
-	// leaves the LoadBalancerRouting to IronCore; when false (the default) the CCM writes the
-	// routing itself. IronCore v0.5.0's controller routes one LoadBalancer at a time and again on
-	// every NetworkInterface change: at 1,000 Nodes and 300 Services, a Service had traffic after
-	// 73 s (p50) with selectors, 34 s with routings the CCM writes (docs/benchmarks/README.md).
+	// UseNICSelector has load balancers select targets by NetworkInterface label and IronCore
+	// write the routing. Off by default: IronCore v0.5.0 routes one LoadBalancer at a time, again
+	// on each NetworkInterface change; at 1,000 Nodes and 300 Services a Service had traffic after
+	// 73 s instead of 34 s (p50, docs/benchmarks/README.md).
 	UseNICSelector bool
-	// DefaultLoadBalancer makes class-less Services of type LoadBalancer this CCM's, besides
-	// those of its class (ironcore.dev/load-balancer). False leaves them to another
-	// implementation, such as MetalLB or Cilium's LB-IPAM.
+	// DefaultLoadBalancer makes class-less LoadBalancer Services this CCM's too; false leaves
+	// them to another implementation, such as MetalLB.
 	DefaultLoadBalancer bool
 	// IronCoreQPS and IronCoreBurst limit requests to the IronCore API.
 	IronCoreQPS   float32
@@ -34,25 +32,22 @@ type Options struct {
 	// gone, and OrphanGracePeriod how long they must stay orphaned first.
 	OrphanCleanup     OrphanCleanup
 	OrphanGracePeriod time.Duration
-	// RetainedLoadBalancerRetention is how long a LoadBalancer retained after its Service is
-	// kept before the orphan collector releases (deletes) it; zero keeps it until it is
-	// deleted on IronCore.
+	// RetainedLoadBalancerRetention is how long a retained LoadBalancer is kept before the
+	// orphan collector deletes it; zero keeps it.
 	RetainedLoadBalancerRetention time.Duration
 	// NodeHealth keeps unhealthy Nodes out of load balancer targets; UnreadyGracePeriod is how
 	// long a Node's Ready condition may be False or Unknown before that counts.
 	NodeHealth         bool
 	UnreadyGracePeriod time.Duration
-	// TargetResync is how often every load balancer's targets are compared with IronCore's
-	// even without a change seen: the backstop for an event the watches missed.
+	// TargetResync is how often all targets are compared with IronCore: the backstop for a missed event.
 	TargetResync time.Duration
 }
 
 // OrphanCleanup is a mode of the orphaned load balancer cleanup.
 type OrphanCleanup string
 
-// AmbiguousClusterName is Kubernetes' default --cluster-name, which the reference CCM's users
-// often kept: a cluster of that name is likely not the only one, so the orphan collector does
-// not delete on the strength of it.
+// AmbiguousClusterName is Kubernetes' default --cluster-name: other clusters likely share it, so
+// the orphan collector does not delete on the strength of it.
 const AmbiguousClusterName = "kubernetes"
 
 // The modes of OrphanCleanup.
@@ -66,11 +61,9 @@ const (
 func NewOptions() *Options {
 	return &Options{
 		DefaultLoadBalancer: true,
-		// 1,000 new Nodes and 300 Services write IronCore some 2,700 times (each Node's
-		// NetworkInterface and Machine, the LoadBalancers, their routings): at 50 requests per
-		// second they kept the budget full for 35 s on the test stack, and the Services'
-		// LoadBalancers and first routings waited in it. IronCore's API server applies its own
-		// priority and fairness to every client.
+		// 1,000 new Nodes and 300 Services write IronCore some 2,700 times: at 50 requests per
+		// second they filled the budget for 35 s, with the Services' LoadBalancers waiting in it.
+		// IronCore's API server applies its own priority and fairness.
 		IronCoreQPS:        200,
 		IronCoreBurst:      400,
 		OrphanCleanup:      OrphanCleanupDelete,
@@ -146,9 +139,8 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// IronCoreRESTConfig loads the IronCore kubeconfig and returns its client configuration and the
-// namespace of its current context. A context without a namespace is an error: silently using
-// "default" would put the cluster's load balancers wherever that happens to be.
+// IronCoreRESTConfig returns the IronCore kubeconfig's client configuration and the namespace of
+// its current context, which must be set: "default" would put load balancers anywhere.
 func (o *Options) IronCoreRESTConfig() (*rest.Config, string, error) {
 	raw, err := clientcmd.LoadFromFile(o.IronCoreKubeconfig)
 	if err != nil {

@@ -20,10 +20,9 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
-// WantedLoadBalancer returns the retained LoadBalancer the Service asks to take over (see
-// lbspec.Adoption): by name or by its addresses. owned tells that the Service took it over
-// already. One it cannot take over is a *NotAdoptable saying why and what would change that,
-// unless the request is not strict: then there is none, and a new LoadBalancer is made.
+// WantedLoadBalancer returns the retained LoadBalancer the Service asks to take over; owned
+// tells that it has already. One it cannot take over is a *NotAdoptable, unless the request is
+// not strict: then there is none, and a new LoadBalancer is made.
 func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, want lbspec.Adoption, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	until := "annotation " + keys.AnnotationLoadBalancerName + " names one this cluster retained, of the Service's type, or is removed"
 	if want.Name != "" {
@@ -50,11 +49,9 @@ func (c *Client) WantedLoadBalancer(ctx context.Context, owners Owners, service 
 	return nil, false, refused
 }
 
-// RetainedLoadBalancerAt returns the LoadBalancer this cluster retained that holds exactly the
-// addresses and can become desired (Adoptable), for the Service to take over, read from the API
-// server (as AdoptableLoadBalancer). owned tells that the Service took it over already. None
-// holding them is a *NotAdoptable, and so is one that holds any of them but cannot be taken
-// over, or holds only some of them (Held), saying why.
+// RetainedLoadBalancerAt returns, read live, the LoadBalancer this cluster retained that holds
+// exactly the addresses and is Adoptable; owned tells that the Service has it already. Otherwise
+// it is a *NotAdoptable, Held if a LoadBalancer holds any of the addresses.
 func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, service *corev1.Service, addresses []netip.Addr, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	lbs, err := c.LoadBalancers(ctx)
 	if err != nil {
@@ -94,7 +91,6 @@ func (c *Client) RetainedLoadBalancerAt(ctx context.Context, owners Owners, serv
 	return nil, false, refused
 }
 
-// holdsAny tells whether lb holds any of the addresses.
 func holdsAny(lb *networkingv1alpha1.LoadBalancer, addresses []netip.Addr) bool {
 	return slices.ContainsFunc(lb.Status.IPs, func(ip commonv1alpha1.IP) bool { return slices.Contains(addresses, ip.Unmap()) })
 }
@@ -120,10 +116,8 @@ func joinAddrs(addresses []netip.Addr) string {
 	return strings.Join(texts, ", ")
 }
 
-// CheckServicePrefixes confirms, with live reads, that the Prefixes a Service of namespace names
-// for its Internal addresses (lbspec.ServicePrefixes) exist, are of their IP family and are
-// pools the platform team gave the namespace (PoolGranted); the cloud-config's, given as
-// defaults, are every namespace's. One that is not is a *lbspec.Problem naming it.
+// CheckServicePrefixes confirms, live, that the Prefixes a Service names exist, are of their
+// family and were given to its namespace (grants.Pool); the defaults are every namespace's.
 func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.IPFamily]string, namespace string, defaults map[corev1.IPFamily]string) error {
 	for _, family := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		name, ok := prefixes[family]
@@ -152,11 +146,9 @@ func (c *Client) CheckServicePrefixes(ctx context.Context, prefixes map[corev1.I
 	return nil
 }
 
-// CheckRequestedAddresses confirms, before a LoadBalancer asking IronCore's IPAM for exact
-// addresses (lbspec.RequestedAddresses, by pool) is made, that each is inside its pool and free:
-// not allocated from the pool, nor held by a LoadBalancer outside IPAM (a literal address, as
-// the reference CCM and earlier versions set them). One that is not is a *lbspec.Problem that
-// names no other holder. IPAM refuses a taken address all the same; this says so at once.
+// CheckRequestedAddresses confirms that each requested address is in its pool and free, also of
+// LoadBalancers holding it outside IPAM (the reference CCM's literal addresses). IPAM refuses a
+// taken one all the same; this says so at once, without naming the holder.
 func (c *Client) CheckRequestedAddresses(ctx context.Context, requested map[string]netip.Addr) error {
 	if len(requested) == 0 {
 		return nil

@@ -38,8 +38,7 @@ import (
 // ErrNotFound is wrapped by every error that means the object does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Index names of the cache's field indexes. The IronCore API server cannot select on these
-// fields itself (it supports few field selectors), so the cache indexes them.
+// The cache's field indexes: the IronCore API server cannot select on these fields.
 const (
 	indexMachineHostname        = "spec.guestConfig.hostname"
 	indexLoadBalancerServiceUID = "loadbalancer-service-uid"
@@ -49,29 +48,21 @@ const (
 type Client struct {
 	namespace string
 	cache     cache.Cache
-	// api talks to the API server directly: all writes, and reads that must see the latest state.
+	// api makes all writes, and the reads that must see the latest state.
 	api client.Client
-	// applier makes the server-side applies, whose typed results controller-runtime's
-	// Apply does not return.
+	// applier makes the server-side applies: controller-runtime's Apply returns no typed result.
 	applier ironcoreclientset.Interface
-	// waiters are the callers waiting for the cache to see a LoadBalancer change.
 	waiters loadBalancerWaiters
-	// nics writes NetworkInterfaces, combining the changes due together.
-	nics *nicWriter
-	// labelled remembers the labels AddLabel wrote on other objects; see labelWrites.
+	nics    *nicWriter
+	// labelled remembers the labels AddLabel wrote on objects other than NetworkInterfaces.
 	labelled labelWrites
-	// routingsLive reads LoadBalancerRoutings from the API server instead of a cache.
-	routingsLive bool
-	// ownRoutings watches, while routingsLive, the routings this cluster's CCM wrote.
-	ownRoutings toolscache.SharedIndexInformer
-	// podCIDRPrefixesCached caches the pod CIDR Prefixes; see CachePodCIDRPrefixes.
+	// routingsLive and ownRoutings: see ReadRoutingsLive.
+	routingsLive          bool
+	ownRoutings           toolscache.SharedIndexInformer
 	podCIDRPrefixesCached bool
-	// writeGate holds the fence every write must pass; see FenceWrites.
-	writeGate *writegate.Gate
-	// informers are the cache's informers, for the read-only readers.
-	informers *informerRegistry
-	// synced is set once WaitForCacheSync has seen every kind listed.
-	synced atomic.Bool
+	writeGate             *writegate.Gate
+	informers             *informerRegistry
+	synced                atomic.Bool
 }
 
 // NewScheme returns a scheme with the IronCore API groups the CCM uses.
@@ -89,9 +80,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// NewWithin is New, given up when ctx ends. Building the cache asks the API server whether the
-// Prefixes it selects by label are namespaced, a request that takes no context: a hung one would
-// hold the caller for RequestTimeout. A client given up on is left to the garbage collector.
+// NewWithin is New, given up when ctx ends: building the cache makes a request that takes no
+// context.
 func NewWithin(ctx context.Context, cfg *rest.Config, namespace string) (*Client, error) {
 	type built struct {
 		client *Client
@@ -110,9 +100,8 @@ func NewWithin(ctx context.Context, cfg *rest.Config, namespace string) (*Client
 	}
 }
 
-// New builds a client for namespace. Its one request asks the API server about the kinds it
-// caches (see NewWithin): call CheckNetwork to find out whether IronCore is reachable, then
-// RegisterInformers, then Start.
+// New builds a client for namespace. Call CheckNetwork to find out whether IronCore is
+// reachable, then RegisterInformers, then Start.
 func New(cfg *rest.Config, namespace string) (*Client, error) {
 	scheme, err := NewScheme()
 	if err != nil {
@@ -120,10 +109,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil && cfg.QPS >= 0 {
-		// One limiter for every request, so --ironcore-api-qps bounds the whole process rather
-		// than each of the REST clients the cache and the client create per kind; in it, a
-		// Service's LoadBalancer goes ahead of bulk Node work. Zero means client-go's default,
-		// as it would for each of them.
+		// One limiter for the whole process, not one per REST client and kind; zero means
+		// client-go's default.
 		qps, burst := cfg.QPS, cfg.Burst
 		if qps == 0 {
 			qps, burst = rest.DefaultQPS, rest.DefaultBurst
@@ -167,22 +154,16 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 		// Cluster-scoped kinds (MachinePool, MachineClass) are not restricted by this.
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
-		// Of the Prefixes (one per NetworkInterface IP, too), only pod CIDRs are cached, and
-		// only if CachePodCIDRPrefixes asks for them.
+		// Of the Prefixes (there is one per NetworkInterface IP), only pod CIDRs are cached.
 		ByObject: map[client.Object]cache.ByObject{
-			&ipamv1alpha1.Prefix{}: {Label: podCIDRs},
-			// Routings are kept as a summary of their destinations (routingsummary.go).
+			&ipamv1alpha1.Prefix{}:                    {Label: podCIDRs},
 			&networkingv1alpha1.LoadBalancerRouting{}: {Transform: summarizeRoutings()},
 		},
-		// A read of a kind that was not registered up front is a programming error, not a
-		// reason to start an informer lazily in the middle of a sync.
+		// Reading an unregistered kind is a bug, not a reason to start an informer mid-sync.
 		ReaderFailOnMissingInformer: true,
-		// Informers that reconnect at once when IronCore is back (reconnect.go), recorded for
-		// the read-only readers (readonly.go).
-		NewInformer: informers.newInformer,
+		NewInformer:                 informers.newInformer,
 	})
 	if err != nil {
-		// The cache asks the API server whether Prefixes (selected by label) are namespaced.
 		return nil, fmt.Errorf("build IronCore cache: cannot reach the IronCore API to look up its resources: %w", err)
 	}
 	// NetworkInterface patches take their tokens from the limiter before they are built.
@@ -197,13 +178,10 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	return c, nil
 }
 
-// ReadRoutingsLive has LoadBalancerRouting read from the API server, and RegisterInformers
-// watch only the routings labelled as the cluster's (keys.LabelRoutingCluster), the ones the
-// CCM writes itself. Call it before RegisterInformers. For a CCM whose LoadBalancers select
-// their targets: IronCore then rewrites every other routing whenever a target joins or leaves,
-// so a cache of all would decode every routing once per change to the targets (Nodes ×
-// Services in a burst) and hold them all, for reads that are needed only when a selector moves
-// or a LoadBalancer is deleted.
+// ReadRoutingsLive, called before RegisterInformers, has routings read from the API server and
+// watches only those the CCM writes itself. With selectors, IronCore rewrites every other routing
+// whenever a target changes: a cache would decode Nodes × Services routings in a burst, for reads
+// needed only when a selector moves or a LoadBalancer is deleted.
 func (c *Client) ReadRoutingsLive(cluster string) {
 	c.routingsLive = true
 	selector := labels.SelectorFromSet(labels.Set{keys.LabelRoutingCluster: cluster}).String()
@@ -221,13 +199,11 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 	_ = c.ownRoutings.SetTransform(summarizeRoutings())
 }
 
-// CachePodCIDRPrefixes has RegisterInformers cache the Prefixes IronCore allocates for pod
-// CIDRs. Call it before RegisterInformers, when the CCM allocates pod CIDRs; otherwise they
-// are read from the API server, which needs no list or watch permission on Prefixes.
+// CachePodCIDRPrefixes, called before RegisterInformers, caches pod CIDR Prefixes; without it
+// they are read live, which needs no list or watch permission on Prefixes.
 func (c *Client) CachePodCIDRPrefixes() { c.podCIDRPrefixesCached = true }
 
-// RegisterInformers creates the informers and indexes the CCM reads through, so that they all
-// start and sync together when Start runs. It looks up the IronCore API's resources.
+// RegisterInformers creates the informers and indexes, so that they all start together.
 func (c *Client) RegisterInformers(ctx context.Context) error {
 	if err := c.cache.IndexField(ctx, &computev1alpha1.Machine{}, indexMachineHostname, func(obj client.Object) []string {
 		machine := obj.(*computev1alpha1.Machine)
@@ -267,7 +243,6 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 	if err := c.watchLoadBalancers(informer); err != nil {
 		return err
 	}
-	// AddLabel writes Machines' labels (NetworkInterfaces' go through their writer).
 	if informer, err = c.cache.GetInformer(ctx, &computev1alpha1.Machine{}); err != nil {
 		return fmt.Errorf("register informer for Machines: %w", err)
 	}
@@ -283,8 +258,7 @@ func (c *Client) RegisterInformers(ctx context.Context) error {
 // Namespace is the IronCore namespace this client works in.
 func (c *Client) Namespace() string { return c.namespace }
 
-// Start runs the cache and the NetworkInterface writer until ctx ends. A NetworkInterface
-// change made before Start waits for it.
+// Start runs the cache and the NetworkInterface writer until ctx ends.
 func (c *Client) Start(ctx context.Context) error {
 	go c.nics.run(ctx)
 	if c.ownRoutings != nil {
@@ -306,14 +280,13 @@ func (c *Client) WaitForCacheSync(ctx context.Context) bool {
 	return true
 }
 
-// HasSynced tells whether the cache has listed every registered kind: until then an object
-// missing from it may exist, and no decision may rest on what it holds. Start waits for it.
+// HasSynced tells whether the cache has listed every registered kind: until then no decision
+// may rest on what it holds.
 func (c *Client) HasSynced() bool { return c.synced.Load() }
 
 // CheckNetwork confirms, with a live read, that the API is reachable and the Network exists.
 func (c *Client) CheckNetwork(ctx context.Context, name string) error {
-	network := &networkingv1alpha1.Network{}
-	return c.checkExists(ctx, "Network", name, network)
+	return c.checkExists(ctx, "Network", name, &networkingv1alpha1.Network{})
 }
 
 // CheckPrefix confirms, with a live read, that the Prefix exists and is of the IP family.
@@ -351,10 +324,8 @@ func (e *WrongFamily) Error() string {
 	return fmt.Sprintf("IronCore Prefix %s is %s, not %s", e.Prefix, e.Family, e.Want)
 }
 
-// Transient reports whether err may not recur: the API server failing (5xx), asking for
-// fewer requests (429), or the way to it failing (a refused, reset or timed-out connection).
-// An answer about the request (not found, forbidden, invalid), a check's verdict, a server
-// certificate that does not verify or a host name that does not resolve is not.
+// Transient reports whether err may not recur: a 5xx, a 429, or a failed connection. An answer
+// about the request, a certificate that does not verify or a name that does not resolve is not.
 func Transient(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
@@ -391,7 +362,7 @@ func (c *Client) checkExists(ctx context.Context, kind, name string, obj client.
 	}
 }
 
-// getCached reads one object of the namespace (or a cluster-scoped one) from the cache.
+// getCached reads one object from the cache; namespace is empty for a cluster-scoped one.
 func (c *Client) getCached(ctx context.Context, kind, namespace, name string, obj client.Object) error {
 	if err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -409,8 +380,7 @@ func objectKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// IsNotFound tells whether err means the object does not exist, as the cache or the API server
-// says it.
+// IsNotFound tells whether err means the object does not exist.
 func IsNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound) || apierrors.IsNotFound(err)
 }

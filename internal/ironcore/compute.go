@@ -56,8 +56,7 @@ func (c *Client) MachineNamesByHostname(ctx context.Context, hostname string) ([
 	return names, nil
 }
 
-// LiveMachine reads the named Machine from the API server, bypassing the cache. It is for
-// decisions that must not rest on a cache that may lag, such as concluding a Machine is gone.
+// LiveMachine reads the named Machine from the API server.
 func (c *Client) LiveMachine(ctx context.Context, name string) (*computev1alpha1.Machine, error) {
 	machine := &computev1alpha1.Machine{}
 	if err := c.api.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, machine); err != nil {

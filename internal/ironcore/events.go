@@ -16,22 +16,18 @@ func (c *Client) OnMachineChange(handler func(*computev1alpha1.Machine)) error {
 	return onChange(c, &computev1alpha1.Machine{}, handler)
 }
 
-// OnMachinePoolChange calls handler with each MachinePool the cache sees added, changed or
-// deleted.
+// OnMachinePoolChange calls handler with each MachinePool added, changed or deleted.
 func (c *Client) OnMachinePoolChange(handler func(*computev1alpha1.MachinePool)) error {
 	return onChange(c, &computev1alpha1.MachinePool{}, handler)
 }
 
-// OnNetworkInterfaceChange calls handler with each NetworkInterface the cache sees added,
-// changed or deleted.
+// OnNetworkInterfaceChange calls handler with each NetworkInterface added, changed or deleted.
 func (c *Client) OnNetworkInterfaceChange(handler func(*networkingv1alpha1.NetworkInterface)) error {
 	return onChange(c, &networkingv1alpha1.NetworkInterface{}, handler)
 }
 
-// onChange adds handler to the kind's informer. It does not wait for the informer to sync: once
-// the cache has started, GetInformer would by default block until then, which, with IronCore
-// unreachable, would hold up whoever registers handlers (the CCM's controller start-up) for as
-// long as the outage lasts. The handler sees every object when the informer syncs anyway.
+// onChange adds handler to the kind's informer without waiting for it to sync, as the On...
+// functions all do: with IronCore unreachable, the CCM's controllers must start all the same.
 func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
 	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -53,8 +49,7 @@ func onChange[T client.Object](c *Client, obj T, handler func(T)) error {
 	return err
 }
 
-// OnNetworkInterfaceUpdate calls handler with each NetworkInterface the cache sees added (old
-// nil) or changed (old, the copy before).
+// OnNetworkInterfaceUpdate calls handler with each NetworkInterface added (old nil) or changed.
 func (c *Client) OnNetworkInterfaceUpdate(handler func(old, nic *networkingv1alpha1.NetworkInterface)) error {
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.NetworkInterface{}, cache.BlockUntilSynced(false))
 	if err != nil {

@@ -9,9 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NetworkInterfacesSelected returns the cached NetworkInterfaces of the namespace that match
-// selector, as a LoadBalancer's networkInterfaceSelector selects them. It only reads; the
-// inspect tool uses it to show which interfaces a LoadBalancer should route to.
+// NetworkInterfacesSelected returns the cached NetworkInterfaces that selector matches.
 func (c *Client) NetworkInterfacesSelected(ctx context.Context, selector labels.Selector) ([]networkingv1alpha1.NetworkInterface, error) {
 	list := &networkingv1alpha1.NetworkInterfaceList{}
 	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {

@@ -21,15 +21,11 @@ import (
 // ErrLabelConflict is wrapped when a label already holds a different value.
 var ErrLabelConflict = errors.New("label holds another value")
 
-// AddLabel sets key=value on obj unless it is already there. It never overwrites another value
-// (ErrLabelConflict): the JSON patch it writes first tests that the label is still absent, so
-// a concurrent writer of the label makes it fail, while changes to anything else on the object
-// do not. obj usually comes from the cache, which may lag: when the patch's test fails (the
-// labels, or the label, are not as obj says), the object is read again from the API server and
-// the check and the patch are made anew on it. It reports whether it wrote.
+// AddLabel sets key=value on obj unless it is there, and reports whether it wrote. It never
+// overwrites another value (ErrLabelConflict): its JSON patch tests that the label is absent. obj
+// may come from a lagging cache: when the test fails, the object is read live and tried again.
 func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value string) (bool, error) {
 	if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-		// Written with the other changes due for it, tested the same way.
 		return c.nics.change(ctx, nic.Name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 			current, ok := nic.Labels[key]
 			switch {
@@ -78,8 +74,8 @@ func (c *Client) AddLabel(ctx context.Context, obj client.Object, key, value str
 	return wrote, nil
 }
 
-// forgetIfCached forgets the label write just recorded on obj if the cache shows it already,
-// or shows the object gone: the cache's event may have come before the record.
+// forgetIfCached forgets the label write just recorded if the cache shows it, or the object
+// gone: the cache's event may have come first.
 func (c *Client) forgetIfCached(ctx context.Context, obj client.Object) {
 	kind := c.kindOf(obj)
 	cached, err := c.newObjectLike(obj)
@@ -97,12 +93,9 @@ func (c *Client) forgetIfCached(ctx context.Context, obj client.Object) {
 	}
 }
 
-// labelWrites remembers, by object, the label AddLabel last added and the resource version its
-// write left, until the cache shows that version or a newer one, or the object deleted. Asked
-// again on a cached copy older than its write (another event of the object's controller came
-// first), AddLabel then knows the label is there: its patch, which tests that the label is
-// absent, would be refused, and the object read again. The NetworkInterfaces' writer keeps its
-// own (see nicWriter).
+// labelWrites remembers, by object, the label AddLabel last added and the resource version it
+// left, until the cache shows it. Asked again on an older cached copy, AddLabel then knows the
+// label is there, instead of having its patch refused and reading the object again.
 type labelWrites struct {
 	mu       sync.Mutex
 	versions map[string]labelWrite
@@ -113,8 +106,7 @@ type labelWrite struct {
 	uid                         types.UID
 }
 
-// written tells whether this client wrote key=value on the object at a version newer than obj,
-// the cached copy; once the cache has caught up, the write is forgotten.
+// written tells whether key=value was written at a version newer than obj, the cached copy.
 func (w *labelWrites) written(kind string, obj client.Object, key, value string) bool {
 	id := labelWriteID(kind, obj)
 	w.mu.Lock()
@@ -126,8 +118,7 @@ func (w *labelWrites) written(kind string, obj client.Object, key, value string)
 	return last.key == key && last.value == value
 }
 
-// caughtUp forgets the write to the object once obj, the cached copy, is as new as it, and
-// reports whether it did; w.mu must be held.
+// caughtUp forgets the write once obj, the cached copy, is as new; w.mu must be held.
 func (w *labelWrites) caughtUp(id string, obj client.Object) bool {
 	last, ok := w.versions[id]
 	if !ok || NewerVersion(last.resourceVersion, obj.GetResourceVersion()) {
@@ -137,7 +128,6 @@ func (w *labelWrites) caughtUp(id string, obj client.Object) bool {
 	return true
 }
 
-// record remembers that key=value was written on obj, as the write returned it.
 func (w *labelWrites) record(kind string, obj client.Object, key, value string) {
 	id := labelWriteID(kind, obj)
 	w.mu.Lock()
@@ -148,9 +138,8 @@ func (w *labelWrites) record(kind string, obj client.Object, key, value string) 
 	w.versions[id] = labelWrite{key: key, value: value, resourceVersion: obj.GetResourceVersion(), uid: obj.GetUID()}
 }
 
-// watch has the writes to objects of the kind forgotten as its informer shows them, or shows
-// the objects deleted: AddLabel is not asked again about an object that is gone, nor always
-// about one whose labeller has lost interest in it (a Machine whose Node went away).
+// watch forgets the writes as the informer shows them, or the objects deleted: AddLabel may not
+// be asked again (a Machine whose Node went away).
 func (w *labelWrites) watch(kind string, informer cache.Informer) error {
 	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, newObj any) {
@@ -189,7 +178,6 @@ func labelWriteID(kind string, obj client.Object) string {
 	return kind + "/" + client.ObjectKeyFromObject(obj).String()
 }
 
-// addLabelOnce is one attempt of AddLabel on obj as it was read.
 func (c *Client) addLabelOnce(ctx context.Context, obj client.Object, key, value string) (bool, error) {
 	current, ok := obj.GetLabels()[key]
 	switch {
@@ -198,8 +186,7 @@ func (c *Client) addLabelOnce(ctx context.Context, obj client.Object, key, value
 	case ok:
 		return false, fmt.Errorf("%s %s: %s=%q, not %q: %w", c.kindOf(obj), client.ObjectKeyFromObject(obj), key, current, value, ErrLabelConflict)
 	}
-	// A missing member tests as null (RFC 6902 leaves it open; the API server's JSON patch
-	// library does so), which is how the patch asserts absence.
+	// A test for null asserts absence in the API server's JSON patch library (RFC 6902 leaves it open).
 	ops := []jsonPatchOperation{
 		{Op: "test", Path: "/metadata/labels", Value: nil},
 		{Op: "add", Path: "/metadata/labels", Value: map[string]string{key: value}},
@@ -218,8 +205,7 @@ func (c *Client) addLabelOnce(ctx context.Context, obj client.Object, key, value
 	return true, nil
 }
 
-// readLive reads obj's object from the API server into a new object of its type, so that
-// nothing of obj (a map, say) survives into the result.
+// readLive reads obj from the API server into a new object, so that nothing of obj survives.
 func (c *Client) readLive(ctx context.Context, obj client.Object) (client.Object, error) {
 	fresh, err := c.newObjectLike(obj)
 	if err != nil {
@@ -235,7 +221,6 @@ func (c *Client) readLive(ctx context.Context, obj client.Object) (client.Object
 	return fresh, nil
 }
 
-// newObjectLike returns a new, empty object of obj's type.
 func (c *Client) newObjectLike(obj client.Object) (client.Object, error) {
 	gvk, err := c.api.GroupVersionKindFor(obj)
 	if err != nil {
@@ -259,9 +244,8 @@ func (c *Client) kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// SetLabel sets key=value on obj, whatever it was, with a merge patch of that one key: other
-// labels, and concurrent changes to them, are left alone. For keys only this CCM writes. A
-// NetworkInterface's label is written with the other changes due for it.
+// SetLabel sets key=value on obj, whatever it was, leaving other labels alone; for keys only
+// this CCM writes.
 func (c *Client) SetLabel(ctx context.Context, obj client.Object, key, value string) error {
 	if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
 		return c.changeNICLabel(ctx, nic.Name, key, &value)
@@ -269,7 +253,7 @@ func (c *Client) SetLabel(ctx context.Context, obj client.Object, key, value str
 	return c.patchLabel(ctx, obj, key, &value)
 }
 
-// RemoveLabel removes key from obj with a merge patch of that one key.
+// RemoveLabel removes key from obj.
 func (c *Client) RemoveLabel(ctx context.Context, obj client.Object, key string) error {
 	if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
 		return c.changeNICLabel(ctx, nic.Name, key, nil)
@@ -277,9 +261,8 @@ func (c *Client) RemoveLabel(ctx context.Context, obj client.Object, key string)
 	return c.patchLabel(ctx, obj, key, nil)
 }
 
-// changeNICLabel sets (or, with a nil value, removes) a label of the named NetworkInterface.
-// The caller saw the label as it wants it not to be; the cache is confirmed live when it
-// already shows it, because it may lag behind a change just made.
+// changeNICLabel sets, or with a nil value removes, a label; the caller saw it otherwise, so a
+// cache that shows it done is confirmed live.
 func (c *Client) changeNICLabel(ctx context.Context, name, key string, value *string) error {
 	_, err := c.nics.change(ctx, name, true, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
 		current, ok := nic.Labels[key]
@@ -313,8 +296,7 @@ func (c *Client) patchLabel(ctx context.Context, obj client.Object, key string, 
 	return nil
 }
 
-// ClaimForCluster labels nic as the cluster's unless it is already; a NetworkInterface of
-// another cluster is an error, and left as it is.
+// ClaimForCluster labels nic as the cluster's; one of another cluster is an error.
 func ClaimForCluster(nic *networkingv1alpha1.NetworkInterface, cluster string) error {
 	owner, labelled := nic.Labels[keys.LabelCluster]
 	switch {

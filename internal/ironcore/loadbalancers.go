@@ -17,9 +17,8 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// FieldOwner is the server-side apply field manager of LoadBalancers and LoadBalancerRoutings.
-// It is the reference CCM's, so that applying over a LoadBalancer it created takes over its
-// fields instead of conflicting with them.
+// FieldOwner is the server-side apply field manager: the reference CCM's, so that applying over
+// its LoadBalancers takes over their fields instead of conflicting.
 const FieldOwner = "cloud-provider.ironcore.dev/loadbalancer"
 
 // applyOptions take over fields from other managers: only this CCM is meant to set them.
@@ -32,8 +31,7 @@ type Owner struct {
 	Cluster, Namespace, Name, UID string
 }
 
-// OwnerOf reads a LoadBalancer's owner from our labels or, on LoadBalancers the reference CCM
-// made, from its annotations.
+// OwnerOf reads a LoadBalancer's owner from our labels, else the reference CCM's annotations.
 func OwnerOf(lb *networkingv1alpha1.LoadBalancer) Owner {
 	read := func(label, annotation string) string {
 		if value := lb.Labels[label]; value != "" {
@@ -49,8 +47,6 @@ func OwnerOf(lb *networkingv1alpha1.LoadBalancer) Owner {
 	}
 }
 
-// serviceUIDsOf indexes a LoadBalancer by the Service UID it was made for, from the reference
-// CCM's annotation and from our label.
 func serviceUIDsOf(obj client.Object) []string {
 	var uids []string
 	if uid := obj.GetAnnotations()[keys.AnnotationServiceUID]; uid != "" {
@@ -89,7 +85,7 @@ func (c *Client) LoadBalancer(ctx context.Context, name string) (*networkingv1al
 	return lb, nil
 }
 
-// LiveLoadBalancer reads the named LoadBalancer from the API server, bypassing the cache.
+// LiveLoadBalancer reads the named LoadBalancer from the API server.
 func (c *Client) LiveLoadBalancer(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancer, error) {
 	ctx = urgent(ctx)
 	lb := &networkingv1alpha1.LoadBalancer{}
@@ -102,8 +98,7 @@ func (c *Client) LiveLoadBalancer(ctx context.Context, name string) (*networking
 	return lb, nil
 }
 
-// ApplyLoadBalancer server-side applies lb's metadata labels and annotations and its spec, and
-// returns the object as the API server returned it.
+// ApplyLoadBalancer server-side applies lb's labels, annotations and spec.
 func (c *Client) ApplyLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	ctx = urgent(ctx)
 	desired := lb.DeepCopy()
@@ -135,12 +130,10 @@ func (c *Client) AnnotateLoadBalancer(ctx context.Context, lb *networkingv1alpha
 	return patched, nil
 }
 
-// RetainLoadBalancer marks lb retained after its Service from (namespace/name) at the time at:
-// it no longer records a Service, so no Service's sync or sweep finds it, and it no longer
-// selects targets, so IronCore stops routing it and the routing is the CCM's to empty. The
-// cluster's marks stay, and its identity (clusterID, if known) is recorded: the LoadBalancer
-// remains provably this cluster's, and only this cluster may take it over. The write is made
-// only on the version of lb read (a conflict is returned, to be retried on a newer read).
+// RetainLoadBalancer marks lb retained after its Service from (namespace/name): it records no
+// Service, so no sync finds it, and selects no targets, so the routing is the CCM's to empty. It
+// records the cluster's identity, so that only this cluster may take it over. The write is made
+// on the version of lb read only.
 func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, from string, at time.Time, clusterID string) (*networkingv1alpha1.LoadBalancer, error) {
 	labels := map[string]any{keys.LabelRetained: "true", keys.LabelRetainRequested: nil}
 	if clusterID != "" {
@@ -157,10 +150,8 @@ func (c *Client) RetainLoadBalancer(ctx context.Context, lb *networkingv1alpha1.
 	return c.patchLoadBalancerVersion(ctx, "retain", lb, labels, annotations, spec)
 }
 
-// AdoptRetainedLoadBalancer gives lb, retained after an earlier Service, to a new one: the
-// retained marks go and the owner labels and annotations given are set, in one write made only
-// on the version of lb read, so that of two Services asking for it exactly one gets it (the
-// other gets a conflict).
+// AdoptRetainedLoadBalancer gives retained lb to a new Service, on the version read only: of two
+// Services asking for it, exactly one gets it.
 func (c *Client) AdoptRetainedLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, ownerLabels, ownerAnnotations map[string]string) (*networkingv1alpha1.LoadBalancer, error) {
 	labels := map[string]any{keys.LabelRetained: nil}
 	for key, value := range ownerLabels {
@@ -173,9 +164,8 @@ func (c *Client) AdoptRetainedLoadBalancer(ctx context.Context, lb *networkingv1
 	return c.patchLoadBalancerVersion(ctx, "adopt", lb, labels, annotations, nil)
 }
 
-// patchLoadBalancerVersion merge-patches lb's labels, annotations (a nil value removes a key)
-// and spec, on the version of lb read only: the resource version in the patch makes the API
-// server refuse it with a conflict if lb changed since.
+// patchLoadBalancerVersion merge-patches lb (a nil value removes a key) on the version read
+// only: the API server refuses it with a conflict if lb changed since.
 func (c *Client) patchLoadBalancerVersion(ctx context.Context, verb string, lb *networkingv1alpha1.LoadBalancer, labels, annotations, spec map[string]any) (*networkingv1alpha1.LoadBalancer, error) {
 	body := map[string]any{"metadata": map[string]any{"resourceVersion": lb.ResourceVersion, "labels": labels, "annotations": annotations}}
 	if spec != nil {
@@ -207,8 +197,7 @@ func Retained(lb *networkingv1alpha1.LoadBalancer) bool {
 	return lb.Labels[keys.LabelRetained] == "true"
 }
 
-// RetainedAt returns when lb was retained after its Service, if it is retained and records a
-// time that can be read.
+// RetainedAt returns when lb was retained, if it is and records a readable time.
 func RetainedAt(lb *networkingv1alpha1.LoadBalancer) (time.Time, bool) {
 	if !Retained(lb) {
 		return time.Time{}, false
@@ -217,9 +206,8 @@ func RetainedAt(lb *networkingv1alpha1.LoadBalancer) (time.Time, bool) {
 	return at, err == nil
 }
 
-// ReleaseRetainedLoadBalancer deletes lb, retained after its Service, on the version read only:
-// a Service that took it over since changed it, and the API server refuses the deletion with a
-// conflict (returned) instead of deleting the addresses under it.
+// ReleaseRetainedLoadBalancer deletes retained lb on the version read only, so that one a Service
+// took over since is refused with a conflict.
 func (c *Client) ReleaseRetainedLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	uid, version := lb.UID, lb.ResourceVersion
 	if err := c.api.Delete(urgent(ctx), lb.DeepCopy(), client.Preconditions{UID: &uid, ResourceVersion: &version}); client.IgnoreNotFound(err) != nil {
@@ -228,8 +216,7 @@ func (c *Client) ReleaseRetainedLoadBalancer(ctx context.Context, lb *networking
 	return nil
 }
 
-// DeleteLoadBalancer deletes lb, and only lb: the UID precondition keeps it from deleting a
-// namesake created since lb was read. A LoadBalancer that is already gone is not an error.
+// DeleteLoadBalancer deletes lb, not a namesake created since; one already gone is no error.
 func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	return c.deleteExactly(urgent(ctx), "LoadBalancer", lb)
 }
@@ -262,11 +249,9 @@ func (c *Client) LiveLoadBalancerRouting(ctx context.Context, name string) (*net
 	return routing, nil
 }
 
-// ApplyLoadBalancerRouting server-side applies routing's owner references, network and
-// destinations, and returns the resource version the write left. The routing is sent as it
-// is, and only the routing's metadata comes back: with one destination per target, a routing
-// at 1,000 Nodes is about 140 KB decoded, and copies of it in flight were the largest part of
-// a burst's heap.
+// ApplyLoadBalancerRouting server-side applies routing and returns the resource version it left.
+// Only metadata comes back: a routing at 1,000 Nodes is about 140 KB decoded, and copies of it
+// in flight were the largest part of a burst's heap.
 func (c *Client) ApplyLoadBalancerRouting(ctx context.Context, routing *networkingv1alpha1.LoadBalancerRouting) (string, error) {
 	desired := *routing // shallow: the destinations are only read
 	desired.Namespace = c.namespace
@@ -305,9 +290,8 @@ func (c *Client) deleteExactly(ctx context.Context, kind string, obj client.Obje
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		// The precondition failed if the object of that name is another one now. A conflict
-		// can have other causes, though, and taking it for done would drop the Service's
-		// finalizer with its LoadBalancer still there: look again.
+		// A conflict may have another cause than the precondition; taken for done, it would
+		// drop the Service's finalizer with its LoadBalancer still there.
 		current, ok := obj.DeepCopyObject().(client.Object)
 		if !ok {
 			return fmt.Errorf("delete %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)

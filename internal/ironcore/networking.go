@@ -33,19 +33,14 @@ func (c *Client) NetworkInterfacesLabelled(ctx context.Context, key, value strin
 	return list.Items, nil
 }
 
-// WaitingNetworkInterfaceChanges counts the changes to NetworkInterfaces that wait for a
-// write, to be combined with the others due for the same NetworkInterface.
+// WaitingNetworkInterfaceChanges counts the changes to NetworkInterfaces waiting for a write.
 func (c *Client) WaitingNetworkInterfaceChanges() int { return c.nics.waitingChanges() }
 
-// UpdateNetworkInterface applies mutate to the named NetworkInterface's prefixes,
-// their ownership annotation (keys.AnnotationRoutes) and its labels, and writes them, with the
-// other changes due for the NetworkInterface, in one patch that first tests that each still
-// holds what was read (see nicWriter). mutate reports whether it changed anything; if not,
-// nothing is written. With confirmNoChange, "nothing to change" found in the cache is confirmed
-// by a read from the API server, because the cache may not yet show a change just made (by this
-// process too). Deletions want that; additions do not: the cache cannot show a prefix that was
-// never added, and the route controller asks again for any route its listing misses, which
-// must stay free.
+// UpdateNetworkInterface has mutate change the named NetworkInterface's prefixes, routes
+// annotation and labels, and writes them (see nicWriter); mutate reports whether it changed
+// anything. confirmNoChange has "nothing to change" in the cache confirmed live, for deletions:
+// the cache cannot show a prefix never added, and the route controller asks again for any
+// route its listing misses, which must stay free.
 func (c *Client) UpdateNetworkInterface(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) error {
 	if _, err := c.nics.change(ctx, name, confirmNoChange, mutate); err != nil {
 		return fmt.Errorf("update NetworkInterface %s/%s: %w", c.namespace, name, err)
@@ -53,15 +48,14 @@ func (c *Client) UpdateNetworkInterface(ctx context.Context, name string, confir
 	return nil
 }
 
-// jsonPatchOperation is one operation of an RFC 6902 JSON patch.
 type jsonPatchOperation struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
 	Value any    `json:"value"`
 }
 
-// prefixOps test spec.prefixes and the routes annotation for their values in base (a missing
-// value tests as null) and set them to their values in changed.
+// prefixOps test spec.prefixes and the routes annotation for their values in base and set
+// them to those in changed.
 func prefixOps(base, changed *networkingv1alpha1.NetworkInterface) []jsonPatchOperation {
 	var oldPrefixes, newPrefixes any
 	if len(base.Spec.Prefixes) > 0 {
@@ -104,9 +98,8 @@ func jsonPointerEscape(key string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }
 
-// isStaleRead tells whether a write failed because the object changed since it was read: a
-// resourceVersion conflict, or a failed test of a JSON patch. The API server reports the latter
-// as 422 Invalid without details, whereas a validation error names its fields as causes.
+// isStaleRead tells whether a write failed on a conflict or a failed JSON patch test, which the
+// API server reports as 422 Invalid without the causes a validation error names.
 func isStaleRead(err error) bool {
 	if apierrors.IsConflict(err) {
 		return true
@@ -119,14 +112,12 @@ func isStaleRead(err error) bool {
 	return details == nil || len(details.Causes) == 0
 }
 
-// conflictBackoff spaces out retries after write conflicts; many writers may contend for one
-// NetworkInterface (dual-stack routes are written in parallel, and apinetlet writes status).
+// conflictBackoff spaces out retries after write conflicts.
 func conflictBackoff() wait.Backoff {
 	return wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 }
 
-// NetworkInterfacesOfCluster returns the cached NetworkInterfaces labelled as the cluster's
-// on the given Network.
+// NetworkInterfacesOfCluster returns the cached NetworkInterfaces of the cluster on network.
 func (c *Client) NetworkInterfacesOfCluster(ctx context.Context, cluster, network string) ([]networkingv1alpha1.NetworkInterface, error) {
 	labelled, err := c.NetworkInterfacesLabelled(ctx, keys.LabelCluster, cluster)
 	if err != nil {

@@ -13,14 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// The NetworkInterface writer remembers what it last wrote to each NetworkInterface until the
-// cache shows it. A decision made on the cache alone right after a write would undo or miss
-// that write; the views here give the newer of the two.
+// The views here give the newer of the cache and the writer's last write: a decision made on
+// the cache alone right after a write would undo or miss that write.
 
-// newest returns what this writer last wrote to the named NetworkInterface if the cached copy
-// is older, and reports whether it did; otherwise the cached copy, forgetting the write.
-// Resource versions are compared as the integers the API server's etcd storage makes them;
-// anything else counts as the cache being newer.
+// newest returns the writer's last write to the NetworkInterface, and true, if the cached copy
+// is older; otherwise the cached copy, forgetting the write.
 func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterface) (*networkingv1alpha1.NetworkInterface, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -35,8 +32,7 @@ func (w *nicWriter) newest(name string, cached *networkingv1alpha1.NetworkInterf
 	return written.DeepCopy(), true
 }
 
-// watch has the writer forget its writes as the cache's informer shows them, or shows their
-// NetworkInterfaces deleted.
+// watch has the writer forget its writes as the cache shows them, or the objects deleted.
 func (w *nicWriter) watch(informer cache.Informer) error {
 	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
@@ -59,12 +55,10 @@ func (w *nicWriter) watch(informer cache.Informer) error {
 	return nil
 }
 
-// seen forgets the write to a NetworkInterface once the cache shows it, or something newer.
 func (w *nicWriter) seen(cached *networkingv1alpha1.NetworkInterface) {
 	_, _ = w.newest(cached.Name, cached)
 }
 
-// remember records what this writer wrote to a NetworkInterface.
 func (w *nicWriter) remember(nic *networkingv1alpha1.NetworkInterface) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -74,9 +68,8 @@ func (w *nicWriter) remember(nic *networkingv1alpha1.NetworkInterface) {
 	w.written[nic.Name] = nic.DeepCopy()
 }
 
-// NetworkInterfaceView returns the named NetworkInterface as this process knows it newest: what
-// it last wrote to it if the cache does not show that write yet, else the cached copy. A
-// decision made on the cache alone right after a write would undo or miss that write.
+// NetworkInterfaceView returns the named NetworkInterface as this process knows it newest: its
+// own last write if the cache does not show it yet.
 func (c *Client) NetworkInterfaceView(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {
 	cached, err := c.NetworkInterface(ctx, name)
 	if err != nil {
@@ -86,9 +79,7 @@ func (c *Client) NetworkInterfaceView(ctx context.Context, name string) (*networ
 	return nic, nil
 }
 
-// NetworkInterfacesLabelledView is NetworkInterfacesLabelled on NetworkInterfaceView: the
-// NetworkInterfaces that carry key=value, each as this process knows it newest, including
-// those whose label only its own write, not yet the cache, shows.
+// NetworkInterfacesLabelledView is NetworkInterfacesLabelled on NetworkInterfaceView.
 func (c *Client) NetworkInterfacesLabelledView(ctx context.Context, key, value string) ([]networkingv1alpha1.NetworkInterface, error) {
 	cached, err := c.NetworkInterfacesLabelled(ctx, key, value)
 	if err != nil {
@@ -131,10 +122,9 @@ func (c *Client) NetworkInterfaceCacheBehind(ctx context.Context, name string) b
 	return behind
 }
 
-// NetworkInterfaceLabelBehind names a NetworkInterface whose label key this process last wrote
-// differently from what the cache shows, or returns "": a decision that IronCore must make
-// from that label, which it reads from a cache of its own, must wait until this cache at least
-// shows it, added or removed.
+// NetworkInterfaceLabelBehind names a NetworkInterface whose label key the cache does not show as
+// this process last wrote it, or "": a decision IronCore makes from the label, in a cache of its
+// own, must wait until this one shows it.
 func (c *Client) NetworkInterfaceLabelBehind(ctx context.Context, key string) string {
 	for _, name := range c.nics.writtenNames() {
 		cached, err := c.NetworkInterface(ctx, name)
@@ -148,7 +138,6 @@ func (c *Client) NetworkInterfaceLabelBehind(ctx context.Context, key string) st
 	return ""
 }
 
-// writtenNames names the NetworkInterfaces whose last write the cache may not show yet.
 func (w *nicWriter) writtenNames() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -21,42 +21,28 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// A new Node's NetworkInterface gets the cluster label, the load balancer target label and its
-// pod route from three controllers within seconds of each other. Written one by one, that is
-// three patches, and every patch of a NetworkInterface makes IronCore's controller-manager
-// reconcile every LoadBalancer. nicWriter combines them: a change is recorded under its
-// NetworkInterface's name, and the name is a work item on a client-go queue. A worker takes
-// the name, waits for a token of the client's rate limiter, and then writes every change
-// recorded by then in one JSON patch. An idle client has a token at once, so a lone change is
-// not delayed; in a burst, the changes that come while the queue drains share one write. The
-// queue hands a name to one worker at a time, so writes of one NetworkInterface never race.
+// nicWriter combines the changes due for a NetworkInterface into one patch: a new Node's gets
+// three from three controllers within seconds, and every patch of a NetworkInterface makes
+// IronCore reconcile every LoadBalancer. A worker takes a name off the queue, waits for a token
+// (at once when idle), and writes every change recorded by then; the queue never hands one name
+// to two workers.
 //
-// The patch tests every field it sets for the value it was computed from, so a concurrent
-// change to one of them (by another writer, or a cache that lagged) fails it; the changes then
-// go back on the queue, rate limited, to be computed anew on the object read from the API
-// server. Changes to anything else on the NetworkInterface (status, other labels) do not get
-// in the way. Nothing is lost: each change is applied to the result of the ones before it.
+// The patch tests every field it sets for the value it was computed from, so a concurrent change
+// to one of them fails it; the changes are then retried on the object read from the API server.
 type nicWriter struct {
 	client *Client
 	// limiter is the client's rate limiter; api makes the patches without taking another token.
 	limiter flowcontrol.RateLimiter
 	api     client.Client
-	// queue holds the names of the NetworkInterfaces with changes to write; its rate limiter
-	// spaces out the retries after a stale read.
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue   workqueue.TypedRateLimitingInterface[string]
 
-	mu sync.Mutex
-	// waiting holds the changes not yet taken by a write, by NetworkInterface name.
+	mu      sync.Mutex
 	waiting map[string][]*nicChange
-	// stale names the NetworkInterfaces whose last patch failed on a stale read: their next
-	// write starts from the object read from the API server.
-	stale map[string]bool
-	// stopped is set when the queue shuts down; a change after it fails at once.
+	// stale names the NetworkInterfaces whose next write starts from a live read.
+	stale   map[string]bool
 	stopped bool
-	// written holds what this writer last wrote to each NetworkInterface, until the cache has
-	// caught up with it: a later change is computed on it rather than on an older cached copy,
-	// which would have the patch's tests fail (or a label sync ask again for a label just
-	// written).
+	// written holds each NetworkInterface as last written until the cache shows it: a change
+	// computed on an older cached copy would fail the patch's tests.
 	written map[string]*networkingv1alpha1.NetworkInterface
 }
 
@@ -65,10 +51,9 @@ type nicChange struct {
 	ctx context.Context
 	// mutate changes the NetworkInterface in place and reports whether it changed anything.
 	mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)
-	// confirmNoChange has "nothing to change", when found on the cached object, confirmed on
-	// the object read from the API server, because the cache may not show a change just made.
+	// confirmNoChange has "nothing to change" on the cached object confirmed live.
 	confirmNoChange bool
-	// done receives the outcome; it has room for it, so the writer never blocks.
+	// done has room for the outcome, so the writer never blocks.
 	done chan nicOutcome
 }
 
@@ -78,19 +63,16 @@ type nicOutcome struct {
 }
 
 const (
-	// nicWriteTimeout bounds one write of a NetworkInterface, its wait for a token included.
+	// nicWriteTimeout bounds one write, its wait for a token included.
 	nicWriteTimeout = time.Minute
-	// nicWriteWorkers write NetworkInterfaces in parallel: enough to spend the client's
-	// budget (each write waits for its token first) at a few hundred requests a second.
+	// nicWriteWorkers are enough to spend a budget of a few hundred requests a second.
 	nicWriteWorkers = 32
-	// nicWriteRetries bounds the retries of a change after stale reads; many writers may
-	// contend for one NetworkInterface (dual-stack routes are written in parallel, and
-	// apinetlet writes status).
+	// nicWriteRetries bounds the retries after stale reads; dual-stack routes are written in
+	// parallel, and apinetlet writes status.
 	nicWriteRetries = 10
 )
 
-// nicWriterFor builds the writer of the client's NetworkInterfaces: its patches take their
-// tokens from limiter themselves. It writes once run is called.
+// nicWriterFor builds the writer; its patches take their tokens from limiter themselves.
 func nicWriterFor(c *Client, limiter flowcontrol.RateLimiter, api client.Client) *nicWriter {
 	return &nicWriter{
 		client:  c,
@@ -126,7 +108,6 @@ func (w *nicWriter) run(ctx context.Context) {
 	}
 }
 
-// waitingChanges counts the changes not yet taken by a write.
 func (w *nicWriter) waitingChanges() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -137,8 +118,8 @@ func (w *nicWriter) waitingChanges() int {
 	return n
 }
 
-// change submits a change to the named NetworkInterface and waits for its outcome: whether it
-// was written, or why not. If ctx ends first, the change may still be written.
+// change submits a change and waits for whether it was written. If ctx ends first, the change
+// may still be written.
 func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange bool, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error)) (bool, error) {
 	change := &nicChange{ctx: ctx, mutate: mutate, confirmNoChange: confirmNoChange, done: make(chan nicOutcome, 1)}
 	w.mu.Lock()
@@ -160,16 +141,14 @@ func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange boo
 	}
 }
 
-// processNext writes the changes waiting for the next name on the queue, and reports whether
-// the queue is still running.
+// processNext writes the next name's changes, and reports whether the queue still runs.
 func (w *nicWriter) processNext(ctx context.Context) bool {
 	name, shutdown := w.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer w.queue.Done(name)
-	// A name queued again while its changes were being written may find none left: it is not
-	// worth a token.
+	// A name queued again during its write may have no changes left, not worth a token.
 	if w.waitingFor(name) == 0 {
 		w.queue.Forget(name)
 		return true
@@ -209,8 +188,6 @@ func (w *nicWriter) waitingFor(name string) int {
 	return len(w.waiting[name])
 }
 
-// take returns the changes waiting for the named NetworkInterface, and whether its last
-// patch failed on a stale read.
 func (w *nicWriter) take(name string) ([]*nicChange, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -220,9 +197,7 @@ func (w *nicWriter) take(name string) ([]*nicChange, bool) {
 	return batch, stale
 }
 
-// putBack returns changes that met a stale read to the front of the named NetworkInterface's
-// waiting changes, and has its next write read it from the API server. After the queue
-// stopped, they fail.
+// putBack queues changes that met a stale read first again, for a write on a live read.
 func (w *nicWriter) putBack(name string, changes []*nicChange) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -242,10 +217,8 @@ func (w *nicWriter) putBack(name string, changes []*nicChange) {
 	w.stale[name] = true
 }
 
-// write applies the batch's changes, one after the other, to the NetworkInterface (read from
-// the API server if stale, else the one this writer wrote last if the cache does not show it
-// yet, else the cached one) and writes the result in one patch, for which a token is already
-// taken. It returns the changes to retry because the patch met a stale read.
+// write applies the batch's changes in turn, to the newest NetworkInterface known, and writes
+// them in one patch. It returns the changes to retry because the patch met a stale read.
 func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, stale bool) []*nicChange {
 	open := batch
 	finish := func(change *nicChange, wrote bool, err error) {
@@ -274,8 +247,7 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, 
 		if err != nil {
 			return finishAll(err)
 		}
-		// What this writer wrote itself is as new as the API server was then; it needs no
-		// confirmation the way the cache does.
+		// What this writer wrote needs no confirmation the way the cache does.
 		base, live = w.newest(name, cached)
 	}
 	for {
@@ -349,9 +321,8 @@ func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alp
 	return nic, nil
 }
 
-// gone forgets the write to a deleted NetworkInterface: the cache may never show that write
-// (a relist after a lost watch finds the NetworkInterface gone), and nothing asks for it again.
-// A write to a newer NetworkInterface of the same name is kept.
+// gone forgets the write to a deleted NetworkInterface, which the cache may never show; a
+// write to a newer one of the same name is kept.
 func (w *nicWriter) gone(nic *networkingv1alpha1.NetworkInterface) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -360,8 +331,8 @@ func (w *nicWriter) gone(nic *networkingv1alpha1.NetworkInterface) {
 	}
 }
 
-// forgetIfCached forgets the write just remembered if the cache shows it already, or shows the
-// NetworkInterface gone: the cache's event may have come before the write was remembered.
+// forgetIfCached forgets the write just remembered if the cache shows it, or the object gone:
+// the cache's event may have come first.
 func (w *nicWriter) forgetIfCached(ctx context.Context, written *networkingv1alpha1.NetworkInterface) {
 	cached, err := w.client.NetworkInterface(ctx, written.Name)
 	switch {
@@ -372,9 +343,8 @@ func (w *nicWriter) forgetIfCached(ctx context.Context, written *networkingv1alp
 	}
 }
 
-// nicPatch is the JSON patch from base to changed of the fields this CCM writes on a
-// NetworkInterface: labels, spec.prefixes and the routes annotation. Each field it sets is
-// first tested for its value in base (a missing value tests as null).
+// nicPatch is the JSON patch from base to changed of labels, spec.prefixes and the routes
+// annotation, each tested first for its value in base.
 func nicPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, error) {
 	ops := labelOps(base.Labels, changed.Labels)
 	if !equality.Semantic.DeepEqual(base.Spec.Prefixes, changed.Spec.Prefixes) ||
@@ -384,7 +354,6 @@ func nicPatch(base, changed *networkingv1alpha1.NetworkInterface) ([]byte, error
 	return json.Marshal(ops)
 }
 
-// labelOps tests and sets the labels that differ between base and changed.
 func labelOps(base, changed map[string]string) []jsonPatchOperation {
 	if maps.Equal(base, changed) {
 		return nil

@@ -12,12 +12,11 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/providerid"
 )
 
-// The Machines behind Nodes: a Node's Machine is named by its provider ID, or, before the
-// Node is initialized, by the Node's name, as Machine name or guest hostname.
+// A Node's Machine is named by its provider ID or, before the Node is initialized, by the
+// Node's name, as Machine name or guest hostname.
 
-// MachineNamedBy names the Machine the Node's provider ID names in this cluster's IronCore
-// namespace: none for a Node not initialized yet, nor for one of another cloud or namespace,
-// for which notOurs says why.
+// MachineNamedBy names the Node's Machine by provider ID: none for a Node not initialized yet,
+// nor for one of another cloud or namespace, for which notOurs says why.
 func (c *Client) MachineNamedBy(node *corev1.Node) (machine, notOurs string) {
 	return machineNamedBy(node.Spec.ProviderID, c.namespace)
 }
@@ -36,11 +35,9 @@ func machineNamedBy(providerID, namespace string) (machine, notOurs string) {
 	return id.Machine, ""
 }
 
-// ReadOnlyNodeMachine follows the Node's provider ID to its Machine and the Machine's
-// NetworkInterfaces on the Network (on every Network if network is empty), as the cache holds
-// them, without copies: the caller must not change them. The Machine is nil for a Node not
-// initialized yet or not ours (notOurs says why, see MachineNamedBy), and when the cache does
-// not hold it: the cache has synced, so it is gone.
+// ReadOnlyNodeMachine returns the Node's Machine by provider ID and its NetworkInterfaces on the
+// Network (any if empty), uncopied: the caller must not change them. The Machine is nil for a
+// Node not ours (notOurs says why) or not initialized, and when the synced cache lacks it.
 func (c *Client) ReadOnlyNodeMachine(ctx context.Context, node *corev1.Node, network string) (
 	machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface, notOurs string, err error,
 ) {
@@ -59,9 +56,8 @@ func (c *Client) ReadOnlyNodeMachine(ctx context.Context, node *corev1.Node, net
 	return machine, nics, "", err
 }
 
-// MachineForNode finds the Node's Machine: by provider ID when the Node has one, otherwise by
-// the Node's name, as Machine name or guest hostname. ErrNotFound is returned only after the
-// API server, not just the cache, says the Machine does not exist.
+// MachineForNode finds the Node's Machine. ErrNotFound means the API server, not just the
+// cache, says it does not exist.
 func (c *Client) MachineForNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
 	if node.Spec.ProviderID != "" {
 		name, notOurs := c.MachineNamedBy(node)
@@ -73,8 +69,7 @@ func (c *Client) MachineForNode(ctx context.Context, node *corev1.Node) (*comput
 	return c.machineByName(ctx, node.Name, node.Name)
 }
 
-// machineByName reads the named Machine, or the Machine with the given guest hostname, from
-// the cache and confirms a miss with a live read.
+// machineByName is cachedMachine with a miss confirmed live.
 func (c *Client) machineByName(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
 	machine, err := c.cachedMachine(ctx, name, hostname)
 	if err == nil || !errors.Is(err, ErrNotFound) {
@@ -83,14 +78,7 @@ func (c *Client) machineByName(ctx context.Context, name, hostname string) (*com
 	return c.LiveMachine(ctx, name)
 }
 
-// cachedMachineOfUninitializedNode finds the Machine of a Node without a provider ID as MachineForNode
-// does, from the cache only: for callers that run often and can take a miss for an answer.
-func (c *Client) cachedMachineOfUninitializedNode(ctx context.Context, node *corev1.Node) (*computev1alpha1.Machine, error) {
-	return c.cachedMachine(ctx, node.Name, node.Name)
-}
-
-// cachedMachine reads the named Machine, or else the Machine with the given guest hostname, from the
-// cache. A miss is ErrNotFound.
+// cachedMachine reads the named Machine, or else the one with the guest hostname, from the cache.
 func (c *Client) cachedMachine(ctx context.Context, name, hostname string) (*computev1alpha1.Machine, error) {
 	machine, err := c.Machine(ctx, name)
 	if err == nil || !errors.Is(err, ErrNotFound) || hostname == "" {
@@ -99,9 +87,7 @@ func (c *Client) cachedMachine(ctx context.Context, name, hostname string) (*com
 	return c.MachineByHostname(ctx, hostname)
 }
 
-// NodesByMachine maps Machine names to the Nodes on them: by provider ID, or for a Node not yet
-// initialized, as CreateRoute finds its Machine: by Machine name, else by guest hostname, from
-// the cache. A Machine claimed by several Nodes maps to the one ClaimsByMachine lists first.
+// NodesByMachine maps Machine names to the Node ClaimsByMachine lists first for each.
 func (c *Client) NodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[string]*corev1.Node, error) {
 	claims, err := c.ClaimsByMachine(ctx, nodes)
 	if err != nil {
@@ -114,11 +100,9 @@ func (c *Client) NodesByMachine(ctx context.Context, nodes []*corev1.Node) (map[
 	return byMachine, nil
 }
 
-// ClaimsByMachine maps Machine names to every Node that may run on them: Nodes whose provider
-// ID names the Machine first, then uninitialized Nodes found by Machine name or guest hostname.
-// An uninitialized Node whose hostname several Machines share claims each of them, after every
-// other claimant: which one it runs on cannot be told, so none of them may be taken for unused,
-// and none may be taken from a Node known to run on it.
+// ClaimsByMachine maps Machine names to every Node that may run on them, from the cache, Nodes
+// named by provider ID first. An uninitialized Node whose hostname several Machines share
+// claims each of them, last: none may be taken for unused, nor from a Node known to run on it.
 func (c *Client) ClaimsByMachine(ctx context.Context, nodes []*corev1.Node) (map[string][]*corev1.Node, error) {
 	claims, ambiguous := map[string][]*corev1.Node{}, map[string][]*corev1.Node{}
 	for _, node := range nodes {
@@ -130,7 +114,7 @@ func (c *Client) ClaimsByMachine(ctx context.Context, nodes []*corev1.Node) (map
 		if node.Spec.ProviderID != "" {
 			continue
 		}
-		machine, err := c.cachedMachineOfUninitializedNode(ctx, node)
+		machine, err := c.cachedMachine(ctx, node.Name, node.Name)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			// No route or pod CIDR can have been placed for it either.

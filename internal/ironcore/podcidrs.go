@@ -37,8 +37,7 @@ func PodCIDREntries(nic *networkingv1alpha1.NetworkInterface, cluster string) []
 	return entries
 }
 
-// AllocatedPodCIDRs are the CIDRs allocated for the NetworkInterface's pod CIDR entries of the
-// cluster, from the cache; entries not allocated are left out.
+// AllocatedPodCIDRs are the CIDRs allocated for the cluster's entries, from the cache.
 func (c *Client) AllocatedPodCIDRs(ctx context.Context, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
 	var cidrs []netip.Prefix
 	for _, entry := range PodCIDREntries(nic, cluster) {
@@ -49,10 +48,9 @@ func (c *Client) AllocatedPodCIDRs(ctx context.Context, cluster string, nic *net
 	return cidrs
 }
 
-// AllocatedPodCIDR returns the CIDR IronCore allocated for the entry, or what it waits for.
-// A Prefix of the entry's name that is not this NetworkInterface's, or not of this entry, is
-// not taken: the first may be an earlier NetworkInterface's awaiting deletion, the second
-// would be an entry that moved, which IronCore does not reallocate.
+// AllocatedPodCIDR returns the CIDR IronCore allocated for the entry, or what it waits for. A
+// Prefix of the entry's name may be an earlier NetworkInterface's awaiting deletion, or of an
+// entry that moved, which IronCore does not reallocate: neither is taken.
 func (c *Client) AllocatedPodCIDR(ctx context.Context, cluster string, nic *networkingv1alpha1.NetworkInterface, entry PodCIDREntry) (netip.Prefix, string, error) {
 	name := networkingv1alpha1.NetworkInterfacePrefixIPAMPrefixName(nic.Name, entry.Index)
 	prefix, err := c.PodCIDRPrefix(ctx, name)

@@ -18,8 +18,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// podCIDRPrefixes selects the Prefixes the cache holds: those IronCore allocated for pod CIDR
-// entries, which carry keys.LabelPodCIDR from the entry's template.
+// podCIDRPrefixes selects the cached Prefixes: pod CIDRs, labelled from their entry's template.
 func podCIDRPrefixes() (labels.Selector, error) {
 	requirement, err := labels.NewRequirement(keys.LabelPodCIDR, selection.Exists, nil)
 	if err != nil {
@@ -28,9 +27,8 @@ func podCIDRPrefixes() (labels.Selector, error) {
 	return labels.NewSelector().Add(*requirement), nil
 }
 
-// PodCIDRPrefix returns the named pod CIDR Prefix from the cache, or, if pod CIDR Prefixes are
-// not cached, from the API server. Prefixes without keys.LabelPodCIDR are not cached, and are
-// reported as not found.
+// PodCIDRPrefix returns the named pod CIDR Prefix from the cache, if they are cached, else
+// live; a cached read does not find Prefixes without keys.LabelPodCIDR.
 func (c *Client) PodCIDRPrefix(ctx context.Context, name string) (*ipamv1alpha1.Prefix, error) {
 	if !c.podCIDRPrefixesCached {
 		return c.PodCIDRPrefixLive(ctx, name)
@@ -42,8 +40,7 @@ func (c *Client) PodCIDRPrefix(ctx context.Context, name string) (*ipamv1alpha1.
 	return prefix, nil
 }
 
-// PodCIDRPrefixLive reads the named Prefix from the API server, for a decision that must not
-// rest on a cache that may lag.
+// PodCIDRPrefixLive reads the named Prefix from the API server.
 func (c *Client) PodCIDRPrefixLive(ctx context.Context, name string) (*ipamv1alpha1.Prefix, error) {
 	fresh, err := c.readLive(ctx, &ipamv1alpha1.Prefix{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name}})
 	if err != nil {
@@ -61,8 +58,8 @@ func (c *Client) NetworkInterfaceLive(ctx context.Context, name string) (*networ
 	return c.nics.readLive(ctx, name)
 }
 
-// CheckPodCIDRPrefixesReadable confirms, with one live request, that the credentials may list
-// Prefixes, which the cache of pod CIDR Prefixes needs: without it the cache would never sync.
+// CheckPodCIDRPrefixesReadable confirms that the credentials may list Prefixes: without that,
+// the cache of pod CIDR Prefixes would never sync.
 func (c *Client) CheckPodCIDRPrefixesReadable(ctx context.Context) error {
 	list := &ipamv1alpha1.PrefixList{}
 	err := c.api.List(ctx, list, client.InNamespace(c.namespace), client.HasLabels{keys.LabelPodCIDR}, client.Limit(1))
@@ -77,8 +74,7 @@ func (c *Client) CheckPodCIDRPrefixesReadable(ctx context.Context) error {
 	}
 }
 
-// NetworkInterfacesReferencedByMachines are the names of the NetworkInterfaces the cached
-// Machines list.
+// NetworkInterfacesReferencedByMachines names the NetworkInterfaces the cached Machines list.
 func (c *Client) NetworkInterfacesReferencedByMachines(ctx context.Context) (map[string]bool, error) {
 	list := &computev1alpha1.MachineList{}
 	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace)); err != nil {
@@ -93,16 +89,14 @@ func (c *Client) NetworkInterfacesReferencedByMachines(ctx context.Context) (map
 	return names, nil
 }
 
-// OnPodCIDRPrefixChange calls handler with each pod CIDR Prefix the cache sees added or
-// changed.
+// OnPodCIDRPrefixChange calls handler with each pod CIDR Prefix added or changed.
 func (c *Client) OnPodCIDRPrefixChange(handler func(*ipamv1alpha1.Prefix)) error {
 	return onAddOrChange(c, &ipamv1alpha1.Prefix{}, "Prefixes", false, func(old, current *ipamv1alpha1.Prefix) bool {
 		return old.ResourceVersion != current.ResourceVersion
 	}, handler)
 }
 
-// ParentPrefixes reads, live, the parent Prefixes a pod CIDR is allocated from: the named one,
-// or those with the labels.
+// ParentPrefixes reads, live, the named parent Prefix of pod CIDRs, or those with the labels.
 func (c *Client) ParentPrefixes(ctx context.Context, name string, selector map[string]string) ([]ipamv1alpha1.Prefix, error) {
 	if name != "" {
 		prefix := &ipamv1alpha1.Prefix{}
@@ -135,8 +129,7 @@ func PrefixFamily(prefix *ipamv1alpha1.Prefix) corev1.IPFamily {
 	}
 }
 
-// HasRoomFor tells whether the allocated Prefix has a free range of the given length, after
-// the ranges IronCore reports used in its status.
+// HasRoomFor tells whether the allocated Prefix has a free range of the given length.
 func HasRoomFor(prefix *ipamv1alpha1.Prefix, length int) bool {
 	if prefix.Spec.Prefix == nil || !prefix.Spec.Prefix.IsValid() || prefix.Status.Phase != ipamv1alpha1.PrefixPhaseAllocated {
 		return false

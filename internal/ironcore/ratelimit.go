@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// urgentKey marks a request context as urgent.
 type urgentKey struct{}
 
 // urgent marks the requests made with ctx as a Service's load balancer work, which goes ahead
@@ -23,18 +22,14 @@ func isUrgent(ctx context.Context) bool {
 	return marked
 }
 
-// bulkAging is how long a bulk request gives way to urgent ones before it reserves its token
-// as they do: under sustained Service traffic, Node labels, routes and pod CIDRs must still
-// get written, a little later, never not at all.
+// bulkAging is how long a bulk request gives way to urgent ones before it reserves its token as
+// they do: under sustained Service traffic, bulk work must still get written.
 const bulkAging = 2 * time.Second
 
-// priorityLimiter is one token bucket (--ironcore-api-qps, --ironcore-api-burst) for every
-// request of the process, in which urgent requests go first. An urgent request reserves the
-// next token at once and waits for it; a bulk request takes a token only when one is free now,
-// after every reservation, so a burst of bulk work never stands between a Service and its
-// LoadBalancer, and the total rate never exceeds the bucket's. A bulk request that has given
-// way for longer than aging reserves its token as an urgent one does. Bulk requests queue
-// behind each other (bulkMu), so only one of them at a time watches the bucket.
+// priorityLimiter is the process's one token bucket, in which urgent requests go first: they
+// reserve the next token, while a bulk request takes one only when it is free now, so bulk work
+// never stands between a Service and its LoadBalancer. Bulk requests queue on bulkMu, so only
+// one at a time watches the bucket.
 type priorityLimiter struct {
 	limiter *rate.Limiter
 	aging   time.Duration
@@ -62,8 +57,7 @@ func (l *priorityLimiter) Wait(ctx context.Context) error {
 		if !time.Now().Before(aged) {
 			return l.limiter.Wait(ctx)
 		}
-		// Look again when the bucket will next hold a whole token, unless urgent requests
-		// take it first.
+		// Look again when the bucket will next hold a whole token.
 		missing := 1 - l.limiter.Tokens()
 		delay := time.Duration(missing / float64(l.limiter.Limit()) * float64(time.Second))
 		timer := time.NewTimer(max(delay, time.Millisecond))

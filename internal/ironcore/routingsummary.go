@@ -11,25 +11,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// The caches of LoadBalancerRoutings keep a summary of each routing's destinations, not the
-// destinations: one per target, they are most of what a routing weighs (about 140 KB decoded
-// at 1,000 Nodes, so 40 MB for 300 Services), and the CCM only ever compares them with the
-// routing it wants or counts them. The summary is held in two annotations of the cached copy,
-// which is never written back; the API server's routing is read where the destinations
-// themselves are needed (LiveLoadBalancerRouting).
+// Cached LoadBalancerRoutings hold, in annotations, a summary of their destinations instead of
+// them: they are most of a routing's weight (40 MB for 300 Services at 1,000 Nodes), and the CCM
+// only compares or counts them. Cached copies are never written back; LiveLoadBalancerRouting
+// reads the destinations themselves.
 const (
 	annotationDestinationsDigest = "cache.ironcore-ccm.internal/destinations-digest"
 	annotationDestinationsCount  = "cache.ironcore-ccm.internal/destinations"
-	// annotationDestinationTargets names the NetworkInterfaces of a routing with at most
-	// namedTargetsUpTo destinations, comma-separated: a new Service's routing holds only its
-	// first targets, chosen again at each sync, and those routed now are kept.
+	// annotationDestinationTargets names, comma-separated, the targets of a routing with at most
+	// namedTargetsUpTo destinations: a new Service's routing holds only its first targets, and
+	// each sync keeps those.
 	annotationDestinationTargets = "cache.ironcore-ccm.internal/destination-targets"
 	namedTargetsUpTo             = 8
 )
 
-// RoutingTargets names the NetworkInterfaces a routing's destinations refer to, for a routing
-// read from the API server or built to be written, and for one read from the cache if it has
-// at most a few destinations; ok is false for a larger one read from the cache.
+// RoutingTargets names the NetworkInterfaces a routing's destinations refer to; ok is false for
+// a cached routing too large for them to be kept.
 func RoutingTargets(routing *networkingv1alpha1.LoadBalancerRouting) (names []string, ok bool) {
 	if _, summarized := routing.Annotations[annotationDestinationsDigest]; summarized && routing.Destinations == nil {
 		targets, named := routing.Annotations[annotationDestinationTargets]
@@ -46,9 +43,7 @@ func RoutingTargets(routing *networkingv1alpha1.LoadBalancerRouting) (names []st
 	return names, true
 }
 
-// RoutingDigest identifies a routing's network and destinations, for a routing read from the
-// cache as for one read from the API server or built to be written. It is a hash, not the text
-// hashed: the text grows with the number of Nodes.
+// RoutingDigest identifies a routing's network and destinations, cached or not, with a hash.
 func RoutingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
 	if digest, summarized := routing.Annotations[annotationDestinationsDigest]; summarized && routing.Destinations == nil {
 		return digest
@@ -56,8 +51,7 @@ func RoutingDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
 	return destinationsDigest(routing)
 }
 
-// RoutingDestinationCount is the number of a routing's destinations, for a routing read from
-// the cache as for one read from the API server.
+// RoutingDestinationCount is the number of a routing's destinations, cached or not.
 func RoutingDestinationCount(routing *networkingv1alpha1.LoadBalancerRouting) int {
 	if count, summarized := routing.Annotations[annotationDestinationsCount]; summarized && routing.Destinations == nil {
 		if n, err := strconv.Atoi(count); err == nil {
@@ -69,9 +63,7 @@ func RoutingDestinationCount(routing *networkingv1alpha1.LoadBalancerRouting) in
 
 func destinationsDigest(routing *networkingv1alpha1.LoadBalancerRouting) string {
 	h := sha256.New()
-	// One buffer for every destination: a routing has one per Node, and every routing event
-	// and write digests all of them. The bytes are those of the strings ";IP" and
-	// ",UID,name,providerID" per destination.
+	// One buffer for all destinations, as every routing event and write digests them.
 	buf := make([]byte, 0, 256)
 	buf = append(buf, routing.NetworkRef.Name...)
 	buf = append(buf, '/')
@@ -98,8 +90,7 @@ func destinationsDigest(routing *networkingv1alpha1.LoadBalancerRouting) string 
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// summarizeRoutings is the transform of the routing informers: it strips the managed fields,
-// as every informer of the cache does, and replaces the destinations with their summary.
+// summarizeRoutings strips the managed fields, as every informer does, and summarizes.
 func summarizeRoutings() func(any) (any, error) {
 	strip := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {

@@ -17,18 +17,15 @@ import (
 )
 
 // Owners tells which LoadBalancers are a cluster's: those recording one of its names (the
-// configured one, the --cluster-name the service controller passes, which the reference CCM
-// recorded, and the earlier names of clusterNameAliases), unless they carry another cluster's
-// identity mark.
+// configured one, --cluster-name, the aliases), unless they carry another cluster's identity.
 type Owners struct {
 	Clusters []string
 	ID       *clusterid.ID
 }
 
-// Owns reports whether lb was made for the Service (by UID, which a re-created Service does not
-// share) of this cluster. An adopted LoadBalancer records the configured name from its next
-// apply on. One marked with another cluster's identity is never this cluster's: only a CCM
-// writes that mark, so another CCM manages it, and taking it over would make the two fight.
+// Owns reports whether lb was made for the Service (by UID) of this cluster, under any of its
+// names. One marked with another cluster's identity is another CCM's: taking it over would make
+// the two fight.
 func (owners Owners) Owns(lb *networkingv1alpha1.LoadBalancer, service *corev1.Service) bool {
 	owner := OwnerOf(lb)
 	if owner.UID != string(service.UID) {
@@ -47,9 +44,7 @@ func (owners Owners) Owns(lb *networkingv1alpha1.LoadBalancer, service *corev1.S
 	return false
 }
 
-// Retains reports whether lb is a LoadBalancer this cluster retained after its Service: marked
-// retained, recording one of the cluster's names, and not marked with another cluster's
-// identity.
+// Retains reports whether lb is a LoadBalancer this cluster retained after its Service.
 func (owners Owners) Retains(lb *networkingv1alpha1.LoadBalancer) bool {
 	if !Retained(lb) {
 		return false
@@ -67,12 +62,10 @@ type NotAdoptable struct {
 	Name, Why string
 	// Until says what would make the Service get a LoadBalancer.
 	Until string
-	// Waiting is set when the refusal is for this CCM to lift (it does not know enough yet).
-	Waiting bool
-	// OtherNamespace is set when the LoadBalancer is retained for another namespace.
+	// Waiting is set when the refusal lasts only until this CCM knows more.
+	Waiting        bool
 	OtherNamespace bool
-	// Held is set when the LoadBalancer holds an address the Service asks for: a new one with
-	// that address would make two holders of it.
+	// Held is set when the LoadBalancer holds an address the Service asks for.
 	Held bool
 	// Fallback is set when the Service gets a new LoadBalancer instead, with other addresses.
 	Fallback bool
@@ -95,11 +88,9 @@ func (e *NotAdoptable) Error() string {
 	return fmt.Sprintf("IronCore LoadBalancer %s %s", e.Name, e.Why)
 }
 
-// AdoptableLoadBalancer returns the LoadBalancer named for the Service to take over
-// (keys.AnnotationLoadBalancerName), read from the API server: the cache may not show yet that
-// the Service took it over a moment ago. owned tells that the Service has it already;
-// otherwise it is one this cluster retained that can become desired (Adoptable). Anything else
-// is a *NotAdoptable saying why.
+// AdoptableLoadBalancer returns the LoadBalancer named for the Service to take over, read live:
+// the cache may not show that the Service took it a moment ago. owned tells that it did;
+// otherwise it is Adoptable, or the error a *NotAdoptable.
 func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, name string, desired *networkingv1alpha1.LoadBalancer) (lb *networkingv1alpha1.LoadBalancer, owned bool, err error) {
 	lb, err = c.LiveLoadBalancer(ctx, name)
 	switch {
@@ -113,12 +104,10 @@ func (c *Client) AdoptableLoadBalancer(ctx context.Context, owners Owners, servi
 	return lb, false, owners.Adoptable(lb, desired, service.Namespace)
 }
 
-// Adoptable tells why lb cannot be taken over by a Service of namespace whose LoadBalancer is
-// to be desired, or nil if it can: it must be retained by this cluster, provably (it carries
-// this cluster's identity, which must be known: a cluster name may be shared or the default),
-// for the Service's namespace (grants.RetainedFor), not being deleted, and of the same type, Network
-// and IP families (a LoadBalancer cannot move, nor change its addresses' families in place).
-// A refusal for another namespace does not name it: the Service's owner may not see it.
+// Adoptable tells why lb cannot become desired for a Service of namespace, or nil. It must carry
+// this cluster's identity, as a cluster name may be shared; a LoadBalancer cannot change its
+// Network or IP families in place. A refusal does not name another namespace, which the
+// Service's owner may not see.
 func (owners Owners) Adoptable(lb, desired *networkingv1alpha1.LoadBalancer, namespace string) error {
 	id, known := owners.ID.Known()
 	switch owner := OwnerOf(lb); {
@@ -155,13 +144,11 @@ func Addresses(lb *networkingv1alpha1.LoadBalancer) []string {
 	return addresses
 }
 
-// OwnershipConflict is a LoadBalancer under a name of the Service's that belongs to another
-// Service or cluster.
+// OwnershipConflict is a LoadBalancer under a name of the Service's that is another Service's.
 type OwnershipConflict struct {
 	LoadBalancer *networkingv1alpha1.LoadBalancer
 	Owner        Owner
-	// OtherID is the identity mark of the cluster whose CCM manages it, if it is not this
-	// cluster's.
+	// OtherID is the identity of the other cluster whose CCM manages it.
 	OtherID string
 }
 
@@ -170,8 +157,7 @@ func (e *OwnershipConflict) Error() string {
 		e.LoadBalancer.Namespace, e.LoadBalancer.Name, e.Owner.Namespace, e.Owner.Name, e.Owner.UID, e.Owner.Cluster)
 }
 
-// Problem is the conflict as its event on the Service of cluster reports it, with a hint of what
-// to do.
+// Problem is the conflict as the Service's event reports it, with a hint of what to do.
 func (e *OwnershipConflict) Problem(service *corev1.Service, cluster string) *lbspec.Problem {
 	lb, owner := e.LoadBalancer, e.Owner
 	hint := ""
@@ -185,13 +171,9 @@ func (e *OwnershipConflict) Problem(service *corev1.Service, cluster string) *lb
 		lb.Namespace, lb.Name, owner.Namespace, owner.Name, owner.UID, owner.Cluster, hint, cluster)}
 }
 
-// ServiceLoadBalancer returns the Service's LoadBalancer, or nil if it has none. It looks for
-// LoadBalancers recording the Service's UID (of two, during a type switch, the one of the type
-// the Service asks for), then at the names this and the reference CCM give them, in the cache
-// and, with confirmMiss, if the cache knows none, at the API server, so that a LoadBalancer
-// created a moment ago is not mistaken for a missing one (which would let a Service go without
-// deleting it). A LoadBalancer under one of those names that is not the cluster's is an
-// *OwnershipConflict.
+// ServiceLoadBalancer returns the Service's LoadBalancer, or nil: by UID, else by the names this
+// and the reference CCM give it, where one not the cluster's is an *OwnershipConflict. With
+// confirmMiss a miss is confirmed live, not to let a Service go without deleting one just made.
 func (c *Client) ServiceLoadBalancer(ctx context.Context, owners Owners, service *corev1.Service, confirmMiss bool) (*networkingv1alpha1.LoadBalancer, error) {
 	owned, err := c.OwnedLoadBalancers(ctx, owners, service)
 	if err != nil {
@@ -200,8 +182,6 @@ func (c *Client) ServiceLoadBalancer(ctx context.Context, owners Owners, service
 	if len(owned) > 0 {
 		return current(service, owned), nil
 	}
-	// The names this and the reference CCM give a Service's LoadBalancer, under each of the
-	// cluster's names, each once.
 	names := []string{lbspec.Name(service)}
 	for _, cluster := range owners.Clusters {
 		if legacy := lbspec.LegacyName(cluster, service); cluster != "" && !slices.Contains(names, legacy) {
@@ -231,9 +211,8 @@ func (c *Client) ServiceLoadBalancer(ctx context.Context, owners Owners, service
 	return owners.Check(lb, service)
 }
 
-// ServiceLoadBalancers returns, from the cache, the Service's LoadBalancer and, during a type
-// switch, those the switch replaces: the ones its routing is written for. A LoadBalancer of
-// someone else under the Service's name is none of them.
+// ServiceLoadBalancers returns, from the cache, the Service's LoadBalancer and those a type
+// switch replaces: the ones its routing is written for.
 func (c *Client) ServiceLoadBalancers(ctx context.Context, owners Owners, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
 	lb, err := c.ServiceLoadBalancer(ctx, owners, service, false)
 	var conflict *OwnershipConflict
@@ -250,8 +229,7 @@ func (c *Client) ServiceLoadBalancers(ctx context.Context, owners Owners, servic
 	return append([]*networkingv1alpha1.LoadBalancer{lb}, replaced...), nil
 }
 
-// ReplacedLoadBalancers returns the Service's LoadBalancers, other than current, that are not
-// of lbType and not being deleted: those a type switch replaces.
+// ReplacedLoadBalancers returns the Service's LoadBalancers a switch to lbType replaces.
 func (c *Client) ReplacedLoadBalancers(ctx context.Context, owners Owners, service *corev1.Service, current *networkingv1alpha1.LoadBalancer, lbType networkingv1alpha1.LoadBalancerType) ([]*networkingv1alpha1.LoadBalancer, error) {
 	owned, err := c.OwnedLoadBalancers(ctx, owners, service)
 	if err != nil {
@@ -269,8 +247,7 @@ func (c *Client) ReplacedLoadBalancers(ctx context.Context, owners Owners, servi
 	return replaced, nil
 }
 
-// OwnedLoadBalancers returns the LoadBalancers in the cache that record the Service's UID and
-// this cluster: one, or two while its type switches.
+// OwnedLoadBalancers returns the cached LoadBalancers of the Service: two while its type switches.
 func (c *Client) OwnedLoadBalancers(ctx context.Context, owners Owners, service *corev1.Service) ([]*networkingv1alpha1.LoadBalancer, error) {
 	candidates, err := c.LoadBalancersOfService(ctx, service.UID)
 	if err != nil {
@@ -285,8 +262,7 @@ func (c *Client) OwnedLoadBalancers(ctx context.Context, owners Owners, service 
 	return owned, nil
 }
 
-// current picks the Service's LoadBalancer among those it owns: the one of the type it asks
-// for, not being deleted; else one not being deleted; else the first.
+// current prefers a LoadBalancer of the type the Service asks for, then one not being deleted.
 func current(service *corev1.Service, owned []*networkingv1alpha1.LoadBalancer) *networkingv1alpha1.LoadBalancer {
 	want := networkingv1alpha1.LoadBalancerTypePublic
 	if internal, err := lbspec.Internal(service); err == nil && internal {
@@ -310,8 +286,7 @@ func current(service *corev1.Service, owned []*networkingv1alpha1.LoadBalancer) 
 	return owned[0]
 }
 
-// Check returns lb if it is the cluster's LoadBalancer of the Service, else an
-// *OwnershipConflict.
+// Check returns lb if it is the Service's, else an *OwnershipConflict.
 func (owners Owners) Check(lb *networkingv1alpha1.LoadBalancer, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
 	if owners.Owns(lb, service) {
 		return lb, nil

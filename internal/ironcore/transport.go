@@ -14,8 +14,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/writegate"
 )
 
-// instrumentedTransport counts and times every request to the IronCore API, by the verb and
-// resource the API server will see (the same names its audit log and RBAC use).
+// instrumentedTransport counts and times requests by verb and resource, as RBAC names them.
 type instrumentedTransport struct {
 	next http.RoundTripper
 	info *request.RequestInfoFactory
@@ -26,7 +25,6 @@ func instrument(next http.RoundTripper) http.RoundTripper {
 	return &instrumentedTransport{next: next, info: newRequestInfoFactory()}
 }
 
-// newRequestInfoFactory names requests as the API server does.
 func newRequestInfoFactory() *request.RequestInfoFactory {
 	return &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
@@ -49,8 +47,7 @@ func (t *instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, er
 	return resp, err
 }
 
-// describe names a request as RBAC does (get, list, watch, create, patch, ...) with its
-// resource qualified by API group; discovery requests are named by their path's first segment.
+// describe names a request's verb and group-qualified resource.
 func (t *instrumentedTransport) describe(req *http.Request) (verb, resource string) {
 	info, err := t.info.NewRequestInfo(req)
 	if err != nil || !info.IsResourceRequest {
@@ -66,32 +63,23 @@ func (t *instrumentedTransport) describe(req *http.Request) (verb, resource stri
 	return info.Verb, resource
 }
 
-// RequestTimeout bounds each request to the IronCore API that is neither a watch nor a list,
-// unless the caller's context ends sooner, and RequestTimeoutPerMiB adds to it for each MiB the
-// request sends. A hung request holds the controller key it serves, so a routing whose Node
-// just went away keeps it until the request is given up: the bound is short next to the
-// slowest request measured (a 300 KB routing written in 3.2 s while 2,000 Nodes joined), and a
-// large routing gets more time than a small one. A list reads a whole collection (an
-// informer's, where the API server cannot stream it as a watch) and serves no one key: it
-// keeps ListTimeout.
+// RequestTimeout, plus RequestTimeoutPerMiB sent, bounds each request but watches and lists. A
+// hung request holds the controller key it serves, so the bound is short, yet ample next to the
+// slowest measured (a 300 KB routing in 3.2 s while 2,000 Nodes joined). A list reads a whole
+// collection and serves no one key: it gets ListTimeout.
 const (
 	RequestTimeout       = 10 * time.Second
 	RequestTimeoutPerMiB = 10 * time.Second
 	ListTimeout          = 30 * time.Second
 )
 
-// WatchAnswerTimeout bounds how long a watch waits for the API server to answer it. Answered,
-// a watch stays open for minutes; never answered (a connection or a proxy that hangs), it
-// would hold its informer for good: not synced, and never retried. With the WatchList
-// feature, an informer's first list is such a watch, and an API server's priority and
-// fairness may hold a watch in its queue a while before it answers.
+// WatchAnswerTimeout bounds the wait for a watch's answer: one never answered would hold its
+// informer for good. It is generous, as priority and fairness may queue a watch a while, and
+// with WatchList an informer's first list is a watch.
 const WatchAnswerTimeout = 30 * time.Second
 
-// boundedTransport gives every request that is not a watch a deadline (requestTimeout), unless
-// its context has one: an API server (or a proxy before it) that accepts a request and never
-// answers would otherwise hold the caller, a controller's worker say, for good, since the
-// upstream controllers call the provider without deadlines. A watch gets WatchAnswerTimeout to
-// be answered.
+// boundedTransport gives requests without one a deadline: the upstream controllers call the
+// provider without deadlines, and a request never answered would hold a worker for good.
 type boundedTransport struct {
 	next http.RoundTripper
 	info *request.RequestInfoFactory
@@ -112,8 +100,6 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return writegate.RoundTripWithin(ctx, cancel, t.next, req)
 }
 
-// timeoutOf is how long a request that is not a watch may take: ListTimeout for a list, else
-// RequestTimeout and RequestTimeoutPerMiB for each MiB of its body.
 func (t *boundedTransport) timeoutOf(req *http.Request) time.Duration {
 	if info, err := t.info.NewRequestInfo(req); err == nil && info.IsResourceRequest && info.Verb == "list" {
 		return ListTimeout
@@ -125,8 +111,8 @@ func (t *boundedTransport) timeoutOf(req *http.Request) time.Duration {
 	return timeout
 }
 
-// answeredWithin sends req and gives up if no answer comes within timeout; an answer, once
-// come, is read for as long as its reader wants.
+// answeredWithin gives up on req if no answer comes within timeout; an answer is then read
+// for as long as its reader wants.
 func answeredWithin(timeout time.Duration, next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
 	timer := time.AfterFunc(timeout, cancel)

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// loadBalancerWaiters hands LoadBalancers the cache sees to the callers waiting for them to
-// reach a state, so that a caller learns of it from the watch it already has, without polling.
+// loadBalancerWaiters hands the cache's LoadBalancers to callers waiting for a state, so that
+// they need not poll.
 type loadBalancerWaiters struct {
 	mu     sync.Mutex
 	byName map[string][]*loadBalancerWaiter
@@ -20,8 +20,7 @@ type loadBalancerWaiters struct {
 
 type loadBalancerWaiter struct {
 	ready func(*networkingv1alpha1.LoadBalancer) bool
-	// found receives the first LoadBalancer ready accepts; it has room for it, so the
-	// informer's handler never blocks.
+	// found has room for the first LoadBalancer ready accepts, so the handler never blocks.
 	found chan *networkingv1alpha1.LoadBalancer
 }
 
@@ -51,7 +50,6 @@ func (w *loadBalancerWaiters) remove(name string, waiter *loadBalancerWaiter) {
 	w.byName[name] = waiters
 }
 
-// seen offers lb to the callers waiting for it; those it satisfies stop waiting.
 func (w *loadBalancerWaiters) seen(lb *networkingv1alpha1.LoadBalancer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -71,7 +69,6 @@ func (w *loadBalancerWaiters) seen(lb *networkingv1alpha1.LoadBalancer) {
 	w.byName[lb.Name] = kept
 }
 
-// watchLoadBalancers feeds the waiters from the cache's LoadBalancer informer.
 func (c *Client) watchLoadBalancers(informer cache.Informer) error {
 	offer := func(obj any) {
 		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
@@ -88,12 +85,10 @@ func (c *Client) watchLoadBalancers(informer cache.Informer) error {
 }
 
 // WaitForLoadBalancer waits at most timeout for the cache to hold the named LoadBalancer in a
-// state ready accepts, and returns it; nil if it did not get there in time. It makes no
-// request: the cache's watch brings the change.
+// state ready accepts, and returns it, or nil. It makes no request.
 func (c *Client) WaitForLoadBalancer(ctx context.Context, name string, timeout time.Duration, ready func(*networkingv1alpha1.LoadBalancer) bool) (*networkingv1alpha1.LoadBalancer, error) {
 	waiter := &loadBalancerWaiter{ready: ready, found: make(chan *networkingv1alpha1.LoadBalancer, 1)}
-	// Registered before the cache is read, so that a change between the read and the wait is
-	// not missed.
+	// Registered before the cache is read, not to miss a change in between.
 	c.waiters.add(name, waiter)
 	defer c.waiters.remove(name, waiter)
 	if lb, err := c.LoadBalancer(ctx, name); err == nil && ready(lb) {

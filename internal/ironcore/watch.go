@@ -12,11 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// OnLoadBalancerDelete calls handler with each LoadBalancer the cache sees deleted, including
-// those whose deletion it learnt of only by listing again.
+// OnLoadBalancerDelete calls handler with each LoadBalancer the cache sees deleted, tombstones too.
 func (c *Client) OnLoadBalancerDelete(handler func(*networkingv1alpha1.LoadBalancer)) error {
-	// Not blocking until synced: a controller registering this must start even while the
-	// IronCore API is unreachable.
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for LoadBalancers: %w", err)
@@ -34,25 +31,21 @@ func (c *Client) OnLoadBalancerDelete(handler func(*networkingv1alpha1.LoadBalan
 	return err
 }
 
-// OnLoadBalancerAddedOrAddressed calls handler with each LoadBalancer the cache sees added, and
-// with each whose addresses (status.ips) it sees change.
+// OnLoadBalancerAddedOrAddressed calls handler with each LoadBalancer added or readdressed.
 func (c *Client) OnLoadBalancerAddedOrAddressed(handler func(*networkingv1alpha1.LoadBalancer)) error {
 	return onAddOrChange(c, &networkingv1alpha1.LoadBalancer{}, "LoadBalancers", false, func(old, lb *networkingv1alpha1.LoadBalancer) bool {
 		return !equality.Semantic.DeepEqual(old.Status.IPs, lb.Status.IPs)
 	}, handler)
 }
 
-// OnNetworkInterfaceChangeOf calls handler with each NetworkInterface whose update changed
-// says matters, with each new one and each deleted one.
+// OnNetworkInterfaceChangeOf calls handler with each NetworkInterface added, deleted, or
+// updated as changed says matters.
 func (c *Client) OnNetworkInterfaceChangeOf(changed func(old, nic *networkingv1alpha1.NetworkInterface) bool, handler func(*networkingv1alpha1.NetworkInterface)) error {
 	return onAddOrChange(c, &networkingv1alpha1.NetworkInterface{}, "NetworkInterfaces", true, changed, handler)
 }
 
-// onAddOrChange calls handler with each object of obj's kind the cache sees added, with each
-// update that changed says matters and, if deletes, with each deleted one.
+// onAddOrChange is onChange with updates filtered by changed, and deletes optional.
 func onAddOrChange[T client.Object](c *Client, obj T, kind string, deletes bool, changed func(old, current T) bool, handler func(T)) error {
-	// Not blocking until synced: a controller registering this must start even while the
-	// IronCore API is unreachable.
 	informer, err := c.cache.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer for %s: %w", kind, err)
@@ -85,8 +78,8 @@ func onAddOrChange[T client.Object](c *Client, obj T, kind string, deletes bool,
 	return err
 }
 
-// OnLoadBalancerRoutingChange calls handler with each LoadBalancerRouting the cache sees added,
-// changed or deleted; after ReadRoutingsLive, with each of those labelled as the cluster's.
+// OnLoadBalancerRoutingChange calls handler with each LoadBalancerRouting added, changed or
+// deleted; after ReadRoutingsLive, of the cluster's only.
 func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.LoadBalancerRouting)) error {
 	var informer interface {
 		AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
@@ -113,9 +106,8 @@ func (c *Client) OnLoadBalancerRoutingChange(handler func(*networkingv1alpha1.Lo
 	return err
 }
 
-// OnLoadBalancerSpecChange calls handler with each LoadBalancer the cache sees added, changed
-// in its spec (a selector added or removed, say), retained, or deleted; with the one before
-// for a change, nil otherwise.
+// OnLoadBalancerSpecChange calls handler with each LoadBalancer added, deleted, or changed in
+// spec, deletion or retention; old is nil but for a change.
 func (c *Client) OnLoadBalancerSpecChange(handler func(old, lb *networkingv1alpha1.LoadBalancer)) error {
 	informer, err := c.cache.GetInformer(context.Background(), &networkingv1alpha1.LoadBalancer{}, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -144,13 +136,10 @@ func (c *Client) OnLoadBalancerSpecChange(handler func(old, lb *networkingv1alph
 	return err
 }
 
-// OnLoadBalancerRoutingWritten calls handler with the name of each LoadBalancerRouting the
-// cache sees created or changed. Where routings are cached, it is told by the informer the
-// reads come from, so a handler that reads the routing finds what the event announced (a
-// second informer of the same kind may be ahead of it). After ReadRoutingsLive it watches
-// their metadata alone: IronCore writes those routings and rewrites each on every change of
-// the targets, their destinations (one per target) are neither cached nor decoded here, and
-// the reads go to the API server, which is never behind an event.
+// OnLoadBalancerRoutingWritten calls handler with the name of each LoadBalancerRouting created
+// or changed, told by the informer the reads come from: a second one may be ahead of it. After
+// ReadRoutingsLive it watches metadata alone, not to decode routings IronCore rewrites on
+// every target change; reads then go to the API server, never behind an event.
 func (c *Client) OnLoadBalancerRoutingWritten(handler func(name string)) error {
 	var obj client.Object = &networkingv1alpha1.LoadBalancerRouting{}
 	if c.routingsLive {

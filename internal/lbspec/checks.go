@@ -58,10 +58,8 @@ func IgnoredFields(service *corev1.Service, existing *networkingv1alpha1.LoadBal
 	return notes
 }
 
-// KeepAddresses keeps the address sources of an existing Internal LoadBalancer in desired:
-// changing them would change the LoadBalancer's address under its clients (a requested
-// address, or the Prefix in the cloud-config, applies to new LoadBalancers). It returns an
-// event for the owner when the Service requests an address the LoadBalancer does not have.
+// KeepAddresses keeps an existing Internal LoadBalancer's address sources in desired: changing
+// them would move its address under its clients. A requested address it lacks is a Problem.
 func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) []Problem {
 	if existing.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal || desired.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
 		return nil
@@ -96,9 +94,8 @@ func KeepAddresses(service *corev1.Service, existing, desired *networkingv1alpha
 		existing.Name, strings.Join(missing, ", "))})
 }
 
-// NeedsApply reports whether the stored LoadBalancer differs from the desired one in anything
-// the CCM sets, or carries a wish to retain it the Service no longer has (an apply without the
-// label removes it).
+// NeedsApply reports whether existing differs from desired in anything the CCM sets, or keeps a
+// wish to retain it that the Service dropped.
 func NeedsApply(existing, desired *networkingv1alpha1.LoadBalancer) bool {
 	_, wishGone := desired.Labels[keys.LabelRetainRequested]
 	wishGone = !wishGone && existing.Labels[keys.LabelRetainRequested] != ""
@@ -116,10 +113,8 @@ func containsAll(have, want map[string]string) bool {
 	return true
 }
 
-// Status turns the LoadBalancer's addresses into ingress points. Their ipMode is VIP:
-// IronCore LoadBalancers forward packets with the load balancer address as destination, so
-// kube-proxy on the Node must handle that address, and in-cluster clients may be sent
-// straight to the Service (KEP-1860).
+// Status turns the LoadBalancer's addresses into ingress points of ipMode VIP (KEP-1860): IronCore
+// forwards packets to the load balancer address, which kube-proxy on the Node must handle.
 func Status(lb *networkingv1alpha1.LoadBalancer) *corev1.LoadBalancerStatus {
 	status := &corev1.LoadBalancerStatus{}
 	for _, ip := range lb.Status.IPs {
@@ -158,7 +153,6 @@ const (
 	NotPending Pending = iota
 	// PendingAddresses means IronCore has not allocated every address yet.
 	PendingAddresses
-	// PendingTraffic means the addresses are there, but the routing holds no destination yet while
-	// the target rules choose some; the address would lead nowhere.
+	// PendingTraffic means the routing has no destination yet while the target rules choose some.
 	PendingTraffic
 )

@@ -13,8 +13,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// ReasonPrefixIgnored is the reason of the note that a Service's Prefix annotation does not
-// apply: the Service is Public, or lacks the annotation's IP family.
+// ReasonPrefixIgnored notes a Prefix annotation that does not apply to the Service.
 const ReasonPrefixIgnored = "LoadBalancerPrefixIgnored"
 
 // prefixAnnotations are the annotations naming a Service's own Prefix, by IP family.
@@ -23,8 +22,7 @@ var prefixAnnotations = map[corev1.IPFamily]string{
 	corev1.IPv6Protocol: keys.AnnotationLoadBalancerIPv6Prefix,
 }
 
-// annotatedPrefixes reads the Prefixes the Service names for its addresses, by IP family; a
-// value that cannot be an object name is a Problem.
+// annotatedPrefixes reads the Prefixes the Service names for its addresses, by IP family.
 func annotatedPrefixes(service *corev1.Service) (map[corev1.IPFamily]string, error) {
 	prefixes := map[corev1.IPFamily]string{}
 	for _, family := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
@@ -57,8 +55,7 @@ func addressPrefixes(service *corev1.Service, settings Settings) (map[corev1.IPF
 	return prefixes, nil
 }
 
-// ServicePrefixes are the Prefixes of its own that the Service's new LoadBalancer, desired,
-// allocates addresses from, by IP family: those to check on IronCore before it is made.
+// ServicePrefixes are the Service's own Prefixes desired allocates from, to check before it is made.
 func ServicePrefixes(service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) map[corev1.IPFamily]string {
 	own, err := annotatedPrefixes(service)
 	if err != nil || desired.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
@@ -98,8 +95,7 @@ func ignoredPrefixes(service *corev1.Service, internal bool) []Problem {
 	return notes
 }
 
-// keptPrefixes notes the Prefix annotations that name another Prefix than the one an existing
-// Internal LoadBalancer's address came from: it keeps its address.
+// keptPrefixes notes Prefix annotations that an existing Internal LoadBalancer does not follow.
 func keptPrefixes(service *corev1.Service, existing *networkingv1alpha1.LoadBalancer) []Problem {
 	own, err := annotatedPrefixes(service)
 	if err != nil || len(own) == 0 {

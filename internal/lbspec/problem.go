@@ -1,8 +1,7 @@
 package lbspec
 
-// Reasons of the Problems this package finds. Package provider exports them under the same
-// names, and docgen.EventReasons documents them; they are defined here, where they arise, so
-// that the two cannot differ.
+// Reasons of the Problems this package finds; package provider exports them under the same
+// names, and docgen.EventReasons documents them.
 const (
 	ReasonInvalidAnnotation     = "InvalidLoadBalancerAnnotation"
 	ReasonInvalidLoadBalancerIP = "InvalidLoadBalancerIP"
@@ -17,9 +16,8 @@ const (
 	ReasonAddressUnavailable    = "LoadBalancerAddressUnavailable"
 )
 
-// Problem is something about a Service that its owner must know or fix. The provider records
-// it as a Warning event on the Service with Reason and Message, and returns it to the
-// framework when it stops the sync.
+// Problem is something about a Service that its owner must know or fix: the provider records it
+// as a Warning event on the Service, and returns it when it stops the sync.
 type Problem struct {
 	Reason  string
 	Message string

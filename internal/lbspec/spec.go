@@ -1,8 +1,6 @@
-// Package lbspec is the IronCore LoadBalancer a Service of type LoadBalancer asks for: its
-// name, type, IPs, ports and owner labels and annotations, built from the Service and the
-// cloud settings; and the checks of an existing LoadBalancer against it. Nothing here reads or
-// writes IronCore or records events, so that the translation can be tested and fuzzed alone:
-// package provider does both, and records the Problems found here on the Service.
+// Package lbspec is the IronCore LoadBalancer a Service asks for, and the checks of an existing
+// one against it. It neither reads nor writes IronCore, so that it can be tested and fuzzed
+// alone; package provider does, and records the Problems found here on the Service.
 package lbspec
 
 import (
@@ -36,8 +34,7 @@ type Settings struct {
 	UseNICSelector   bool
 }
 
-// Name is the name of a Service's IronCore LoadBalancer: its UID without dashes, as the
-// reference CCM names them.
+// Name is the Service's UID without dashes, the reference CCM's name for its LoadBalancer.
 func Name(service *corev1.Service) string {
 	return strings.ReplaceAll(string(service.UID), "-", "")
 }
@@ -101,21 +98,17 @@ func Desired(service *corev1.Service, settings Settings) (*networkingv1alpha1.Lo
 	return lb, nil
 }
 
-// Adoption is what a Service asks to take over of the LoadBalancers this cluster retained: the
-// one annotation keys.AnnotationLoadBalancerName names, or else the one holding exactly the
-// Addresses it asks for (spec.loadBalancerIP and annotation keys.AnnotationLoadBalancerIPs).
-// Strict is whether it must: a Public Service asking with the annotation, or naming one, gets
-// no other LoadBalancer (IronCore cannot give a new Public one an address), while
-// spec.loadBalancerIP alone, which the reference CCM ignored on Public Services, and an
-// Internal Service's request fall back to a new LoadBalancer.
+// Adoption is the retained LoadBalancer a Service asks to take over: by Name, or else the one
+// holding exactly Addresses. Strict means no new LoadBalancer instead: IronCore cannot give a new
+// Public one an address. spec.loadBalancerIP alone, which the reference CCM ignored on Public
+// Services, and an Internal Service's request are not strict.
 type Adoption struct {
 	Name      string
 	Addresses []netip.Addr
 	Strict    bool
 }
 
-// WantedAdoption returns what the Service asks to take over, if anything; desired is Desired's
-// result.
+// WantedAdoption returns what the Service asks to take over, if anything.
 func WantedAdoption(service *corev1.Service, desired *networkingv1alpha1.LoadBalancer) (Adoption, bool) {
 	if name, named := service.Annotations[keys.AnnotationLoadBalancerName]; named {
 		return Adoption{Name: name, Strict: true}, true
@@ -173,14 +166,13 @@ func Retain(service *corev1.Service) (bool, error) {
 	}
 }
 
-// UsesSelector reports whether the Service's LoadBalancer selects its targets by label. A
-// Local Service's targets are its own, so it always has a routing written by the CCM.
+// UsesSelector reports whether the Service's LoadBalancer selects its targets by label; a Local
+// Service's targets are its own, so the CCM always writes its routing.
 func UsesSelector(service *corev1.Service, settings Settings) bool {
 	return settings.UseNICSelector && !targetrules.Local(service)
 }
 
-// requestedIPs collects the addresses asked for with spec.loadBalancerIP and our annotation,
-// at most one per IP family of the Service. Each problem names the field it is in.
+// requestedIPs collects the addresses asked for, at most one per IP family of the Service.
 func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[corev1.IPFamily]netip.Addr, error) {
 	type request struct{ field, value string }
 	var requests []request
@@ -216,11 +208,9 @@ func requestedIPs(service *corev1.Service, families []corev1.IPFamily) (map[core
 	return requested, nil
 }
 
-// internalIPs gives each family an address allocated from the family's Prefix: the requested
-// one, as an exact child Prefix, so that IronCore's IPAM refuses an address already allocated
-// and no two objects hold one address, or else any. The prefix template is spelled out in full,
-// as IronCore would default it, so that the desired spec compares equal to the stored one and
-// an unchanged Service causes no write.
+// internalIPs allocates each family's address from its Prefix; a requested one as an exact child
+// Prefix, so that IPAM refuses an address already held. The template is spelled out as IronCore
+// would default it, so that an unchanged Service compares equal and causes no write.
 func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip.Addr, prefixes map[corev1.IPFamily]string) ([]networkingv1alpha1.IPSource, error) {
 	var sources []networkingv1alpha1.IPSource
 	for _, family := range families {
@@ -255,8 +245,7 @@ func internalIPs(families []corev1.IPFamily, requested map[corev1.IPFamily]netip
 	return sources, nil
 }
 
-// RequestedAddresses are the exact addresses desired asks IronCore's IPAM for, by the Prefix
-// each is to come from.
+// RequestedAddresses are the exact addresses desired asks IPAM for, by parent Prefix.
 func RequestedAddresses(desired *networkingv1alpha1.LoadBalancer) map[string]netip.Addr {
 	requested := map[string]netip.Addr{}
 	for _, source := range desired.Spec.IPs {
@@ -271,9 +260,8 @@ func RequestedAddresses(desired *networkingv1alpha1.LoadBalancer) map[string]net
 	return requested
 }
 
-// loadBalancerPorts maps the Service's ports. IronCore's own validation misses some invalid
-// ports (it accepts a lone port 70000, checking a port only against the ones before it), so they
-// are checked here, before anything is written.
+// loadBalancerPorts maps the Service's ports and checks them: IronCore's validation misses some
+// (it accepts a lone port 70000).
 func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalancerPort, error) {
 	var errs []error
 	ports := make([]networkingv1alpha1.LoadBalancerPort, 0, len(service.Spec.Ports))
@@ -297,11 +285,9 @@ func loadBalancerPorts(service *corev1.Service) ([]networkingv1alpha1.LoadBalanc
 	return ports, nil
 }
 
-// ownerLabels record the Service and cluster a LoadBalancer is for, whether the Service asks to
-// retain it and, once it is known, the cluster's identity, which the orphan collector requires
-// before it deletes anything. Until
-// then the label is left out; the first apply after it is known adds it, as NeedsApply sees
-// it missing.
+// ownerLabels record the Service and cluster, the wish to retain, and the cluster's identity,
+// which the orphan collector requires before it deletes; until the identity is known the label
+// is left out, and NeedsApply has it added later.
 func ownerLabels(settings Settings, service *corev1.Service) map[string]string {
 	labels := map[string]string{
 		keys.LabelClusterName:      settings.Cluster,
