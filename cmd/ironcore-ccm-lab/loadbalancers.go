@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -73,7 +74,7 @@ func loadBalancers(ctx context.Context, stack *testenv.Stack) error {
 	fmt.Fprintln(w, "\nSERVICE\tEXTERNAL-IP\tIRONCORE LOADBALANCER\tTYPE\tROUTED TO\tTIME TO ADDRESS")
 	for _, service := range services {
 		ips := testenv.IngressIPs(service)
-		lbName := provider.LoadBalancerName(service)
+		lbName := lbspec.Name(service)
 		lb := &networkingv1alpha1.LoadBalancer{}
 		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbName}, lb); err != nil {
 			return err
@@ -144,7 +145,7 @@ func keepAnAddress(ctx context.Context, stack *testenv.Stack) error {
 	if web, err = services.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	lbName, addresses := provider.LoadBalancerName(web), testenv.IngressIPs(web)
+	lbName, addresses := lbspec.Name(web), testenv.IngressIPs(web)
 	if err := services.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		return err
 	}

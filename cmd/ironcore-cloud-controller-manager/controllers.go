@@ -62,9 +62,7 @@ func startServiceController(initContext app.ControllerInitContext, completed *cl
 }
 
 // startCloudNodeController starts the upstream cloud node controller as the framework would,
-// but on a Node lister and client of package freshnodes, which give it the newest copy of a
-// Node this process knows: its updates then rarely conflict, and a conflict is retried on the
-// API server's copy rather than again on the informer's.
+// but on package freshnodes' Node lister and client, so that its updates rarely conflict.
 func startCloudNodeController(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		client, err := completed.ClientBuilder.Client(initContext.ClientName)
@@ -87,11 +85,9 @@ func startCloudNodeController(initContext app.ControllerInitContext, completed *
 	}
 }
 
-// clusterLabelWorkers is the cluster label controller's workers. Labelling a Node's Machine and
-// NetworkInterface waits for two IronCore writes, the second queued with the NetworkInterface's
-// other changes: with 2 workers, 1,000 new Nodes' Machines were still being labelled 10 s
-// after everything else had converged (measured with make bench). A waiting worker costs no
-// CPU.
+// clusterLabelWorkers is high because labelling waits for two IronCore writes: with 2 workers,
+// 1,000 new Nodes were still being labelled 10 s after everything else had converged (make
+// bench). A waiting worker costs no CPU.
 const clusterLabelWorkers = 10
 
 func startClusterLabelController(_ app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
@@ -228,9 +224,8 @@ func startLoadBalancerTargets(targets func() *lbtargets.Controller) app.InitFunc
 // NetworkInterface write and a Node write.
 const ipamWorkers = 10
 
-// newPodCIDRAllocator builds the pod CIDR allocator, nil unless the cloud-config turns pod CIDR
-// allocation on, and checks its parent Prefixes, so that a misconfiguration stops the process
-// at start. Its entries go on the NetworkInterface the Node's route would put its pod CIDRs on.
+// newPodCIDRAllocator builds the pod CIDR allocator, or nil, and checks its parent Prefixes so
+// that a misconfiguration stops the process at start.
 func newPodCIDRAllocator(cloud *provider.Cloud) (*podcidrs.Allocator, error) {
 	allocator := podcidrs.ForProvider(cloud, provider.NotReady)
 	if allocator == nil {

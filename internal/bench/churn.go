@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // ChurnOptions describe an endpoint churn run: Services with externalTrafficPolicy Local whose
@@ -129,7 +129,7 @@ func RunChurn(ctx context.Context, opts ChurnOptions) (*ChurnResult, error) {
 		return nil, err
 	}
 	for j, service := range services {
-		churn.lbs[provider.LoadBalancerName(service)] = j
+		churn.lbs[lbspec.Name(service)] = j
 		churn.placement[j] = []int{(j * 7) % opts.Nodes, (j*7 + 1) % opts.Nodes, (j*7 + 2) % opts.Nodes}
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)

@@ -1,15 +1,11 @@
 // Package freshnodes gives the upstream cloud node controller the newest copy of a Node this
 // process knows, so that its update does not conflict with a write it could have known about.
 //
-// The upstream node controller (k8s.io/cloud-provider/controllers/node) initializes a Node by
-// updating the copy its lister holds, and retries a conflict on the lister's copy again, 20
-// times 50-100 ms, before it queues the Node anew. Under a burst of joining Nodes the informer
-// lags the API server by seconds: any write to the Node after the copy (the route controller's
-// NetworkUnavailable condition, the kubelet's status, this controller's own address patch)
-// turns every retry into another conflict (kubernetes/kubernetes#56276), and the Node stays
-// tainted meanwhile. Here the lister answers with the newer of its copy and the one this
-// controller's last write returned, and, after a conflict, reads the Node from the API server
-// once, so that the next attempt is made on the current version.
+// The upstream node controller retries a conflict on its lister's copy, 20 times 50-100 ms.
+// Under a burst of joining Nodes the informer lags by seconds, so any other write to the Node
+// turns every retry into another conflict (kubernetes/kubernetes#56276) while the Node stays
+// tainted. Here the lister answers with the newer of its copy and the last write's result, and
+// a conflict reads the Node from the API server once.
 package freshnodes
 
 import (

@@ -24,8 +24,8 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/inspect"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 var stack *testenv.Stack
@@ -107,9 +107,9 @@ func TestInspectShowsWhatDiffers(t *testing.T) {
 	// Services: web has its LoadBalancer; taken's name is held by another cluster's
 	// LoadBalancer; pending has none yet; and an orphan's Service is gone.
 	web := createService(t, "insp-web")
-	webLB := createLoadBalancer(t, provider.LoadBalancerName(web), inspect.Owner{Cluster: lab, Namespace: web.Namespace, Name: web.Name, UID: string(web.UID)})
+	webLB := createLoadBalancer(t, lbspec.Name(web), inspect.Owner{Cluster: lab, Namespace: web.Namespace, Name: web.Name, UID: string(web.UID)})
 	taken := createService(t, "insp-taken")
-	createLoadBalancer(t, provider.LoadBalancerName(taken), inspect.Owner{Cluster: "other", Namespace: "default", Name: "someone-else", UID: "7c1d2e3f-0000-4000-8000-000000000001"})
+	createLoadBalancer(t, lbspec.Name(taken), inspect.Owner{Cluster: "other", Namespace: "default", Name: "someone-else", UID: "7c1d2e3f-0000-4000-8000-000000000001"})
 	createService(t, "insp-pending")
 	createLoadBalancer(t, "insp-orphan", inspect.Owner{Cluster: lab, Namespace: "default", Name: "insp-deleted", UID: "7c1d2e3f-0000-4000-8000-000000000002"})
 	createRetainedLoadBalancer(t, "insp-retained", lab, "default/insp-kept", "2026-11-01T10:00:00Z")
@@ -192,7 +192,7 @@ func checkServices(t *testing.T, report *inspect.Report, web, taken *corev1.Serv
 	}) {
 		t.Errorf("web's left-out Nodes %+v do not name insp-d, whose Machine is shut down", w.LeftOut)
 	}
-	if w.LoadBalancer != provider.LoadBalancerName(web) || w.Type != string(networkingv1alpha1.LoadBalancerTypePublic) {
+	if w.LoadBalancer != lbspec.Name(web) || w.Type != string(networkingv1alpha1.LoadBalancerTypePublic) {
 		t.Errorf("web's LoadBalancer: %q of type %q", w.LoadBalancer, w.Type)
 	}
 	if !slices.Equal(w.ServiceIPs, []string{webIP}) || !slices.Equal(w.LoadBalancerIPs, []string{webIP}) {
@@ -257,8 +257,8 @@ func checkOrphansAndConflicts(t *testing.T, report *inspect.Report, taken *corev
 		t.Fatalf("conflicts: %+v, want one", report.Conflicts)
 	}
 	conflict := report.Conflicts[0]
-	if conflict.LoadBalancer != provider.LoadBalancerName(taken) || conflict.ServiceName != taken.Name || conflict.Owner.Cluster != "other" {
-		t.Errorf("conflict: %+v, want %s wanted by %s and owned by cluster other", conflict, provider.LoadBalancerName(taken), taken.Name)
+	if conflict.LoadBalancer != lbspec.Name(taken) || conflict.ServiceName != taken.Name || conflict.Owner.Cluster != "other" {
+		t.Errorf("conflict: %+v, want %s wanted by %s and owned by cluster other", conflict, lbspec.Name(taken), taken.Name)
 	}
 }
 
@@ -282,7 +282,7 @@ func checkTable(t *testing.T, table string, taken *corev1.Service) {
 		`(?m)^insp-a\s+insp-a-primary\s+10\.244\.9\.0/24\s+extra$`,
 		`(?m)^ORPHANED LOADBALANCERS\nLOADBALANCER.*\ninsp-orphan\s+default/insp-deleted\s.*the Service does not exist$`,
 		`(?m)^RETAINED LOADBALANCERS\nLOADBALANCER.*\ninsp-retained\s+Public\s+\S+\s+default/insp-kept\s+2026-11-01T10:00:00Z$`,
-		`(?m)^OWNERSHIP CONFLICTS\nLOADBALANCER.*\n` + provider.LoadBalancerName(taken) + `\s+default/insp-taken .*default/someone-else .* of cluster other$`,
+		`(?m)^OWNERSHIP CONFLICTS\nLOADBALANCER.*\n` + lbspec.Name(taken) + `\s+default/insp-taken .*default/someone-else .* of cluster other$`,
 	} {
 		if !regexp.MustCompile(pattern).MatchString(table) {
 			t.Errorf("the table has no match for %s", pattern)

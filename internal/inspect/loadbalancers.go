@@ -17,8 +17,8 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // Where a LoadBalancer's targets come from (Service.TargetsFrom).
@@ -64,7 +64,7 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 		report.Issues = append(report.Issues, Issue{Code: code, Detail: fmt.Sprintf(format, args...)})
 	}
 	wanted := networkingv1alpha1.LoadBalancerTypePublic
-	internal, annotationErr := provider.WantsInternalLoadBalancer(service)
+	internal, annotationErr := lbspec.Internal(service)
 	switch {
 	case annotationErr != nil:
 		issue(IssueInvalidAnnotation, "%v; the CCM leaves the LoadBalancer as it is", annotationErr)
@@ -90,7 +90,7 @@ func (in *inspection) inspectService(ctx context.Context, service *corev1.Servic
 		}, nil
 	}
 	if lb == nil {
-		issue(IssueLoadBalancerMissing, "no IronCore LoadBalancer records this Service or has its name %s; the CCM creates it when it syncs the Service", provider.LoadBalancerName(service))
+		issue(IssueLoadBalancerMissing, "no IronCore LoadBalancer records this Service or has its name %s; the CCM creates it when it syncs the Service", lbspec.Name(service))
 		report.Type = string(wanted)
 		return report, nil, nil
 	}
@@ -195,9 +195,9 @@ func (in *inspection) loadBalancerOf(ctx context.Context, service *corev1.Servic
 			return &candidates[i], nil, nil
 		}
 	}
-	names := []string{provider.LoadBalancerName(service), provider.LegacyLoadBalancerName(in.cluster, service)}
+	names := []string{lbspec.Name(service), lbspec.LegacyName(in.cluster, service)}
 	if in.clusterNameFlag != "" && in.clusterNameFlag != in.cluster {
-		names = append(names, provider.LegacyLoadBalancerName(in.clusterNameFlag, service))
+		names = append(names, lbspec.LegacyName(in.clusterNameFlag, service))
 	}
 	for _, name := range names {
 		found, err := in.ironcore.LoadBalancer(ctx, name)

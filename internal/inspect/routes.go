@@ -61,7 +61,7 @@ func (in *inspection) nodeRoutes(ctx context.Context, node *corev1.Node, managed
 		nic, placeErr := in.routeNetworkInterface(ctx, node)
 		var allocated []netip.Prefix
 		if placeErr == nil {
-			allocated = provider.PodCIDRsAllocatedOn(ctx, in.ironcore, in.cluster, nic)
+			allocated = in.ironcore.AllocatedPodCIDRs(ctx, in.cluster, nic)
 		}
 		for _, cidr := range cidrs {
 			routes = append(routes, in.podCIDRRoute(node, nic, placeErr, allocated, cidr))

@@ -1,10 +1,7 @@
 // Package lbrepair brings a Service's load balancer back in line when IronCore changes under
-// it. The upstream service controller syncs a Service only when the Service or the set of
-// Nodes changes, never when IronCore does: a LoadBalancer deleted out of band would leave the
-// Service with a stale address until its next edit, and a new LoadBalancer's addresses would
-// reach its Service only when the service controller's retry comes round, seconds later. This
-// controller watches IronCore for both and runs the provider's own EnsureLoadBalancer for the
-// Services concerned. Targets are not its business: package lbtargets owns them.
+// it: the upstream service controller syncs only when the Service or the Nodes change, so a
+// LoadBalancer deleted out of band, or addresses IronCore allocates late, would otherwise wait
+// for the Service's next edit. Targets are package lbtargets' business.
 package lbrepair
 
 import (
@@ -46,16 +43,15 @@ import (
 // Name is the controller's name in --controllers.
 const Name = "ironcore-load-balancer-repair"
 
-// ReasonRecreated is the reason of the Warning event on a Service whose IronCore LoadBalancer
-// was deleted outside the CCM.
-const ReasonRecreated = "LoadBalancerRecreated"
+// Reasons of the Warning events on Services: the LoadBalancer was deleted outside the CCM, or
+// has waited longer than AddressPendingWarning for its addresses.
+const (
+	ReasonRecreated      = "LoadBalancerRecreated"
+	ReasonAddressPending = "LoadBalancerAddressPending"
+)
 
-// ReasonAddressPending is the reason of the Warning event on a Service whose IronCore
-// LoadBalancer has waited longer than AddressPendingWarning for its addresses.
-const ReasonAddressPending = "LoadBalancerAddressPending"
-
-// AddressPendingWarning is how long a Service waits for IronCore to allocate its
-// LoadBalancer's addresses before a Warning event says so. IronCore usually takes seconds.
+// AddressPendingWarning is how long a Service waits for its LoadBalancer's addresses before a
+// Warning event says so. IronCore usually takes seconds.
 const AddressPendingWarning = time.Minute
 
 // Config wires the controller.
@@ -70,14 +66,12 @@ type Config struct {
 	Services coreinformers.ServiceInformer
 	Nodes    coreinformers.NodeInformer
 	// AllocatedStatus is the status of the Service's LoadBalancer once IronCore has allocated
-	// its addresses, or nil and whether the LoadBalancer is waiting for IronCore to; it never
-	// writes.
+	// its addresses, or nil and what it waits for; it never writes.
 	AllocatedStatus func(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error)
 	// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
 	// Service shows the new one's addresses; nil does nothing.
 	ReleaseReplaced func(ctx context.Context, clusterName string, service *corev1.Service) error
-	// PendingWarning is how long a Service waits for its addresses before a Warning event says
-	// so; zero means AddressPendingWarning.
+	// PendingWarning overrides AddressPendingWarning when positive.
 	PendingWarning time.Duration
 	// Client writes the addresses of new and recreated LoadBalancers into their Services' status.
 	Client   kubernetes.Interface
@@ -94,8 +88,8 @@ type Controller struct {
 	// recreating holds the Services whose LoadBalancer is being recreated, so that the
 	// event is recorded once, not on every retry.
 	recreating sync.Map
-	// pendingSince holds, by Service, when this controller first found its LoadBalancer
-	// without all its addresses; warnedPending, the Services already warned about it.
+	// pendingSince holds when a Service's LoadBalancer was first found without all its
+	// addresses; warnedPending, the Services warned about it.
 	pendingSince, warnedPending sync.Map
 }
 
@@ -137,8 +131,7 @@ func New(config Config) (*Controller, error) {
 // Name implements the controller-manager's controller.Interface.
 func (c *Controller) Name() string { return Name }
 
-// loadBalancerDeleted queues the Service a deleted LoadBalancer was made for, if that Service
-// still exists.
+// loadBalancerDeleted queues the Service a deleted LoadBalancer was made for, if it exists.
 func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 	owner := ironcore.OwnerOf(lb)
 	if owner.Namespace == "" || owner.Name == "" {
@@ -157,9 +150,8 @@ func (c *Controller) loadBalancerDeleted(lb *networkingv1alpha1.LoadBalancer) {
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
 }
 
-// loadBalancerAddressed queues the Service of a new LoadBalancer, or of one whose addresses
-// changed, if the Service does not show them: it gets them as soon as IronCore allocates
-// them, and a Warning if that takes long.
+// loadBalancerAddressed queues the Service of a new or readdressed LoadBalancer if the Service
+// does not show its addresses.
 func (c *Controller) loadBalancerAddressed(lb *networkingv1alpha1.LoadBalancer) {
 	owner := ironcore.OwnerOf(lb)
 	if owner.Namespace == "" || owner.Name == "" {
@@ -172,9 +164,8 @@ func (c *Controller) loadBalancerAddressed(lb *networkingv1alpha1.LoadBalancer) 
 	c.queue.Add(owner.Namespace + "/" + owner.Name)
 }
 
-// routingWritten queues the Service of the LoadBalancer a routing belongs to (they share the
-// name) if the Service does not show its addresses: they may wait for the routing's first
-// destination.
+// routingWritten queues the Service of the routing's LoadBalancer (they share the name): its
+// addresses may wait for the routing's first destination.
 func (c *Controller) routingWritten(name string) {
 	lb, err := c.IronCore.LoadBalancer(context.Background(), name)
 	if err != nil {
@@ -231,9 +222,7 @@ func (c *Controller) work(ctx context.Context) {
 	}
 }
 
-// sync repairs one Service: it recreates a LoadBalancer that is gone while the Service has
-// addresses (so had one), and reports the addresses of one the Service does not show yet. It
-// returns a delay to come back after while IronCore works.
+// sync repairs one Service, returning a delay to come back after while IronCore works.
 func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -252,8 +241,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return retryAfter, err
 	}
 	// The lister is behind a write to the Service, usually the service controller's status
-	// patch: decide once more on the API server's copy, rather than again on the lister's until
-	// its watch catches up (each try a refused write).
+	// patch: decide once more on the API server's copy rather than retry refused writes.
 	live, ok, err := c.liveService(ctx, service)
 	if !ok || err != nil {
 		return 0, err
@@ -261,7 +249,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return c.syncService(ctx, key, live)
 }
 
-// syncService is sync on the given copy of the Service.
 func (c *Controller) syncService(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
 	if !c.Class.Wants(service) {
 		c.forget(key)
@@ -271,7 +258,6 @@ func (c *Controller) syncService(ctx context.Context, key string, service *corev
 	if err != nil {
 		return 0, fmt.Errorf("list Nodes: %w", err)
 	}
-	// The Nodes the service controller passes to load balancers.
 	nodes := slices.DeleteFunc(all, func(node *corev1.Node) bool { return !targetrules.Eligible(node) })
 	_, exists, err := c.LoadBalancers.GetLoadBalancer(ctx, c.ClusterName, service)
 	if err != nil {
@@ -296,13 +282,10 @@ func (c *Controller) syncService(ctx context.Context, key string, service *corev
 	return retryAfter, err
 }
 
-// reportAddresses writes the addresses IronCore allocated to the Service's LoadBalancer into
-// the Service's status: the service controller does not come back for them (the provider
-// returns what is allocated so far rather than a retry, which it would report as a Warning).
-// Until IronCore has allocated them, the next address change brings the Service back, and
-// after PendingWarning a Warning event says that it is waiting. Once the Service shows them,
-// the LoadBalancers a type switch replaced are deleted (ReleaseReplaced). It never creates a
-// LoadBalancer: the Service may be going away.
+// reportAddresses writes the LoadBalancer's allocated addresses into the Service's status: the
+// service controller does not come back for them, as the provider returns what is allocated
+// so far rather than a retry it would report as a Warning. It never creates a LoadBalancer:
+// the Service may be going away.
 func (c *Controller) reportAddresses(ctx context.Context, key string, service *corev1.Service) (time.Duration, error) {
 	status, pending, err := c.AllocatedStatus(ctx, c.ClusterName, service)
 	if err != nil {
@@ -312,8 +295,7 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	case lbspec.PendingAddresses:
 		return c.pending(key, service), nil
 	case lbspec.PendingTraffic:
-		// The routing's next write brings the Service back (routingWritten); so does a
-		// look after trafficRecheck, in case the targets went away instead.
+		// routingWritten brings the Service back; the recheck covers targets that went away.
 		return trafficRecheck, nil
 	}
 	c.pendingSince.Delete(key)
@@ -322,7 +304,6 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 		return 0, nil
 	}
 	if !equality.Semantic.DeepEqual(service.Status.LoadBalancer, *status) {
-		// The write brings the Service back, showing them.
 		return 0, c.writeStatus(ctx, service, status)
 	}
 	if c.ReleaseReplaced == nil {
@@ -350,12 +331,12 @@ func (c *Controller) liveService(ctx context.Context, service *corev1.Service) (
 	return live, live.UID == service.UID, nil
 }
 
-// trafficRecheck is how soon a Service whose addresses wait for their routing's first
-// destination is looked at again without a write of its routing.
+// trafficRecheck is how soon a Service waiting for its routing's first destination is looked at
+// again without a routing write.
 const trafficRecheck = 5 * time.Second
 
-// pending notes that the Service's addresses are not all allocated yet, warns once when that
-// has lasted PendingWarning, and returns when to look again until then.
+// pending warns once the Service's addresses have been pending for PendingWarning, and returns
+// when to look again until then.
 func (c *Controller) pending(key string, service *corev1.Service) time.Duration {
 	bound := c.PendingWarning
 	if bound <= 0 {
@@ -374,18 +355,14 @@ func (c *Controller) pending(key string, service *corev1.Service) time.Duration 
 	return 0
 }
 
-// forget drops what the controller remembers about a Service that is gone or no longer wants
-// a load balancer.
 func (c *Controller) forget(key string) {
 	c.recreating.Delete(key)
 	c.pendingSince.Delete(key)
 	c.warnedPending.Delete(key)
 }
 
-// recreate ensures the Service's LoadBalancer and writes its addresses into the Service's
-// status, as the service controller would. The Service is read from the API server first: if
-// it was deleted since the lister showed it, or is being deleted, or has lost the service
-// controller's cleanup finalizer, a LoadBalancer created now would outlive it.
+// recreate ensures the LoadBalancer as the service controller would. It reads the Service live
+// first: for one going away, a LoadBalancer created now would outlive it.
 func (c *Controller) recreate(ctx context.Context, service *corev1.Service, nodes []*corev1.Node) (time.Duration, error) {
 	live, ok, err := c.liveService(ctx, service)
 	if err != nil {
@@ -406,9 +383,8 @@ func (c *Controller) recreate(ctx context.Context, service *corev1.Service, node
 	return 0, c.writeStatus(ctx, live, status)
 }
 
-// writeStatus writes the load balancer status into the Service's, unless it is there already.
-// The patch carries the resourceVersion the status was computed from, so that it fails rather
-// than undo a newer write (the service controller's, after the Service changed).
+// writeStatus patches the Service's load balancer status with the resourceVersion it was
+// computed from, so that it fails rather than undo the service controller's newer write.
 func (c *Controller) writeStatus(ctx context.Context, service *corev1.Service, status *corev1.LoadBalancerStatus) error {
 	if equality.Semantic.DeepEqual(service.Status.LoadBalancer, *status) {
 		return nil

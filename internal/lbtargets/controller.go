@@ -1,16 +1,11 @@
-// Package lbtargets is the load balancer targets controller: the one owner of what carries
-// traffic to the Nodes, the target label that selecting LoadBalancers select by (labels.go)
-// and the LoadBalancerRoutings the CCM writes (routing.go). IronCore LoadBalancers have no
-// health checks, so the targets are the only one: a Node is a target only while the target
-// rules (package targetrules, applied in targets.go) find it can serve.
+// Package lbtargets is the load balancer targets controller, the one owner of what carries
+// traffic to the Nodes: the target label that selecting LoadBalancers select by (labels.go) and
+// the LoadBalancerRoutings the CCM writes (routing.go). IronCore LoadBalancers have no health
+// checks, so a Node is a target only while package targetrules finds it can serve.
 //
-// It is shaped like Kubernetes' EndpointSlice controller. One workqueue holds the keys: the
-// labels key, one routing key per Service, and a key per Node whose verdict to record. Event
-// handlers only queue keys (Nodes, Machines, NetworkInterfaces, EndpointSlices, Services,
-// LoadBalancers and routings, deletes included, and a periodic resync); a sync computes the
-// desired targets from the listers and the IronCore cache and compares them with the targets
-// as this process knows them newest, from IronCore or its own last write. The provider's
-// load balancers only queue a Service's key (Request).
+// It is shaped like Kubernetes' EndpointSlice controller: event handlers and the provider's
+// load balancers only queue keys, and a sync compares the desired targets with the newest this
+// process knows of, from IronCore or its own last write.
 package lbtargets
 
 import (
@@ -48,18 +43,16 @@ const (
 	ReasonTargetRestored = "LoadBalancerTargetRestored"
 )
 
-// ReasonDriftRepaired is the reason of the Normal event on a Service whose routing, or on a
-// Node whose target label, was changed outside the CCM and put back.
+// ReasonDriftRepaired is the reason of the Normal event when a routing or target label changed
+// outside the CCM is put back.
 const ReasonDriftRepaired = "LoadBalancerTargetsDriftRepaired"
 
-// DefaultCoalesce is how long changes that concern many Services gather before they are
-// synced: a rollout changes a Local Service's EndpointSlices many times a second, and a burst
-// of Nodes joins one after another; one sync after the burst writes each routing once.
+// DefaultCoalesce is how long changes that concern many Services gather, so that a rollout or a
+// burst of joining Nodes writes each routing once.
 const DefaultCoalesce = 250 * time.Millisecond
 
-// recheckDelays are when, after a LoadBalancer stopped selecting its targets, its routing is
-// read from IronCore and synced again: IronCore may rewrite it once more from the selector it
-// saw before, sooner or, while it is busy, later.
+// recheckDelays are when a routing is synced again after its LoadBalancer stopped selecting:
+// IronCore may rewrite it once more from the old selector, later while it is busy.
 func recheckDelays() []time.Duration {
 	return []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
 }
@@ -77,25 +70,19 @@ type Config struct {
 	// Owners tells which LoadBalancers are the cluster's.
 	Owners   ironcore.Owners
 	Recorder record.EventRecorder
-	// Coalesce is how long changes that concern many Services gather; zero means
-	// DefaultCoalesce.
+	// Coalesce overrides DefaultCoalesce when positive.
 	Coalesce time.Duration
-	// Resync is how often every Service's targets and the target labels are synced without a
-	// change seen; zero turns it off.
+	// Resync is how often all targets are synced without a change seen; zero turns it off.
 	Resync time.Duration
-	// FirstTargetsFor is how long after its creation a LoadBalancer without an address may
-	// have a routing to its first Nodes only (see firstTargets); zero means
-	// DefaultFirstTargetsFor.
+	// FirstTargetsFor overrides DefaultFirstTargetsFor when positive (see firstTargets).
 	FirstTargetsFor time.Duration
-	// Nodes, Services and EndpointSlices are the CCM's informers of the target cluster: New
-	// registers the controller's handlers on them, so it comes before they start.
+	// New registers handlers on these informers, so it comes before they start.
 	Nodes          coreinformers.NodeInformer
 	Services       coreinformers.ServiceInformer
 	EndpointSlices discoveryinformers.EndpointSliceInformer
 }
 
-// ConfigFrom is the Config of the CCM's flags and cloud-config; the caller adds the client,
-// the owners, the recorder and the informers.
+// ConfigFrom is the Config of the CCM's flags and cloud-config; the caller adds the rest.
 func ConfigFrom(options config.Options, cloudConfig config.CloudConfig) Config {
 	return Config{
 		Cluster:   cloudConfig.ClusterName,
@@ -159,12 +146,9 @@ func (t *Controller) newQueue(clock clock.WithTicker) workqueue.TypedRateLimitin
 			workqueue.TypedDelayingQueueConfig[key]{Name: Name, Queue: order, Clock: clock})})
 }
 
-// waitsForFirstTraffic tells whether the key is the routing of a Service that shows no address
-// yet and whose routing holds no destination yet: it goes first (firstQueue). The address is
-// shown only once the routing holds a Node, so until then the Service has no traffic at all,
-// while a routing being rewritten for a joining Node carries traffic already. The workqueue
-// calls it under its own lock: it reads two sync.Maps, which the Service handlers and the
-// routing syncs keep.
+// waitsForFirstTraffic tells whether the key is the routing of a Service with no address and no
+// destination yet; it goes first, as such a Service has no traffic at all while a routing
+// being rewritten carries some. The workqueue calls it under its own lock.
 func (t *Controller) waitsForFirstTraffic(k key) bool {
 	if k.kind != routingKind {
 		return false
@@ -197,7 +181,6 @@ func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinform
 	}); err != nil {
 		return err
 	}
-	// Services: serviceChanged; a deleted Service's records are dropped.
 	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if service, ok := obj.(*corev1.Service); ok {
@@ -241,10 +224,8 @@ func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinform
 	if err := t.ironcore.OnMachineChange(func(machine *computev1alpha1.Machine) { t.machineChanged(machine.Name) }); err != nil {
 		return err
 	}
-	// A NetworkInterface that becomes Available with an address, or stops being one, is being
-	// deleted or deleted, or is detached, joins or leaves the routings the CCM writes, which hold
-	// only those, as IronCore's selector-based routing does; its Node's verdict may change too
-	// (a detached one's Machine changes as well, which queues its Node).
+	// A NetworkInterface that starts or stops serving joins or leaves the routings the CCM
+	// writes, and may change its Node's verdict.
 	if err := t.ironcore.OnNetworkInterfaceChangeOf(targetrules.NetworkInterfaceChanged, func(nic *networkingv1alpha1.NetworkInterface) {
 		if nic.Spec.MachineRef != nil {
 			t.machineChanged(nic.Spec.MachineRef.Name)
@@ -257,16 +238,12 @@ func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinform
 	return nil
 }
 
-// workers is how many syncs run at once: the label key is synced by one at a time, each
-// Service's routing by one at a time, and a burst of Services needs several. More do not
-// make IronCore answer sooner: with 30, at 300 Nodes and 100 Services on the test stack, a
-// routing write took 2.2 s (p50) instead of 0.6 s, and IronCore created LoadBalancers and
-// gave them addresses later. New Services' routings go first (firstQueue) instead.
+// workers is how many syncs run at once. More do not make IronCore answer sooner: with 30, at
+// 300 Nodes and 100 Services on the test stack, a routing write took 2.2 s (p50) instead of
+// 0.6 s, and addresses came later.
 const workers = 10
 
-// Run syncs the targets until ctx ends. A LoadBalancer created, changed or given an address,
-// and a routing changed (drift, in explicit mode, where routings are cached), queue the routing
-// of their Service.
+// Run syncs the targets until ctx ends.
 func (t *Controller) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	defer t.queue.ShutDown()
@@ -328,7 +305,6 @@ func (t *Controller) work(ctx context.Context) {
 	}
 }
 
-// sync handles one key.
 func (t *Controller) sync(ctx context.Context, k key) error {
 	switch k.kind {
 	case labelsKind:
@@ -363,16 +339,14 @@ func (t *Controller) sync(ctx context.Context, k key) error {
 	return nil
 }
 
-// recheckSoon has the Service's routing read from IronCore and synced again, a few times over
-// the next half minute.
+// recheckSoon has the Service's routing verified at recheckDelays.
 func (t *Controller) recheckSoon(namespace, name string) {
 	for attempt, delay := range recheckDelays() {
 		t.queue.AddAfter(key{kind: verifyKind, name: serviceName(namespace, name), attempt: attempt}, delay)
 	}
 }
 
-// routedByCCM tells whether the CCM writes the LoadBalancerRouting of the Service's
-// LoadBalancer: with explicit routing, and for Local Services, whose targets are their own.
+// routedByCCM tells whether the CCM, not IronCore, writes the Service's routing.
 func (t *Controller) routedByCCM(service *corev1.Service) bool {
 	return !t.selecting || targetrules.Local(service)
 }

@@ -19,32 +19,22 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
-// The label reconciler keeps the target label (keys.LabelLoadBalancerTarget) on exactly the
-// NetworkInterfaces of the Nodes the target rules choose, and nudges IronCore when it would
-// miss a change of them. It is level-triggered, as Kubernetes' EndpointSlice controller is:
-// every trigger (a request of the provider, a NetworkInterface change, a Node's verdict
-// changing, a resync) only queues its one key; the sync computes the desired
-// labels from the listers and the IronCore cache, and compares them with the labels as this
-// process knows them newest, from the cache or, where the cache does not show them yet, from
-// its own last write of the NetworkInterface. Retries are the queue's.
+// The label reconciler keeps the target label on exactly the NetworkInterfaces of the Nodes the
+// target rules choose, and nudges IronCore when it would miss a change of them.
 
 // errCacheBehind is returned by a sync that must not act before the cache shows this process's
-// own writes; the queue retries it, and the cache's event for the write queues it too.
+// own writes; the cache's event for the write queues it again.
 var errCacheBehind = errors.New("the IronCore cache does not show this process's last writes yet")
 
-// labelRecord is what the label reconciler last found in place, to tell drift (a label changed
-// behind its back) from a change of the desired targets, and the digests it wrote on
-// LoadBalancers, so that a cache behind that write does not make it write the same again.
+// labelRecord tells drift from a change of the desired targets, and keeps the digests written
+// on LoadBalancers so that a cache behind that write does not cause the same write again.
 type labelRecord struct {
 	mu sync.Mutex
-	// labelled are the NetworkInterfaces labelled after the last sync that succeeded; nil
-	// before the first.
+	// labelled are the NetworkInterfaces labelled after the last successful sync.
 	labelled map[string]bool
-	// nudged holds, by LoadBalancer UID, the digest written and the resource version it left.
-	nudged map[types.UID]writtenDigest
-	// repairs counts the labels this process put back after they were changed behind its
-	// back; the digest includes it, with process (random, this process's own), since a label
-	// put back changes no target, yet IronCore may miss it as it misses any other.
+	nudged   map[types.UID]writtenDigest
+	// repairs counts the labels put back after drift; the digest includes it, with the random
+	// process ID, since a label put back changes no target, yet IronCore may miss it.
 	repairs int
 	process string
 }
@@ -53,9 +43,7 @@ type writtenDigest struct {
 	digest, resourceVersion string
 }
 
-// requestLabels queues a sync of the target labels for a Service whose LoadBalancer selects
-// them; it records on the Service, and returns, what the latest sync found. It does not wait
-// for the writes.
+// requestLabels queues a label sync and reports what the latest one found, without waiting.
 func (t *Controller) requestLabels(service *corev1.Service) targetsapi.Report {
 	t.mu.Lock()
 	last := t.last
@@ -65,9 +53,8 @@ func (t *Controller) requestLabels(service *corev1.Service) targetsapi.Report {
 	return last
 }
 
-// watchNetworkInterfaces queues a label sync on every NetworkInterface change that concerns
-// the labels: a target label changed (by this process, which the nudge waits for, or by anyone
-// else, which is drift), the cluster label, the addresses and the attachment.
+// watchNetworkInterfaces queues a label sync on NetworkInterface changes that concern the
+// labels, including this process's own label writes, which the nudge waits for.
 func (t *Controller) watchNetworkInterfaces() {
 	if !t.selecting {
 		return
@@ -81,23 +68,17 @@ func (t *Controller) watchNetworkInterfaces() {
 	}
 }
 
-// targetInputsChanged tells whether a NetworkInterface change concerns the target labels or
-// what IronCore routes to (its state and addresses).
 func targetInputsChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
 	return old.Labels[keys.LabelLoadBalancerTarget] != nic.Labels[keys.LabelLoadBalancerTarget] ||
 		old.Labels[keys.LabelCluster] != nic.Labels[keys.LabelCluster] ||
 		targetrules.NetworkInterfaceChanged(old, nic)
 }
 
-// syncLabels labels the NetworkInterfaces of the Nodes the target rules choose and unlabels
-// this cluster's other targets, writing only what differs from the labels as this process
-// knows them newest, then nudges IronCore if it would miss the change (nudgeSelecting).
+// syncLabels labels the chosen Nodes' NetworkInterfaces and unlabels this cluster's others.
 func (t *Controller) syncLabels(ctx context.Context) error {
 	if !t.selecting {
-		// No LoadBalancer of this process selects by the label: writing it would cost a
-		// NetworkInterface write per Node for nothing, and removing labels left from selector
-		// mode could empty the routing of a LoadBalancer that still selects (until its Service's
-		// sync writes its routing and drops the selector).
+		// Writing labels would cost a write per Node for nothing, and removing those left from
+		// selector mode could empty the routing of a LoadBalancer that still selects.
 		return nil
 	}
 	nodes, err := t.candidates()
@@ -116,8 +97,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	for _, nic := range labelled {
 		have[nic.Name] = true
 	}
-	// The labels are the targets now: a labelled Node that stops being Ready keeps its label
-	// for the grace period, across restarts of this process too.
+	// The labels are the targets now, so the grace period survives restarts.
 	chosen, choice, err := t.choose(ctx, nil, resolved, func(context.Context) (map[string]bool, error) { return have, nil })
 	if err != nil {
 		return err
@@ -148,14 +128,13 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	t.labels.labelled = want
 	t.labels.repairs += drifted
 	t.labels.mu.Unlock()
-	// The nudge is a key of its own: written one LoadBalancer at a time, it takes seconds at
-	// hundreds of Services, and a target change meanwhile must not wait for it.
+	// The nudge takes seconds at hundreds of Services; a target change must not wait for it.
 	t.queue.Add(key{kind: nudgeKind})
 	return nil
 }
 
-// reportSelecting records what a label sync found on every Service whose LoadBalancer selects
-// the targets (not only on those the service controller happens to sync next).
+// reportSelecting records what a label sync found on every selecting Service, not only on
+// those the service controller syncs next.
 func (t *Controller) reportSelecting(report targetsapi.Report) {
 	services, err := t.listers.services.List(labels.Everything())
 	if err != nil {
@@ -169,10 +148,8 @@ func (t *Controller) reportSelecting(report targetsapi.Report) {
 	}
 }
 
-// countDrift counts the labels that differ from what the last sync left in place while the
-// desired targets did not change for them: labels removed from a target, or added to a
-// NetworkInterface that is not one, behind this reconciler's back. Each is recorded on its
-// Node, which is what gained or lost traffic. It returns how many there are.
+// countDrift counts, and records on their Nodes, the labels changed behind this reconciler's
+// back since the last sync.
 func (t *Controller) countDrift(have, want map[string]bool, nodes map[string]*corev1.Node) int {
 	t.labels.mu.Lock()
 	before := t.labels.labelled
@@ -207,7 +184,6 @@ func (t *Controller) countDrift(have, want map[string]bool, nodes map[string]*co
 	return len(drifted)
 }
 
-// nodesByNetworkInterface maps the resolved Nodes' NetworkInterfaces to their Nodes.
 func nodesByNetworkInterface(resolved []resolvedNode) map[string]*corev1.Node {
 	nodes := map[string]*corev1.Node{}
 	for _, r := range resolved {
@@ -218,9 +194,8 @@ func nodesByNetworkInterface(resolved []resolvedNode) map[string]*corev1.Node {
 	return nodes
 }
 
-// writeLabels labels and unlabels the named NetworkInterfaces, all at once: each write joins
-// whatever else is due for its NetworkInterface (a new Node's route, say) in one patch, and
-// the client's rate limiter, not a round trip per NetworkInterface, sets the pace.
+// writeLabels writes all labels at once: each joins whatever else is due for its
+// NetworkInterface in one patch, and the client's rate limiter sets the pace.
 func (t *Controller) writeLabels(ctx context.Context, add, remove []string) error {
 	var (
 		writes sync.WaitGroup
@@ -233,7 +208,6 @@ func (t *Controller) writeLabels(ctx context.Context, add, remove []string) erro
 				return setTargetLabel(nic, t.cluster, label)
 			})
 			if ironcore.IsNotFound(err) {
-				// Gone with its Machine: nothing left to label.
 				return
 			}
 			if err != nil {
@@ -255,9 +229,8 @@ func (t *Controller) writeLabels(ctx context.Context, add, remove []string) erro
 	return errors.Join(errs...)
 }
 
-// setTargetLabel makes nic a target of the cluster's load balancers, or not. A
-// NetworkInterface not yet labelled as the cluster's (its Node is not initialized yet) gets
-// that label in the same write: the LoadBalancers' selector wants both.
+// setTargetLabel makes nic a target of the cluster's load balancers, or not. It adds the cluster
+// label too if missing (a Node not initialized yet): the LoadBalancers' selector wants both.
 func setTargetLabel(nic *networkingv1alpha1.NetworkInterface, cluster string, target bool) (bool, error) {
 	if !target {
 		if _, ok := nic.Labels[keys.LabelLoadBalancerTarget]; !ok {

@@ -13,12 +13,9 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetrules"
 )
 
-// syncNode applies the target rules to a Node. When the Node's verdict, or whether the service
-// controller passes it, changes (or the Node is new), it records that on the Node and queues
-// every target (after
-// the coalescing delay: a burst of joining Nodes syncs each Service a few times, not once per
-// Node); while its Ready condition is within the grace period, it comes back when the period
-// ends. A deleted Node leaves every target too.
+// syncNode applies the target rules to a Node and, when its verdict changes, records that and
+// queues every target after the coalescing delay; within the Ready grace period, it comes back
+// when the period ends.
 func (t *Controller) syncNode(ctx context.Context, name string) error {
 	node, err := t.listers.nodes.Get(name)
 	if apierrors.IsNotFound(err) {

@@ -80,11 +80,9 @@ func routingKey(name string) key { return key{kind: routingKind, name: name} }
 // serviceName is the namespace/name of a Service, the name of its routing key.
 func serviceName(namespace, name string) string { return namespace + "/" + name }
 
-// firstQueue is the order in which the controller's workqueue hands out its keys: the routing
-// keys of Services that wait for their first traffic go before every other key, each kind in
-// the order it came. When Nodes join, every Service's routing is queued to be rewritten; a new
-// Service, whose routing is not written at all yet, would otherwise wait behind all of them,
-// and its address with it (an address is shown only once the routing holds a Node).
+// firstQueue hands out the routing keys of Services waiting for their first traffic before
+// every other key. When Nodes join, every routing is queued to be rewritten, and a new Service
+// would otherwise wait behind all of them, and its address with it.
 //
 // The workqueue calls it under its own lock, so first must not queue keys, and must be cheap;
 // a key is judged when it is queued, and again when it is queued once more while it waits.

@@ -20,10 +20,8 @@ import (
 // Resolving Nodes: from a Node to its Machine and NetworkInterfaces, and the candidates the
 // target rules choose from.
 
-// resolvedNode is a Node with what the target rules read about it: its Machine (nil if it does
-// not exist) and its NetworkInterfaces on the cluster Network. The Machine and
-// NetworkInterfaces are the cache's own objects (see ironcore.ReadOnlyMachine): read them,
-// never change them.
+// resolvedNode is a Node with its Machine (nil if gone) and cluster Network NetworkInterfaces,
+// which are the cache's own objects: read them, never change them.
 type resolvedNode struct {
 	node    *corev1.Node
 	machine *computev1alpha1.Machine
@@ -35,12 +33,10 @@ func (r resolvedNode) serving() []*networkingv1alpha1.NetworkInterface {
 	return targetrules.ServingNetworkInterfaces(r.machine, r.nics)
 }
 
-// resolve finds the Nodes' Machines and NetworkInterfaces on the cluster Network, from the
-// IronCore cache, which has synced before any sync runs: a Machine it does not hold is gone. A
-// Node that is not initialized yet is resolved to nothing (the rules leave it out until it is).
-// A Node that is not an IronCore Machine of this namespace is passed over quietly: it can never
-// be a target, and failing every Service's sync over it would help no one. A NetworkInterface
-// of another cluster is reported as skipped.
+// resolve finds the Nodes' Machines and NetworkInterfaces in the synced IronCore cache, where a
+// Machine it does not hold is gone. A Node that is not an IronCore Machine of this namespace is
+// passed over quietly, as failing every Service's sync over it would help no one; a
+// NetworkInterface of another cluster is reported as skipped.
 func (t *Controller) resolve(ctx context.Context, nodes []*corev1.Node) ([]resolvedNode, targetsapi.Skipped, error) {
 	resolved := make([]resolvedNode, 0, len(nodes))
 	var skipped targetsapi.Skipped
@@ -97,10 +93,8 @@ func (t *Controller) logLeftOut(node *corev1.Node, reason string) {
 	}
 }
 
-// candidates returns the Nodes the target rules choose from: the CCM's Node lister's, which
-// the service controller's lists come from, so that a Node of an older list that was deleted
-// or excluded since is not brought back. Which Nodes are candidates is the rules'
-// (targetrules.Health.NotCandidate).
+// candidates returns the Nodes the rules choose from, from the lister the service controller's
+// lists come from, so that a Node deleted or excluded since an older list is not brought back.
 func (t *Controller) candidates() ([]*corev1.Node, error) {
 	known, err := t.listers.nodes.List(labels.Everything())
 	if err != nil {

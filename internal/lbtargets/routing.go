@@ -24,18 +24,12 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
-// The routing reconciler writes the LoadBalancerRoutings the CCM owns: every one with
-// --use-nic-selector=false, and those of Local Services, whose targets are their own. Its keys
-// are routing keys, named by the Service's namespace/name, on the label reconciler's queue: one
-// sync per Service at a time, retries by the queue. The sync computes the destinations from the
-// listers and compares them with the routing as this process knows it newest: the one it last
-// wrote while the cache does not show that write yet, else IronCore's.
-
-// routingState is the routing reconciler's memory.
+// routingState is the memory of the routing reconciler, which writes the LoadBalancerRoutings
+// the CCM owns: all with --use-nic-selector=false, and those of Local Services. A sync compares
+// with the routing this process last wrote while the cache does not show that write yet.
 type routingState struct {
 	mu sync.Mutex
-	// requests holds, by Service namespace/name, the Service of the latest request, for a
-	// Service its lister does not show yet or shows older.
+	// requests holds the Service of the latest request, for one the lister shows older or not yet.
 	requests map[string]*corev1.Service
 	// written holds, by LoadBalancer UID, the routing this process last wrote.
 	written map[types.UID]writtenRouting
@@ -43,15 +37,13 @@ type routingState struct {
 	reports map[string]targetsapi.Report
 	// verify holds the Services whose next sync compares with the routing on the API server.
 	verify map[string]bool
-	// reaching holds the Services whose latest sync left their routing holding a destination,
-	// and unaddressed those the lister shows without an address: a routing of an unaddressed
-	// Service that is not reaching goes first in the queue (firstQueue). sync.Maps: the queue
-	// reads them under its own lock.
+	// reaching holds the Services whose routing holds a destination, and unaddressed those
+	// without an address: an unaddressed Service not reaching goes first in the queue. They are
+	// sync.Maps because the queue reads them under its own lock.
 	reaching, unaddressed sync.Map
 }
 
-// writtenRouting is a routing this process wrote: its digest and the resource version the
-// write left, and, for a routing of its first targets, the NetworkInterfaces it names.
+// writtenRouting is a routing this process wrote; targets are kept for a first-targets routing.
 type writtenRouting struct {
 	digest, resourceVersion string
 	targets                 []string
@@ -66,9 +58,8 @@ func (t *Controller) Request(service *corev1.Service, selecting bool) targetsapi
 	return t.requestRouting(service)
 }
 
-// requestRouting records the Service as the service controller passes it and queues a sync of
-// its LoadBalancerRouting; it records on the Service, and returns, what the latest sync of it
-// found. It does not wait for the write.
+// requestRouting records the Service and queues a sync of its routing; it reports what the
+// latest sync found, without waiting for the write.
 func (t *Controller) requestRouting(service *corev1.Service) targetsapi.Report {
 	key := serviceName(service.Namespace, service.Name)
 	t.routing.mu.Lock()
@@ -88,18 +79,12 @@ func (t *Controller) QueueRouting(namespace, name string) {
 	t.queue.Add(routingKey(serviceName(namespace, name)))
 }
 
-// firstTargets is how many Nodes a Service's first routing holds: those of the chosen it
-// holds already, then the longest-standing. It holds them for at most FirstTargetsFor after the LoadBalancer's creation
-// while IronCore has given it no address, and, once it has one, for the one write that gives
-// the Service its first traffic. No traffic can reach the LoadBalancer before it has an
-// address, and a routing with a destination per Node is some 150 bytes per Node to write,
-// store and send to every watcher: a burst of new Services' full routings kept IronCore's API
-// server busy while IronCore allocated their addresses, and, where the addresses came first,
-// each new Service waited for the full routings of those before it. The few Nodes let the
-// Service show its address, and have traffic, the moment IronCore gives it; the address
-// queues the routing again, to every Node (Run), and so do the end of FirstTargetsFor and the
-// first write itself, so that a routing is complete in good time. A Local Service's routing
-// always holds the Nodes with its endpoints.
+// firstTargets is how many Nodes a Service's first routing holds (those it holds already, then
+// the longest-standing), until its LoadBalancer has an address or is FirstTargetsFor old, and
+// for the write that gives it its first traffic. A full routing is some 150 bytes per Node for
+// IronCore's API server to store and send to every watcher: a burst of new Services' full
+// routings slowed their address allocation, and each new Service waited for those before it.
+// The address, the end of FirstTargetsFor and the first write all queue the full routing.
 const firstTargets = 3
 
 // DefaultFirstTargetsFor is FirstTargetsFor's default: in a burst of 300 new Services at 1,000
@@ -107,9 +92,8 @@ const firstTargets = 3
 // IronCore allocates from a Prefix, near a minute.
 const DefaultFirstTargetsFor = 30 * time.Second
 
-// firstTargetsLeft returns how much longer the routing of the Service's LoadBalancers may hold
-// their first Nodes only: none for a Local Service, once one of them has an address, or once
-// the oldest is FirstTargetsFor old.
+// firstTargetsLeft returns how much longer the Service's routings may hold their first Nodes
+// only; a Local Service's routing always holds the Nodes with its endpoints.
 func (t *Controller) firstTargetsLeft(service *corev1.Service, lbs []*networkingv1alpha1.LoadBalancer) time.Duration {
 	if targetrules.Local(service) || slices.ContainsFunc(lbs, addressed) {
 		return 0
@@ -120,9 +104,9 @@ func (t *Controller) firstTargetsLeft(service *corev1.Service, lbs []*networking
 	return max(t.firstFor-time.Since(oldest.CreationTimestamp.Time), 0)
 }
 
-// routeNothingYet tells whether none of the LoadBalancers' routings holds a destination: not
-// written by this process, and none or empty in the cache. A routing that exists is never cut
-// to its first Nodes, so that taking over from another CCM drops no target.
+// routeNothingYet tells whether none of the LoadBalancers' routings holds a destination. A
+// routing that exists is never cut to its first Nodes, so that taking over from another CCM
+// drops no target.
 func (t *Controller) routeNothingYet(ctx context.Context, lbs []*networkingv1alpha1.LoadBalancer) bool {
 	for _, lb := range lbs {
 		t.routing.mu.Lock()
@@ -142,7 +126,6 @@ func (t *Controller) routeNothingYet(ctx context.Context, lbs []*networkingv1alp
 	return true
 }
 
-// addressed tells whether IronCore has given the LoadBalancer an address.
 func addressed(lb *networkingv1alpha1.LoadBalancer) bool { return len(lb.Status.IPs) > 0 }
 
 // syncRouting writes the Service's routing if it differs from the desired one.
@@ -162,8 +145,7 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 		return err
 	}
 	lbs = slices.DeleteFunc(lbs, func(lb *networkingv1alpha1.LoadBalancer) bool {
-		// One being deleted needs no routing; one that still selects is IronCore's to route
-		// (a Service turning Local, before the selector is removed).
+		// IronCore routes one that still selects (a Service turning Local).
 		return lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil
 	})
 	if len(lbs) == 0 {
@@ -176,9 +158,8 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 		limit = firstTargets
 		t.queue.AddAfter(routingKey(key), left)
 	case !targetrules.Local(service) && t.routeNothingYet(ctx, lbs):
-		// The first write is the one that gives the Service traffic: its first Nodes now. The
-		// write's own watch event queues the routing again, to every Node, behind the other new
-		// Services' first writes (firstQueue).
+		// The write's own watch event queues the full routing, behind other Services' first
+		// writes.
 		limit = firstTargets
 	}
 	var routed map[string]bool
@@ -213,9 +194,8 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	return report.Skipped.Err()
 }
 
-// syncRetained keeps the routing of a LoadBalancer of this cluster that was retained after its
-// Service empty: no Service is served by it, so no Node may get its traffic. Until its selector
-// is gone, IronCore writes its routing.
+// syncRetained keeps the routing of a retained LoadBalancer empty: it serves no Service. Until
+// its selector is gone, IronCore writes its routing.
 func (t *Controller) syncRetained(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	if !ironcore.Retained(lb) || !t.owners.Retains(lb) || lb.DeletionTimestamp != nil || lb.Spec.NetworkInterfaceSelector != nil {
 		return nil
@@ -223,9 +203,8 @@ func (t *Controller) syncRetained(ctx context.Context, lb *networkingv1alpha1.Lo
 	return t.applyRouting(ctx, nil, lb, []networkingv1alpha1.LoadBalancerDestination{}, false)
 }
 
-// routedNow returns the NetworkInterfaces the LoadBalancers' routings send to now, read from
-// the API server (the cache keeps no destinations), at most once per sync and only if a Node
-// that is not Ready asks.
+// routedNow reads the routings' current targets from the API server, as the cache keeps no
+// destinations; it is called at most once per sync, and only if a not-Ready Node asks.
 func (t *Controller) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNow {
 	return func(ctx context.Context) (map[string]bool, error) {
 		names := map[string]bool{}
@@ -247,10 +226,8 @@ func (t *Controller) routedNow(lbs []*networkingv1alpha1.LoadBalancer) targetsNo
 	}
 }
 
-// firstTargetsRouted names the NetworkInterfaces the LoadBalancers' routings hold while they
-// hold their first targets only, as the newer of the cache and this process's last write shows
-// them: those stay first targets while they can serve, so that a longer-standing Node becoming
-// able to serve again takes no Node out.
+// firstTargetsRouted names the NetworkInterfaces of first-targets routings, which stay first
+// targets while they can serve, so that a longer-standing Node coming back takes no Node out.
 func (t *Controller) firstTargetsRouted(ctx context.Context, lbs []*networkingv1alpha1.LoadBalancer) map[string]bool {
 	routed := map[string]bool{}
 	for _, lb := range lbs {
@@ -350,8 +327,8 @@ func (t *Controller) applyRouting(ctx context.Context, service *corev1.Service, 
 	return nil
 }
 
-// routingInputs returns the Service of a routing key, the newer of the lister's and the latest
-// request's; nil when it does not want a load balancer.
+// routingInputs returns the newer of the lister's and the latest request's Service, or nil
+// when it does not want a load balancer.
 func (t *Controller) routingInputs(key string) (*corev1.Service, error) {
 	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -366,15 +343,13 @@ func (t *Controller) routingInputs(key string) (*corev1.Service, error) {
 		t.forgetRoutingKey(key)
 		return nil, nil
 	case apierrors.IsNotFound(err):
-		// A Service the lister does not show yet, or no more: its request is used once, so
-		// that the key of a deleted Service is forgotten by the next sync.
+		// The request is used once, so that a deleted Service's key is forgotten next sync.
 		t.routing.mu.Lock()
 		delete(t.routing.requests, key)
 		t.routing.mu.Unlock()
 	case err != nil:
 		return nil, fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
 	case service == nil || !ironcore.NewerVersion(service.ResourceVersion, listed.ResourceVersion):
-		// The request's Service wins only where it is newer than the lister's.
 		service = listed
 	}
 	if service == nil || !t.class.Wants(service) {

@@ -21,15 +21,10 @@ import (
 // controller was seen up to a second behind.
 const selectorSettle = 3 * time.Second
 
-// HoldSelector keeps the existing LoadBalancer's NetworkInterface selector in desired while
-// the new selector would drop a destination of its routing whose Node is eligible, and
-// reports whether it did. It reads nothing: it records the move and queues its check, which
-// this controller's workers make (syncSelector), and answers from the latest check. The labels
-// were just written, but IronCore (and this cache) see them a moment later; the Service is
-// retried until they do. Once this cache shows them all, the selector still stays for
-// selectorSettle (settling is what is left of it): IronCore's controller applies a selector to
-// its own cache of NetworkInterfaces, which can be behind this one, and would route to none of
-// the NetworkInterfaces it does not see labelled yet.
+// HoldSelector keeps the existing selector in desired while the new one would drop an eligible
+// destination of the routing, and reports whether it did. It reads nothing: it queues a check
+// (syncSelector) and answers from the latest one. Once this cache shows the labels, the
+// selector still stays for selectorSettle, as IronCore's own cache can be behind this one.
 func (t *Controller) HoldSelector(existing, desired *networkingv1alpha1.LoadBalancer) (hold bool, settling time.Duration) {
 	next := desired.Spec.NetworkInterfaceSelector
 	if next == nil || equality.Semantic.DeepEqual(existing.Spec.NetworkInterfaceSelector, next) {
@@ -58,9 +53,8 @@ type selectorMoves struct {
 	moves map[types.UID]selectorMove
 }
 
-// selectorMove is a selector to move: the next one, since when the checks have found its
-// targets labelled, and when the latest check that found them labelled began (both zero while
-// the checks have not).
+// selectorMove is a selector to move, with when checks first and last found its targets
+// labelled (zero until they do).
 type selectorMove struct {
 	next                        *metav1.LabelSelector
 	labelledSince, lastLabelled time.Time

@@ -25,54 +25,39 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
-// Controller is the load balancer targets controller (see the package documentation): it
-// decides which NetworkInterfaces load balancers send traffic to (those on the cluster Network
-// of the Nodes the target rules choose) and writes what carries them.
+// Controller is the load balancer targets controller (see the package documentation).
 type Controller struct {
 	ironcore *ironcore.Client
 	cluster  string
 	network  string
 	// selecting tells whether this cluster's LoadBalancers select their targets by label.
 	selecting bool
-	// health is the Node health rule.
-	health targetrules.Health
-	// class says which Services are this CCM's.
-	class lbclass.Policy
-	// owners tells which LoadBalancers are the cluster's.
-	owners ironcore.Owners
-	// recorder records events on Services and Nodes; may be nil.
-	recorder record.EventRecorder
-	coalesce time.Duration
-	resync   time.Duration
+	health    targetrules.Health
+	class     lbclass.Policy
+	owners    ironcore.Owners
+	recorder  record.EventRecorder // may be nil
+	coalesce  time.Duration
+	resync    time.Duration
 	// firstFor is how long a new LoadBalancer's routing may hold its first Nodes only.
 	firstFor time.Duration
-	// listers are the CCM's listers. The Node lister, which is at least as new as any Node list
-	// the service controller passes, decides which Nodes are eligible; Local Services go only to
-	// Nodes with a serving endpoint, from the EndpointSlice lister.
+	// listers decide eligibility: the Node lister is at least as new as any Node list the service
+	// controller passes.
 	listers listers
 
-	// queue holds every key: the labels, the routings, the Nodes (see controller.go).
-	queue workqueue.TypedRateLimitingInterface[key]
-	// routing is the routing reconciler's memory.
+	queue   workqueue.TypedRateLimitingInterface[key]
 	routing routingState
 	// mu guards last, what the latest label sync found.
-	mu   sync.Mutex
-	last targetsapi.Report
-	// labels is the label reconciler's record of the target labels it last found in place; see
-	// labels.go.
+	mu     sync.Mutex
+	last   targetsapi.Report
 	labels labelRecord
-	// nodeVerdicts is the record of the Nodes' verdicts (nodes.go).
 	nodeVerdicts
-	// notices remembers the events recorded on each Service (report.go).
 	notices targetsapi.Notices
-	// moves are the selectors to move, checked by this controller's workers (selector.go).
-	moves selectorMoves
-	// leftOut remembers the Nodes already logged as not IronCore Machines of this cluster, so
-	// that each is logged once, not on every sync of every Service.
+	moves   selectorMoves
+	// leftOut remembers the Nodes logged as not IronCore Machines of this cluster, so that each
+	// is logged once.
 	leftOut sync.Map
 }
 
-// listers are the CCM's listers the controller reads.
 type listers struct {
 	nodes                corelisters.NodeLister
 	services             corelisters.ServiceLister
@@ -83,7 +68,6 @@ type listers struct {
 	synced []toolscache.InformerSynced
 }
 
-// newReport keeps of the rules' choice what a Report holds.
 func newReport(skipped targetsapi.Skipped, choice targetrules.Choice) targetsapi.Report {
 	report := targetsapi.Report{Skipped: skipped, Targets: len(choice.Targets), NoLocalEndpoints: choice.NoLocalEndpoints}
 	if choice.FailedOpen {
@@ -95,17 +79,15 @@ func newReport(skipped targetsapi.Skipped, choice targetrules.Choice) targetsapi
 // endpointSlicesSyncWait bounds how long a sync waits for the EndpointSlice cache after a start.
 const endpointSlicesSyncWait = 10 * time.Second
 
-// targetsNow tells which NetworkInterfaces are targets now, as IronCore shows them: the rule
-// keeps a target that stops being Ready for the grace period, and adds a Node only once Ready.
-// It is asked only about Nodes that are not Ready.
+// targetsNow tells which NetworkInterfaces are targets now, as IronCore shows them; it is asked
+// only about Nodes that are not Ready, for the grace period.
 type targetsNow func(context.Context) (map[string]bool, error)
 
 // noTargetsNow is for questions where no Node is a target yet.
 func noTargetsNow(context.Context) (map[string]bool, error) { return nil, nil }
 
-// verdict applies the rule to a resolved Node. current is read only for a Node that passes
-// every rule but Ready, whose Ready condition is False or Unknown: only then does it matter
-// whether the Node is a target now.
+// verdict applies the rule to a resolved Node, reading current only when the Node fails on
+// Ready alone: only then does it matter whether it is a target now.
 func (t *Controller) verdict(ctx context.Context, r resolvedNode, current targetsNow, now time.Time) (targetrules.Verdict, error) {
 	in := targetrules.Inputs{Node: r.node, Machine: r.machine, NetworkInterfaces: r.nics}
 	verdict := t.health.Check(in, now)
@@ -120,8 +102,8 @@ func (t *Controller) verdict(ctx context.Context, r resolvedNode, current target
 	return t.health.Check(in, now), nil
 }
 
-// choose applies the target rules to the resolved Nodes, for the Service's LoadBalancer (nil:
-// the shared targets of the selector). It returns the chosen Nodes, in the order given.
+// choose applies the target rules for the Service (nil: the selector's shared targets),
+// keeping resolved's order.
 func (t *Controller) choose(ctx context.Context, service *corev1.Service, resolved []resolvedNode, current targetsNow) ([]resolvedNode, targetrules.Choice, error) {
 	local := service != nil && targetrules.Local(service)
 	var serving map[string]bool
@@ -142,7 +124,6 @@ func (t *Controller) choose(ctx context.Context, service *corev1.Service, resolv
 		candidates = append(candidates, targetrules.Candidate{Node: r.node.Name, Verdict: verdict})
 	}
 	choice := targetrules.Choose(candidates, local, serving)
-	// The targets are in the candidates' order, which is resolved's.
 	chosen := make([]resolvedNode, 0, len(choice.Targets))
 	for _, r := range resolved {
 		if len(chosen) < len(choice.Targets) && choice.Targets[len(chosen)] == r.node.Name {
@@ -152,7 +133,6 @@ func (t *Controller) choose(ctx context.Context, service *corev1.Service, resolv
 	return chosen, choice, nil
 }
 
-// once reads the targets at most once per sync.
 func once(current targetsNow) targetsNow {
 	var (
 		done    bool
@@ -168,9 +148,8 @@ func once(current targetsNow) targetsNow {
 	}
 }
 
-// servingNodes names the Nodes with an endpoint serving the Service. Until the cache has
-// synced it knows no endpoints, so a sync waits for it rather than send a Local Service's
-// traffic to every Node as if it had none.
+// servingNodes names the Nodes with an endpoint serving the Service. It waits for the cache
+// rather than send a Local Service's traffic to every Node as if it had no endpoints.
 func (t *Controller) servingNodes(ctx context.Context, service *corev1.Service) (map[string]bool, error) {
 	l := t.listers
 	if !l.endpointSlicesSynced() {
@@ -187,8 +166,8 @@ func (t *Controller) servingNodes(ctx context.Context, service *corev1.Service) 
 	return targetrules.ServingNodes(slices), nil
 }
 
-// EligibleNetworkInterfaces names the NetworkInterfaces of the Nodes the shared targets hold
-// (see candidates and choose), where current are the targets now.
+// EligibleNetworkInterfaces names the NetworkInterfaces of the shared targets, given the
+// current ones.
 func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, current map[string]bool) (map[string]bool, error) {
 	nodes, err := t.candidates()
 	if err != nil {
@@ -209,11 +188,8 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, current map[
 	return names, nil
 }
 
-// Destinations lists a LoadBalancerRouting destination for every IP of the serving
-// NetworkInterfaces of the Nodes the target rules choose for the Service, in a stable order;
-// current are the Service's targets now. With limit above zero, only limit of the chosen Nodes
-// are listed (see firstTargets): those with a NetworkInterface in routed first, then the
-// longest-standing.
+// Destinations lists the routing destinations of the Nodes the rules choose for the Service,
+// in a stable order; a positive limit keeps only the first Nodes (see firstTargets).
 func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, targetsapi.Report, error) {
 	nodes, err := t.candidates()
 	if err != nil {
@@ -242,9 +218,8 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 	return destinations, newReport(skipped, choice), nil
 }
 
-// firstOf returns n Nodes of resolved: those with a NetworkInterface in routed first, then the
-// longest-standing (by name among equals). As Nodes join, or one comes back, the same ones
-// stay first.
+// firstOf returns n Nodes of resolved, those routed first, then the longest-standing, so that
+// the same ones stay first as Nodes join or come back.
 func firstOf(resolved []resolvedNode, n int, routed map[string]bool) []resolvedNode {
 	isRouted := func(r resolvedNode) bool {
 		return slices.ContainsFunc(r.nics, func(nic *networkingv1alpha1.NetworkInterface) bool { return routed[nic.Name] })
@@ -256,7 +231,6 @@ func firstOf(resolved []resolvedNode, n int, routed map[string]bool) []resolvedN
 	return sorted[:n]
 }
 
-// cmpBool orders false before true.
 func cmpBool(a, b bool) int {
 	switch {
 	case a == b:
@@ -267,17 +241,15 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
-// Expects reports whether the Service's LoadBalancer should have somewhere to send traffic
-// now: a destination the target rules choose among the Nodes, for its own routing or, if it selects, for the shared targets. Until the IronCore cache has
-// synced it cannot tell, and says so.
+// Expects reports whether the Service's LoadBalancer should have somewhere to send traffic now;
+// until the IronCore cache has synced it cannot tell.
 func (t *Controller) Expects(ctx context.Context, service *corev1.Service) (bool, error) {
 	if !t.ironcore.HasSynced() {
 		return false, errors.New("the IronCore cache has not synced yet")
 	}
 	if !targetrules.Local(service) {
-		// Any Node that can serve is a destination: look no further than the first. It is
-		// asked for every Service whose routing is still empty, each time it is written, so it
-		// must not resolve every Node each time.
+		// It is asked on every write of an empty routing, so it stops at the first Node that
+		// can serve rather than resolve them all.
 		candidates, err := t.candidates()
 		if err != nil {
 			return false, err
@@ -308,11 +280,9 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service) (bool
 	return len(destinations) > 0, err
 }
 
-// NodeVerdict applies the target rules to one Node, where target tells whether it is a target
-// now; ok is false for a Node that is not an IronCore Machine of this namespace. graceLeft is,
-// for a Node within the grace period of a NotReady target, how long until it ends, whether or
-// not the Node is a target: the routings judge that from IronCore, and must be synced again
-// then.
+// NodeVerdict applies the target rules to one Node; ok is false for a Node that is not an
+// IronCore Machine of this namespace. graceLeft is when a NotReady Node's grace period would
+// end even if it is no target here: the routings judge that from IronCore.
 func (t *Controller) NodeVerdict(ctx context.Context, node *corev1.Node, target bool) (verdict targetrules.Verdict, graceLeft time.Duration, ok bool, err error) {
 	r, reason, quiet, err := t.resolveNode(ctx, node)
 	if err != nil || quiet {

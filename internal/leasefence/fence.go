@@ -4,12 +4,10 @@
 // leader election notices the loss only when its next renewal fails, up to the renew deadline
 // later, and until then every worker goes on writing while another replica already leads.
 //
-// The fence watches this process's own writes of the lease: every acquisition and renewal the
-// leader election makes is a successful write of the lease by this process. This replica may
-// write to IronCore and to the cluster until its deadline: the last such write's sending plus
-// the renew deadline. Another replica takes over only a whole lease duration, which is longer,
-// after the last renewal it saw; the difference is the margin for clocks and for the time a
-// write takes to arrive. No identity has to be guessed: a renewal this process made is its own.
+// The fence watches this process's own successful writes of the lease, so no identity has to
+// be guessed. This replica may write until the last such write's sending plus the renew
+// deadline; another replica takes over only a whole lease duration after the last renewal it
+// saw, and the difference is the margin for clocks and for a write's transit.
 //
 // The time since the renewal is the longest of what three clocks say: the monotonic clock, which
 // on Linux stops while the machine is suspended, the boot-time clock, which counts a suspension,
@@ -96,10 +94,9 @@ func (f *Fence) Wrap(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// writesLease tells a create of a lease of the namespace (POST to its leases, create true),
-// which may be this one, or an update of this one (PUT or PATCH to its name): the leader
-// election creates the lease, then updates it. The API server's address may have a path of its
-// own before the API's (a proxy's), so paths are matched by their end.
+// writesLease tells a create of a lease of the namespace, which may be this one, or an update
+// of this one. Paths are matched by their end, as the API server's address may have a path of
+// its own (a proxy's).
 func (f *Fence) writesLease(req *http.Request) (create, ok bool) {
 	collection := "/apis/coordination.k8s.io/v1/namespaces/" + f.namespace + "/leases"
 	switch req.Method {
@@ -173,12 +170,9 @@ func (f *Fence) deadline() (time.Time, error) {
 	return now.wall.Add(f.renewDeadline - elapsed), nil
 }
 
-// Unfenced tells the writes to the cluster that pass the fence whatever it says: writes of
-// leases, by which the leader election (this lease's, and leader migration's) acquires and
-// keeps its leases, so that the fence can open at all; and requests that are sent as creates
-// but change nothing: service account tokens, for the clients of controllers that act as their
-// own service accounts, and reviews of tokens and permissions. Paths are matched after any path
-// of the API server's address.
+// Unfenced tells the writes that pass the fence whatever it says: writes of leases, so that the
+// fence can open at all, and creates that change nothing (service account tokens, reviews of
+// tokens and permissions). Paths are matched after any path of the API server's address.
 func Unfenced(req *http.Request) bool {
 	segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	for i := range segments {

@@ -50,10 +50,8 @@ type Queue struct {
 	synced   toolscache.InformerSynced
 }
 
-// New makes the queue of the controller spec describes, and indexes the informer's Nodes by
-// Machine unless a queue made before did. A Node added, or changed as spec.NodeChanged tells,
-// queues its Machine; so does a change of the Machine, and the changes spec asks for. Call it
-// before the informers start.
+// New makes the queue of the controller spec describes, indexing the informer's Nodes by
+// Machine unless a queue made before did. Call it before the informers start.
 func New(client *ironcore.Client, nodeInformer coreinformers.NodeInformer, spec Spec) (*Queue, error) {
 	informer := nodeInformer.Informer()
 	q := &Queue{
@@ -133,9 +131,7 @@ func (q *Queue) addNode(obj any) {
 	}
 }
 
-// Run syncs each queued Machine with the given number of workers until ctx ends, once the Node
-// cache and the IronCore cache have synced. A failed sync is logged and queued again with the
-// queue's backoff.
+// Run syncs each queued Machine with the given number of workers until ctx ends.
 func (q *Queue) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer q.ShutDown()

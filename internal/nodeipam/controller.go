@@ -1,12 +1,7 @@
 // Package nodeipam sets Nodes' pod CIDRs from IronCore's IPAM, as the alternative to
-// kube-controller-manager's range allocator (--allocate-node-cidrs). For each Node without pod
-// CIDRs, the allocator adds ephemeral prefix entries to the Node's NetworkInterface, one per
-// configured family; IronCore allocates their Prefixes from the configured parents, without
-// overlap with anything else in the Network. Once every family is allocated, the controller
-// sets spec.podCIDRs (IPv4 first) in one write: it is immutable, so never before. It never
-// waits in a worker: a Node waiting for IronCore is synced again when a pod CIDR Prefix
-// changes, and with a backoff. When a Node is gone, the entries of its Machine's
-// NetworkInterface are released, and IronCore deletes their Prefixes.
+// kube-controller-manager's --allocate-node-cidrs. spec.podCIDRs is immutable, so it is set in
+// one write once every family is allocated. Workers never wait: a waiting Node is synced again
+// when a pod CIDR Prefix changes, and with a backoff.
 package nodeipam
 
 import (
@@ -60,15 +55,12 @@ var ErrMachineShared = errors.New("another Node runs on the same Machine")
 type Allocation struct {
 	// NetworkInterface holds the Node's entries.
 	NetworkInterface string
-	// CIDRs are the pod CIDRs, IPv4 first: the allocated ones once every configured family
-	// has one, or those the Node has.
+	// CIDRs are the pod CIDRs, IPv4 first, once every configured family has one.
 	CIDRs []string
-	// Pending says, per family not allocated yet, what is awaited; PendingFamilies are those
-	// families.
+	// Pending says what each family in PendingFamilies awaits.
 	Pending         []string
 	PendingFamilies []corev1.IPFamily
-	// Added is true when entries were added.
-	Added bool
+	Added           bool
 	// FromElsewhere is true when the Node has pod CIDRs that IronCore did not allocate for it.
 	FromElsewhere bool
 	// Released are the entries released because the Node has pod CIDRs from elsewhere.
@@ -102,11 +94,9 @@ type Config struct {
 	// Client writes Nodes' spec.podCIDRs.
 	Client   kubernetes.Interface
 	Recorder record.EventRecorder
-	// ReleaseEvery is how often unused entries are looked for besides on Node deletions;
-	// zero means DefaultReleaseEvery.
+	// ReleaseEvery is how often unused entries are looked for besides on Node deletions.
 	ReleaseEvery time.Duration
-	// ExplainAfter is how long a Node waits before the controller looks for, and reports,
-	// why; zero means DefaultExplainAfter.
+	// ExplainAfter is how long a Node waits before the controller reports why.
 	ExplainAfter time.Duration
 }
 
@@ -122,17 +112,15 @@ type Controller struct {
 	releasing sync.RWMutex
 	// mu guards waiting, waitingOn, reported, set and diagnoses.
 	mu sync.Mutex
-	// waiting holds the Nodes that wait for their pod CIDRs, and waitingOn their names by
-	// their NetworkInterfaces' names, for the Prefix changes that concern them.
+	// waitingOn maps a waiting Node's NetworkInterface to the Node, for Prefix changes.
 	waiting   map[string]*waitingNode
 	waitingOn map[string]string
-	// reported holds the Nodes reported as having pod CIDRs from elsewhere.
-	reported map[string]bool
+	reported  map[string]bool // Nodes reported as having pod CIDRs from elsewhere
 	// set holds the pod CIDRs this process set on Nodes, by Node, until the Node is deleted:
 	// a Node cache behind those writes would not show them to heldElsewhere.
 	set map[string][]string
-	// diagnoses holds the last diagnosis of each family: in a burst, many Nodes wait on the
-	// same parents, and one live read answers for all of them.
+	// diagnoses caches each family's last diagnosis: in a burst, many Nodes wait on the same
+	// parents, and one live read answers for all of them.
 	diagnoses map[corev1.IPFamily]diagnosis
 }
 
@@ -142,12 +130,10 @@ type waitingNode struct {
 	nextLook         time.Time
 	explained        bool
 	networkInterface string
-	// refusal is the reason of the last refusal reported (an event), so that each is reported
-	// once per wait.
+	// refusal is the reason last reported, so that each is reported once per wait.
 	refusal string
 }
 
-// diagnosis is what the allocator found wrong with a family's parents, and when.
 type diagnosis struct {
 	at      time.Time
 	problem string
@@ -164,8 +150,7 @@ func New(config Config) (*Controller, error) {
 	if config.ExplainAfter <= 0 {
 		config.ExplainAfter = DefaultExplainAfter
 	}
-	// A Node waiting for IronCore is retried at most every 30 s; Prefix changes bring it in
-	// sooner.
+	// Prefix changes bring a waiting Node in sooner than this backoff.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
 	c := &Controller{
 		Config:    config,
@@ -230,8 +215,7 @@ func HasPodCIDRs(node *corev1.Node) bool {
 	return len(node.Spec.PodCIDRs) > 0 || node.Spec.PodCIDR != ""
 }
 
-// queueWaitingFor syncs the Node waiting for the Prefix again: the one whose NetworkInterface
-// controls it.
+// queueWaitingFor syncs the Node whose NetworkInterface controls the Prefix, if it waits.
 func (c *Controller) queueWaitingFor(prefix *ipamv1alpha1.Prefix) {
 	owner := metav1.GetControllerOf(prefix)
 	if owner == nil || owner.Kind != "NetworkInterface" {
@@ -344,9 +328,8 @@ func (c *Controller) sync(ctx context.Context, name string) (retry bool, err err
 	return false, nil
 }
 
-// setPodCIDRs writes spec.podCIDRs and spec.podCIDR in one patch that first tests that it is
-// the Node read and that it has none: another allocator that got there first wins, and the
-// next sync sees it.
+// setPodCIDRs writes the pod CIDRs in one patch that first tests that the Node has none: another
+// allocator that got there first wins.
 func (c *Controller) setPodCIDRs(ctx context.Context, node *corev1.Node, cidrs []string) error {
 	patch, err := json.Marshal([]map[string]any{
 		// The Node read, not another of the same name registered since.
@@ -373,13 +356,10 @@ func (c *Controller) setPodCIDRs(ctx context.Context, node *corev1.Node, cidrs [
 	return fmt.Errorf("set the pod CIDRs %s of Node %s: %w", strings.Join(cidrs, ","), node.Name, err)
 }
 
-// errAlreadySet says that the Node had pod CIDRs when the controller went to set them.
 var errAlreadySet = errors.New("the Node has pod CIDRs already")
 
-// explain records that the Node waits (on the NetworkInterface, if known), and once it has
-// waited ExplainAfter, and every ExplainAfter after that until it finds a reason, looks for why:
-// the error, or what the allocator finds wrong with the parents of the families it waits for.
-// It reports the reason once per wait, with a Warning event.
+// explain records that the Node waits and, every ExplainAfter until it finds a reason, looks
+// for why; it reports the reason once per wait.
 func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string, families []corev1.IPFamily, waitingFor string) {
 	c.mu.Lock()
 	waiting, ok := c.waiting[node.Name]
@@ -424,13 +404,11 @@ func (c *Controller) explain(ctx context.Context, node *corev1.Node, nic string,
 	klog.InfoS("Pod CIDRs cannot be allocated yet", "node", klog.KObj(node), "reason", message)
 }
 
-// refusal is why a Node gets no pod CIDRs for now, with the event's reason.
 type refusal struct {
 	Reason, Message string
 }
 
-// refuse records that the Node waits for another Node (on its Machine, or holding its range to
-// be), and reports it at once, once per wait and reason: nothing else can explain it.
+// refuse records that the Node waits for another Node and reports it at once, once per reason.
 func (c *Controller) refuse(node *corev1.Node, r refusal) {
 	c.mu.Lock()
 	waiting, ok := c.waiting[node.Name]
@@ -449,8 +427,8 @@ func (c *Controller) refuse(node *corev1.Node, r refusal) {
 	klog.InfoS("Not allocating pod CIDRs", "node", klog.KObj(node), "reason", r.Reason, "detail", r.Message)
 }
 
-// heldElsewhere names another Node of the cluster whose pod CIDRs overlap cidrs, and the CIDR:
-// as the Node cache shows them, or as this process set them, which the cache may not show yet.
+// heldElsewhere names another Node whose pod CIDRs overlap cidrs, and the CIDR, counting those
+// this process set, which the cache may not show yet.
 func (c *Controller) heldElsewhere(node *corev1.Node, cidrs []string) (string, string) {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
@@ -512,10 +490,9 @@ func (c *Controller) stopWaiting(name string) {
 	metrics.PodCIDRsPending.Set(float64(len(c.waiting)))
 }
 
-// reportExisting reports a Node's pod CIDRs that IronCore did not allocate: with a Warning
-// event if the Node is newer than this controller (another allocator, most likely
-// kube-controller-manager's --allocate-node-cidrs, is on too), else in the log (a cluster
-// moving from another allocator keeps its Nodes' CIDRs and their routes).
+// reportExisting reports pod CIDRs that IronCore did not allocate: a Node older than this
+// controller keeps them quietly (a cluster moving from another allocator), a newer one gets a
+// Warning (another allocator is on too).
 func (c *Controller) reportExisting(node *corev1.Node, allocation Allocation) {
 	if len(allocation.Released) > 0 {
 		metrics.PodCIDRsReleased.WithLabelValues("unused").Add(float64(len(allocation.Released)))

@@ -1,10 +1,7 @@
 // Package nodelabels keeps on each Node the labels it gets from IronCore: the MachinePool's
-// topology labels beyond zone and region (topology.ironcore.dev/rack, /site, ...), and the
-// labels of its Machine whose keys the cloud-config's nodeLabelsFromMachine allows. They are
-// set when the Node is initialized (InstanceMetadata.AdditionalLabels) and kept in sync with
-// the Machine and its pool by the controller here. The keys are the CCM's on the Node (Owns):
-// one the Machine loses is removed, and a label with another key, which a user or another
-// controller set, is never touched.
+// topology labels beyond zone and region, and the Machine labels that the cloud-config's
+// nodeLabelsFromMachine allows. The CCM owns these keys on the Node (Owns): one the Machine
+// loses is removed, and a label with another key is never touched.
 package nodelabels
 
 import (
@@ -91,10 +88,8 @@ func PoolLabels(pool string) (map[string]string, error) {
 	return map[string]string{keys.LabelMachinePool: pool}, nil
 }
 
-// FromIronCore returns the labels the Node of the Machine gets from it and its pool (nil if
-// it is not scheduled yet), besides base: the pool's topology labels other than zone and
-// region, and the Machine's labels the allow-list allows. A Machine label overrides neither a
-// pool's topology label nor base.
+// FromIronCore returns the labels the Machine's Node gets from it and its pool besides base, or
+// nil if it is not scheduled yet. A Machine label overrides neither a pool's label nor base.
 func FromIronCore(base map[string]string, machine *computev1alpha1.Machine, pool *computev1alpha1.MachinePool, allow AllowList) map[string]string {
 	labels := map[string]string{}
 	for key, value := range machine.Labels {
@@ -113,10 +108,8 @@ func FromIronCore(base map[string]string, machine *computev1alpha1.Machine, pool
 	return labels
 }
 
-// Owns tells whether a Node label key is the CCM's to keep equal to IronCore's: the
-// MachinePool's name, its topology labels other than zone and region, and the keys the
-// allow-list allows. Ownership follows from the key alone, so that keeping labels in sync
-// costs no write on a Node that already has them, and survives a restart.
+// Owns tells whether a Node label key is the CCM's to keep equal to IronCore's. It follows from
+// the key alone, so that it costs no write on a Node that has the labels, and survives a restart.
 func (a AllowList) Owns(key string) bool {
 	if key == keys.LabelMachinePool || a.Allows(key) {
 		return true

@@ -1,8 +1,7 @@
-// Package orphans finds IronCore LoadBalancers of this cluster whose Service is gone or no
-// longer wants one, and deletes them after a grace period. The service controller deletes a
-// Service's LoadBalancer when the Service goes, but not when the CCM was down at that moment
-// and the Service's finalizer was removed by hand, nor when a Service moved to another
-// load balancer class; without this sweep such LoadBalancers, and their addresses, leak.
+// Package orphans deletes, after a grace period, IronCore LoadBalancers of this cluster whose
+// Service is gone or no longer wants one. The service controller misses those whose finalizer
+// was removed by hand while the CCM was down, and Services moved to another load balancer
+// class; without this sweep they, and their addresses, leak.
 //
 // The cluster name a LoadBalancer records is free-form configuration that two clusters in one
 // IronCore namespace may share (Kubernetes' default "kubernetes" makes that likely), so it is
@@ -11,11 +10,10 @@
 // one that records this cluster's name without them is refused: logged and counted, never
 // deleted. With the ambiguous name "kubernetes" the collector reports instead of deleting.
 //
-// LoadBalancers retained after their Service are never orphans: the collector counts them, and
-// releases (deletes) those past the optional retention period, with the same proof of
-// ownership (the identity label, which makes the ambiguous name harmless there: only
-// --orphan-load-balancer-cleanup=report makes it report them), and only on the version it read,
-// so that a Service taking one over meanwhile keeps it.
+// LoadBalancers retained after their Service are never orphans: those past the optional
+// retention period are deleted with the same proof of ownership (where the identity label makes
+// the ambiguous name harmless), and only on the version read, so that a Service taking one over
+// meanwhile keeps it.
 package orphans
 
 import (
@@ -199,9 +197,8 @@ func (c *Collector) Sweep(ctx context.Context) {
 	}
 }
 
-// sweepRetained releases lb, a LoadBalancer this cluster retained after its Service, once it
-// has been retained longer than the retention period; one without a readable retained-at
-// time is kept.
+// sweepRetained deletes a retained lb past the retention period; one without a readable
+// retained-at time is kept.
 func (c *Collector) sweepRetained(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, clusterID string) {
 	if c.retention == 0 || c.releaseTold[lb.UID] {
 		return
@@ -274,9 +271,8 @@ func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer
 	delete(c.orphanedSince, lb.UID)
 }
 
-// retain keeps lb, orphaned, because its Service asked to retain it (keys.LabelRetainRequested):
-// the Service went without the CCM seeing it go, and the wish outlives it. lb is retained as
-// the Service's deletion would have retained it, on the version read.
+// retain keeps an orphaned lb whose Service asked to retain it (keys.LabelRetainRequested), as
+// the Service's deletion would have, on the version read.
 func (c *Collector) retain(ctx context.Context, lb *networkingv1alpha1.LoadBalancer, why string, since time.Time, clusterID string) {
 	owner := ironcore.OwnerOf(lb)
 	from := owner.Namespace + "/" + owner.Name

@@ -1,15 +1,11 @@
 // Package podcidrs allocates Nodes' pod CIDRs from IronCore's IPAM, and releases them. A Node's
-// pod CIDR of a family is an ephemeral entry of its NetworkInterface's spec.prefixes, a Prefix
-// template with a parent; IronCore allocates the Prefix <nic>-pf-<index> from the parent,
-// without overlap, and routes the range to the NetworkInterface. The entry is the record: it is
-// added once, the Node's spec.podCIDRs is set from the allocated Prefixes, and the entry is
-// removed when the Node is gone. IronCore names the Prefix by the entry's index, so an entry is
-// never moved: only removed, and only when no ephemeral entry that stays comes after it.
+// pod CIDR is an ephemeral entry of its NetworkInterface's spec.prefixes; IronCore allocates
+// the Prefix <nic>-pf-<index> from the entry's parent and routes it to the NetworkInterface.
+// The entry is the record. IronCore names the Prefix by the entry's index, so an entry is never
+// moved: only removed, and only when no ephemeral entry that stays comes after it.
 //
-// The node IPAM controller (internal/nodeipam) drives the Allocator through the provider, which
-// builds it and passes in how it finds a Node's NetworkInterface and the Nodes of Machines, so
-// that both place pod CIDRs on the same NetworkInterface. The provider's routes read the
-// allocated CIDRs with Allocated: those route already, and need no literal prefix.
+// The provider builds the Allocator with its own way of finding a Node's NetworkInterface, so
+// that routes and pod CIDRs land on the same one; allocated CIDRs need no literal route.
 package podcidrs
 
 import (
@@ -58,9 +54,8 @@ type Provider interface {
 	NodesByMachine(ctx context.Context) (map[string][]*corev1.Node, error)
 }
 
-// ForProvider builds the Allocator on the provider, nil unless its cloud-config turns pod CIDR
-// allocation on; notReady tells the provider's errors that say IronCore has not yet filled in
-// what tells a Node's NetworkInterface.
+// ForProvider builds the Allocator, nil unless the cloud-config turns pod CIDR allocation on;
+// notReady tells the provider's errors that mean IronCore has not filled in enough yet.
 func ForProvider(p Provider, notReady func(error) bool) *Allocator {
 	cloudConfig := p.CloudConfig()
 	families := cloudConfig.PodCIDRFamilies()
@@ -99,10 +94,8 @@ func New(cfg Config) *Allocator {
 	}
 }
 
-// AllocatePodCIDRs moves the Node's pod CIDRs forward by one step, without waiting: it adds the
-// entries of the families its NetworkInterface lacks, or reports the CIDRs once IronCore has
-// allocated them all, or what is still awaited. A Node that has pod CIDRs keeps them; entries
-// of its NetworkInterface that do not hold them are released.
+// AllocatePodCIDRs moves the Node's pod CIDRs forward by one step, without waiting. A Node that
+// has pod CIDRs keeps them; entries of its NetworkInterface that do not hold them are released.
 func (a *Allocator) AllocatePodCIDRs(ctx context.Context, node *corev1.Node) (nodeipam.Allocation, error) {
 	nicName, err := a.networkInterfaceOfNode(ctx, node)
 	switch {
@@ -264,10 +257,9 @@ func (a *Allocator) confirm(ctx context.Context, nicName string, entries []ironc
 	return "", nil
 }
 
-// keepExisting leaves a Node's pod CIDRs as they are. If none of them is the allocation of an
-// entry of its NetworkInterface, they came from elsewhere (another allocator was faster, or the
-// Node was given them), and the entries are released: nothing uses them. Entries of a Node
-// whose CIDRs IronCore allocated are left alone, even one that looks odd.
+// keepExisting leaves a Node's pod CIDRs as they are. If IronCore did not allocate them, the
+// NetworkInterface's entries are released, as nothing uses them; otherwise they are left alone,
+// even one that looks odd.
 func (a *Allocator) keepExisting(ctx context.Context, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, result nodeipam.Allocation) (nodeipam.Allocation, error) {
 	result.CIDRs = slices.Clone(node.Spec.PodCIDRs)
 	if len(result.CIDRs) == 0 {

@@ -1,33 +1,12 @@
 // Package targetrules decides which Nodes receive a load balancer's traffic. IronCore
-// LoadBalancers have no health checks: they send traffic to every target NetworkInterface, so
-// the CCM's choice of targets is the only health check a Service has. A Node is a target only
-// while it can serve now (Check), and a Service with externalTrafficPolicy Local goes only to
-// Nodes with a serving endpoint (ServingNodes). The functions are pure; the targets controller
-// and the inspect tool apply them alike.
+// LoadBalancers have no health checks and send traffic to every target NetworkInterface, so the
+// CCM's choice of targets is the only health check a Service has. The functions are pure so that
+// the targets controller and the inspect tool agree.
 //
-// The rule, in the order Check applies it:
-//
-//   - the Node is initialized (it has a provider ID) and its Machine exists and is not being
-//     deleted;
-//   - at least one of its NetworkInterfaces on the cluster Network exists, is claimed by the
-//     Machine (spec.machineRef), is not being deleted, is Available and has an address (IronCore's
-//     own rule for the routings it computes); only those are destinations;
-//   - the Node is not being deleted, nor tainted for deletion by the cluster autoscaler or as
-//     shut down;
-//   - its Machine is Running (with no state reported yet, the Node's Ready condition decides);
-//     Shut down, terminating or terminated, it has stopped;
-//   - its Ready condition is True. A Node that is a target already and stops being Ready stays
-//     one for the grace period; a Node that is not a target becomes one only once Ready, however
-//     long it has existed.
-//
-// Before all of them, a Node whose NetworkInterface carries another cluster's label is no target
-// of this cluster's at all (ForeignNetworkInterface).
-//
-// The first two are facts IronCore routes by: a Node failing them is never a target. Nor is a
-// Node that certainly cannot serve: being deleted, tainted as shut down, or on a Machine that
-// has stopped. The others fail open: when no Node that could serve a Service passes them, all
-// such Nodes stay targets, as a load balancer's health check fails open, since none would serve
-// at all.
+// A Node that fails a fact IronCore routes by (initialized, Machine present, a serving
+// NetworkInterface) or that certainly cannot serve (being deleted, shut down, Machine stopped) is
+// never a target. The other checks fail open: when no Node that could serve passes them, all
+// such Nodes stay targets, since otherwise none would serve at all.
 package targetrules
 
 import (
@@ -48,23 +27,20 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
-// ErrNodesSkipped marks the error naming Nodes that could not be made targets for a reason
-// the user should see (a NetworkInterface of another cluster, none on the cluster Network). The
-// other Nodes were applied; the Nodes' own changes bring them in, so a caller need not retry
-// for them.
+// ErrNodesSkipped marks an error naming Nodes that could not be made targets for a reason the
+// user should see. The other Nodes were applied, and the skipped Nodes' own changes bring them
+// in, so a caller need not retry.
 var ErrNodesSkipped = errors.New("not load balancer targets")
 
-// DefaultReadyGrace is how long a target's Ready condition may be False or Unknown before the
-// Node stops receiving load balancer traffic. It rides out a kubelet restart and the node
-// lifecycle controller's own delay (Unknown after 50 s without heartbeats) without moving
-// traffic, and keeps a Node that is really gone from black-holing its share for long.
+// DefaultReadyGrace is how long a target may be not Ready before it loses traffic: long enough
+// to ride out a kubelet restart and the node lifecycle controller's 50 s delay, short enough
+// that a Node really gone does not black-hole its share for long.
 const DefaultReadyGrace = time.Minute
 
 // Health is the Node health rule.
 type Health struct {
-	// Enabled switches the Node's own health (Ready, Machine state, taints) on. Off, only the
-	// facts IronCore routes by apply: an initialized Node whose Machine exists, with a
-	// NetworkInterface that is Available with an address.
+	// Enabled switches the Node's own health (Ready, Machine state, taints) on; off, only the
+	// facts IronCore routes by apply.
 	Enabled bool
 	// ReadyGrace is how long a target's Ready condition may be False or Unknown before it counts.
 	ReadyGrace time.Duration
@@ -91,8 +67,7 @@ type Verdict struct {
 	Kind string
 	// Reason says why, for events and logs.
 	Reason string
-	// RecheckIn is, for a target whose Ready condition is False or Unknown, how long until the
-	// grace period ends and the Node stops being one; zero otherwise.
+	// RecheckIn is, for a not-Ready target, how long until its grace period ends.
 	RecheckIn time.Duration
 }
 
@@ -100,8 +75,7 @@ type Verdict struct {
 func (v Verdict) Healthy() bool { return v.Kind == "" }
 
 // FailsOpen reports whether the Node may still be a target when no Node that could serve
-// passes the rule: false for the facts IronCore routes by, which no fail-open changes, and for
-// a Node that certainly cannot serve (being deleted, shut down, its Machine stopped).
+// passes the rule.
 func (v Verdict) FailsOpen() bool {
 	switch v.Kind {
 	case KindNotInitialized, KindMachineGone, KindMachineDeleting, KindNetworkInterface, KindDeleting, KindShutdown, KindMachineStopped:
@@ -117,8 +91,8 @@ type Inputs struct {
 	Machine *computev1alpha1.Machine
 	// NetworkInterfaces are the Machine's NetworkInterfaces on the cluster Network that exist.
 	NetworkInterfaces []*networkingv1alpha1.NetworkInterface
-	// Target tells whether the Node is a target now, as the routing or the target labels on
-	// IronCore show it: only a target keeps the grace period when it stops being Ready.
+	// Target tells whether the Node is a target now: only a target gets the Ready grace period,
+	// so a Node that is not one becomes one only once Ready, however long it has existed.
 	Target bool
 }
 
@@ -185,9 +159,8 @@ func (h Health) ready(node *corev1.Node, target bool, now time.Time) Verdict {
 		condition.Status, since.Round(time.Second), h.ReadyGrace)}
 }
 
-// ServingNetworkInterfaces returns the NetworkInterfaces of machine traffic can be sent to:
-// claimed by it, not being deleted, Available, with an address. IronCore's own routing keeps
-// only Available ones.
+// ServingNetworkInterfaces returns the NetworkInterfaces of machine that traffic can be sent to.
+// IronCore's own routing keeps only Available ones.
 func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface) []*networkingv1alpha1.NetworkInterface {
 	var serving []*networkingv1alpha1.NetworkInterface
 	for _, nic := range nics {
@@ -198,9 +171,8 @@ func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networki
 	return serving
 }
 
-// ForeignNetworkInterface says why a Node whose Machine has these NetworkInterfaces belongs to
-// another cluster, or is "" if it does not: one of them carries another cluster's label. Such a
-// Node is never a target; traffic to it would leave the cluster.
+// ForeignNetworkInterface says why a Node with these NetworkInterfaces belongs to another
+// cluster, or is "". Such a Node is never a target: traffic to it would leave the cluster.
 func ForeignNetworkInterface(nics []*networkingv1alpha1.NetworkInterface, cluster string) string {
 	for _, nic := range nics {
 		if owner := nic.Labels[keys.LabelCluster]; owner != "" && owner != cluster {
@@ -210,10 +182,8 @@ func ForeignNetworkInterface(nics []*networkingv1alpha1.NetworkInterface, cluste
 	return ""
 }
 
-// NodeChanged tells whether a Node changed in what the rules read of it (Check, Eligible,
-// Excluded): its provider ID, deletion, exclusion label, the taints they know and its Ready
-// condition. A controller applying the rules syncs again exactly then; a heartbeat or a cordon
-// alone is no change.
+// NodeChanged tells whether a Node changed in what the rules read of it, so that a heartbeat or
+// a cordon alone triggers no sync.
 func NodeChanged(old, node *corev1.Node) bool {
 	if !old.DeletionTimestamp.Equal(node.DeletionTimestamp) || old.Spec.ProviderID != node.Spec.ProviderID ||
 		old.Labels[corev1.LabelNodeExcludeBalancers] != node.Labels[corev1.LabelNodeExcludeBalancers] {
@@ -237,17 +207,15 @@ func readyCondition(node *corev1.Node) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
-// NetworkInterfaceChanged tells whether a NetworkInterface changed in what the rule reads of
-// it (ServingNetworkInterfaces): its claim, deletion, state and addresses. A controller applying
-// the rule syncs again exactly then.
+// NetworkInterfaceChanged tells whether a NetworkInterface changed in what
+// ServingNetworkInterfaces reads of it.
 func NetworkInterfaceChanged(old, nic *networkingv1alpha1.NetworkInterface) bool {
 	return !equality.Semantic.DeepEqual(old.Spec.MachineRef, nic.Spec.MachineRef) || !old.DeletionTimestamp.Equal(nic.DeletionTimestamp) ||
 		old.Status.State != nic.Status.State || !slices.Equal(old.Status.IPs, nic.Status.IPs)
 }
 
-// claimed tells whether the NetworkInterface is attached to the Machine: a Machine lists its
-// NetworkInterfaces, and a NetworkInterface names the Machine that claimed it. One detached
-// (IronCore releases it when its Machine goes) or claimed by another Machine serves neither.
+// claimed tells whether the NetworkInterface names the Machine as its claimer. IronCore releases
+// the claim when the Machine goes, so a Machine's list alone is not enough.
 func claimed(machine *computev1alpha1.Machine, nic *networkingv1alpha1.NetworkInterface) bool {
 	ref := nic.Spec.MachineRef
 	return machine != nil && ref != nil && ref.Name == machine.Name && (ref.UID == "" || ref.UID == machine.UID)
@@ -278,12 +246,9 @@ func hasTaint(node *corev1.Node, key string) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == key })
 }
 
-// ServingNodes names the Nodes that have an endpoint serving the Service, from the Service's
-// EndpointSlices. An endpoint serves while its serving condition is true, which a terminating
-// Pod keeps until it stops accepting connections, so a rolling update drains rather than cuts;
-// a missing serving condition means ready, and a missing ready condition means true, as the
-// EndpointSlice API defines them. kube-proxy sends a Local Service's external traffic to the
-// same endpoints.
+// ServingNodes names the Nodes with an endpoint serving the Service, as kube-proxy counts them
+// for a Local Service. It reads the serving condition, which a terminating Pod keeps until it
+// stops accepting connections, so a rolling update drains rather than cuts.
 func ServingNodes(slices []*discoveryv1.EndpointSlice) map[string]bool {
 	nodes := map[string]bool{}
 	for _, slice := range slices {
@@ -296,6 +261,8 @@ func ServingNodes(slices []*discoveryv1.EndpointSlice) map[string]bool {
 	return nodes
 }
 
+// serving applies the EndpointSlice API's defaults: no serving condition means ready, and no
+// ready condition means true.
 func serving(conditions discoveryv1.EndpointConditions) bool {
 	if conditions.Serving != nil {
 		return *conditions.Serving
@@ -303,8 +270,7 @@ func serving(conditions discoveryv1.EndpointConditions) bool {
 	return conditions.Ready == nil || *conditions.Ready
 }
 
-// Local reports whether the Service sends external traffic only to Nodes with a local
-// endpoint.
+// Local reports whether the Service sends external traffic only to Nodes with a local endpoint.
 func Local(service *corev1.Service) bool {
 	return service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 }
@@ -320,29 +286,22 @@ type Candidate struct {
 type Choice struct {
 	// Targets are the Nodes that receive the load balancer's traffic.
 	Targets []string
-	// Unhealthy are the Nodes the rule left out, with its verdicts; with FailedOpen those whose
-	// verdict fails open are targets all the same.
+	// Unhealthy are the Nodes the rule left out, with its verdicts; with FailedOpen, those that
+	// fail open are targets all the same.
 	Unhealthy map[string]Verdict
 	// WithoutEndpoint are the Nodes a Local Service leaves out for having no serving endpoint.
 	WithoutEndpoint []string
-	// FailedOpen is set when every Node that could serve is unhealthy: then all of them whose
-	// verdict fails open stay targets, as a load balancer's health check fails open, since none
-	// would serve at all.
+	// FailedOpen is set when every Node that could serve is unhealthy.
 	FailedOpen bool
 	// NoLocalEndpoints is set for a Local Service none of whose candidates has a serving
-	// endpoint: then it targets every (healthy) candidate, as a Cluster Service would. Its
-	// traffic is refused by kube-proxy on the Nodes rather than dropped by the LoadBalancer, and
-	// the first endpoint to come up is served without waiting for a routing change.
+	// endpoint; it then targets every candidate, so that kube-proxy refuses its traffic rather
+	// than the LoadBalancer dropping it, and the first endpoint is served with no routing change.
 	NoLocalEndpoints bool
 }
 
-// Choose applies the rules to the candidates: Nodes that cannot serve at all (a verdict that
-// does not fail open) are left out first; then for a Local Service only Nodes in serving; then
-// only healthy Nodes, never leaving none because of health. The targets keep the candidates'
-// order.
+// Choose applies the rules to the candidates; the targets keep the candidates' order.
 func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice {
-	// Sized for the usual case, where every candidate is a target: a routing's sync chooses
-	// among all Nodes.
+	// Sized for the usual case, where every candidate is a target.
 	choice := Choice{Targets: make([]string, 0, len(candidates))}
 	unhealthy := func(candidate Candidate) {
 		if choice.Unhealthy == nil {
@@ -389,10 +348,9 @@ func Choose(candidates []Candidate, local bool, serving map[string]bool) Choice 
 	return choice
 }
 
-// NotCandidate tells why the rules do not even choose among the Node, or "" if they do: it is
-// excluded by label or, with the health rule off, being deleted or tainted for deletion, as
-// the service controller leaves those out. With the rule on, the latter are candidates the rule
-// finds unhealthy, so that they are never the reason a load balancer has no targets.
+// NotCandidate tells why the rules do not even choose among the Node, or "". With the health
+// rule on, Nodes being deleted or tainted for deletion stay candidates the rule finds unhealthy,
+// so that they are never the reason a load balancer has no targets.
 func (h Health) NotCandidate(node *corev1.Node) string {
 	switch {
 	case Excluded(node):
@@ -403,9 +361,8 @@ func (h Health) NotCandidate(node *corev1.Node) string {
 	return ""
 }
 
-// Eligible reports whether the service controller passes the Node to load balancers: not
-// being deleted, not excluded by label, not tainted for deletion by the cluster autoscaler
-// (its stable node set predicates, k8s.io/cloud-provider v0.35).
+// Eligible reports whether the service controller passes the Node to load balancers (its
+// stable node set predicates, k8s.io/cloud-provider v0.35).
 func Eligible(node *corev1.Node) bool {
 	if !node.DeletionTimestamp.IsZero() || Excluded(node) {
 		return false

@@ -1,9 +1,8 @@
-// Package writegate lets the requests of a client that change objects through only before a
-// fence's deadline: the last moment this replica may write, because no other replica can lead
-// before it. A write is refused unsent after the deadline, abandoned if it is still pending at
-// it, and its connection checks the deadline before each write to the socket, so a write let
-// through just before the process was paused is not sent when it resumes. (The instant between
-// that check and the system call remains.) Reads and watches pass as ever.
+// Package writegate lets a client's writes through only before a fence's deadline, the last
+// moment no other replica can lead. A write's connection checks the deadline before each write
+// to the socket, so a write let through just before the process was paused is not sent when it
+// resumes; only the instant between that check and the system call remains. Reads and watches
+// pass as ever.
 package writegate
 
 import (
@@ -34,9 +33,8 @@ type Gate struct {
 	exempt func(*http.Request) bool
 }
 
-// New returns a gate without a fence. exempt, if not nil, tells the writes the fence does
-// not hold: those that keep the fence itself going (the leader election's), or that change
-// nothing although they are sent as creates (reviews of tokens and permissions).
+// New returns a gate without a fence; exempt, if not nil, tells the writes the fence does not
+// hold (see leasefence.Unfenced).
 func New(exempt func(*http.Request) bool) *Gate { return &Gate{exempt: exempt} }
 
 // SetFence makes every write from now on carry fence's deadline.
@@ -58,9 +56,8 @@ func (g *Gate) deadline() (time.Time, error) {
 	return (*fence).Deadline()
 }
 
-// gatedTransport sends a request that changes objects, with a fence, only before the fence's
-// deadline: such a request goes over connections of its own (see fencedWrites) that refuse to
-// write once the deadline has passed.
+// gatedTransport sends writes, with a fence, over connections of their own that refuse to
+// write past its deadline (see fencedWrites).
 type gatedTransport struct {
 	next http.RoundTripper
 	gate *Gate
@@ -137,15 +134,11 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// fencedWrites returns the transport for fenced writes: next's settings (TLS with the client
-// certificate and its rotation, proxy, dialer, timeouts) speaking HTTP/1.1 only, over
-// connections of its own that check deadline before each write. It returns nil if next is not
-// an *http.Transport: client-go's base transport is one unless rest.Config.Transport is set.
-//
-// Connections of their own, speaking HTTP/1.1, because the check must refuse exactly the write
-// whose bytes are due: an HTTP/1.1 connection carries one request at a time, so a refusal
-// ends that write alone, whereas an HTTP/2 connection interleaves the frames of the reads and
-// watches with the writes', all of which a refusal would end.
+// fencedWrites returns next's settings over connections of their own that speak HTTP/1.1 and
+// check deadline before each write: a refusal must end exactly the write whose bytes are due,
+// whereas an HTTP/2 connection interleaves reads and watches, which a refusal would end too.
+// It returns nil if next is not an *http.Transport (client-go's is, unless
+// rest.Config.Transport is set).
 func fencedWrites(next http.RoundTripper, deadline func() (time.Time, error)) http.RoundTripper {
 	base, ok := next.(*http.Transport)
 	if !ok {
@@ -195,10 +188,8 @@ func fenceDial(dial dialFunc, deadline func() (time.Time, error)) dialFunc {
 	}
 }
 
-// fencedConn checks the fence's deadline before each write and, once it has passed, refuses and
-// closes: a write let through just before the process was paused is not sent when it resumes.
-// The request's partly written bytes that reached the API server before are an incomplete request,
-// which the API server does not carry out.
+// fencedConn refuses and closes once the deadline has passed. Bytes of the request that reached
+// the API server before form an incomplete request, which it does not carry out.
 type fencedConn struct {
 	net.Conn
 	deadline func() (time.Time, error)

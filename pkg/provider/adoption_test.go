@@ -18,6 +18,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -88,11 +89,11 @@ func TestReferenceLoadBalancersAreAdoptedInPlace(t *testing.T) {
 		cluster  string
 		internal bool
 	}{
-		{name: "adopt-uid-name", lbName: provider.LoadBalancerName, cluster: stack.ClusterName},
+		{name: "adopt-uid-name", lbName: lbspec.Name, cluster: stack.ClusterName},
 		{name: "adopt-legacy-name", lbName: func(s *corev1.Service) string { return legacyName(stack.ClusterName, s) }, cluster: stack.ClusterName},
 		// The reference recorded --cluster-name, whose default differs from clusterName.
 		{name: "adopt-flag-cluster", lbName: func(s *corev1.Service) string { return legacyName("kubernetes", s) }, cluster: "kubernetes"},
-		{name: "adopt-internal", lbName: provider.LoadBalancerName, cluster: stack.ClusterName, internal: true},
+		{name: "adopt-internal", lbName: lbspec.Name, cluster: stack.ClusterName, internal: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testenv.ServiceOptions{}
@@ -134,7 +135,7 @@ func TestForeignLoadBalancersAreLeftAlone(t *testing.T) {
 	service := createService(t, "foreign", testenv.ServiceOptions{})
 	// Same name and even the same Service UID, as in a restored copy of the cluster, but
 	// recorded as another cluster's.
-	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false, c)
+	foreign := referenceLoadBalancer(t, lbspec.Name(service), "other-cluster", service, false, c)
 
 	stack.IronCoreProxy.Reset()
 	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
@@ -179,7 +180,7 @@ func TestASelectorMovesOnlyOnceIronCoreCanSeeItsTargetsLabelled(t *testing.T) {
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-settle-1")
 	service := createService(t, "settle", testenv.ServiceOptions{})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false, c)
+	before := referenceLoadBalancer(t, lbspec.Name(service), stack.ClusterName, service, false, c)
 	routing := &networkingv1alpha1.LoadBalancerRouting{ObjectMeta: metav1.ObjectMeta{Namespace: before.Namespace, Name: before.Name}}
 	stack.WaitForIronCore(t, waitTimeout, "IronCore to route the reference LoadBalancer", routing, func() error {
 		if len(routing.Destinations) == 0 {
@@ -225,7 +226,7 @@ func TestAMovingSelectorCostsTheServiceWorkerNoRead(t *testing.T) {
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-noread-1")
 	service := createService(t, "noread", testenv.ServiceOptions{})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, false, c)
+	before := referenceLoadBalancer(t, lbspec.Name(service), stack.ClusterName, service, false, c)
 	stack.IronCoreProxy.FailWhere(func(r apiproxy.Request) bool {
 		return r.Verb == "get" && r.Resource == "loadbalancerroutings.networking.ironcore.dev"
 	})

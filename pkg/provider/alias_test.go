@@ -10,6 +10,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -53,7 +54,7 @@ func TestClusterNameAliasesAdoptTheReferencesLoadBalancers(t *testing.T) {
 		lbName        func(*corev1.Service) string
 		checkConflict bool
 	}{
-		{name: "alias-uid-name", lbName: provider.LoadBalancerName, checkConflict: true},
+		{name: "alias-uid-name", lbName: lbspec.Name, checkConflict: true},
 		{name: "alias-legacy-name", lbName: func(s *corev1.Service) string { return legacyName(oldName, s) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

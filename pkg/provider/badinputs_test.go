@@ -24,6 +24,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/podcidrs"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -304,7 +305,7 @@ func servedService(t *testing.T) (cloudprovider.LoadBalancer, *corev1.Service, *
 	// No service controller runs here to delete it with the Service; left on the Network, a
 	// LoadBalancer without a selector would slow IronCore's routing of later tests'.
 	t.Cleanup(func() { _ = lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service) })
-	return lbs, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), nodes
+	return lbs, service, ironcoreLoadBalancer(t, lbspec.Name(service)), nodes
 }
 
 // checkService makes a bad edit to a served Service and checks the event, the error, and that
@@ -360,7 +361,7 @@ func checkForeignLoadBalancer(t *testing.T, in badInput) {
 	c := testCloud(t)
 	lbs := loadBalancerOf(t, c)
 	service := createService(t, fmt.Sprintf("bad-input-foreign-%d", uniqueSuffix()), testenv.ServiceOptions{})
-	foreign := referenceLoadBalancer(t, provider.LoadBalancerName(service), "other-cluster", service, false, c)
+	foreign := referenceLoadBalancer(t, lbspec.Name(service), "other-cluster", service, false, c)
 	t.Cleanup(func() { _ = stack.IronCore.Client.Delete(context.Background(), foreign) })
 	stack.IronCoreProxy.Reset()
 	if _, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nil); !errorContains(err, in.message) {

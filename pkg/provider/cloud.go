@@ -36,8 +36,7 @@ const ProviderName = providerid.Scheme
 const startupCheckTimeout, startupAttemptTimeout = 15 * time.Second, 5 * time.Second
 
 // clusterIDWait bounds how long Initialize waits for the cluster's identity, so that the first
-// LoadBalancer syncs after a start already mark LoadBalancers with it; after that it is read
-// in the background.
+// LoadBalancer syncs already mark LoadBalancers with it.
 const clusterIDWait = 10 * time.Second
 
 // Settings is what New builds a Cloud from.
@@ -74,9 +73,8 @@ var (
 	_ cloudprovider.InstancesV2  = (*instances)(nil)
 )
 
-// New reads and validates the configuration, connects to IronCore, and checks that the API is
-// reachable and the configured Network (and Prefix) exist, so that a misconfiguration stops the
-// process at start with one clear message.
+// New reads the configuration and connects to IronCore, checking the Network (and Prefix)
+// exist, so that a misconfiguration stops the process at start with one clear message.
 func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	options := settings.Options
 	optionsErr := options.Validate()
@@ -212,10 +210,9 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	}
 }
 
-// retryTransient runs a start-up step again, with a growing delay, while it fails in a way a
-// later attempt may not (IronCore or the way to it failing, rather than an answer about the
-// object), until ctx ends: a Deployment whose CCM exits on the first 500 at start backs off for
-// minutes. A misconfiguration still ends the process at once.
+// retryTransient retries a start-up step with backoff while IronCore or the way to it fails: a
+// Deployment whose CCM exits on the first 500 backs off for minutes. A misconfiguration still
+// ends the process at once.
 func retryTransient(ctx context.Context, step string, fn func(context.Context) error) error {
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -259,15 +256,12 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 // Routes programs pod CIDRs as prefixes of the Nodes' NetworkInterfaces.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
 
-// ReportAddressesOnArrival tells the provider that a controller writes a LoadBalancer's
-// addresses into its Service's status as soon as IronCore allocates them, and warns if that
-// takes long: EnsureLoadBalancer then returns the addresses allocated so far instead of asking
-// to be retried, which the service controller reports as a Warning event.
+// ReportAddressesOnArrival tells the provider that a controller writes late addresses into the
+// Service's status, so EnsureLoadBalancer returns what is allocated so far instead of asking to
+// be retried, which the service controller reports as a Warning event.
 func (c *Cloud) ReportAddressesOnArrival() { c.loadBalancers.addressesReported.Store(true) }
 
-// AllocatedLoadBalancerStatus is the status of the Service's LoadBalancer once IronCore has
-// allocated its addresses and they lead somewhere, or nil and what it waits for; see
-// loadBalancers.AllocatedStatus.
+// AllocatedLoadBalancerStatus is loadBalancers.AllocatedStatus.
 func (c *Cloud) AllocatedLoadBalancerStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
 	return c.loadBalancers.AllocatedStatus(ctx, clusterName, service)
 }

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestLoadBalancersAreMarkedWithTheClusterIdentity: once the cluster's identity is known, the
@@ -24,7 +24,7 @@ func TestLoadBalancersAreMarkedWithTheClusterIdentity(t *testing.T) {
 	nodes := workerNodes(t, "mark-later-1")
 
 	ensureUntilReady(t, lbs, service, nodes)
-	before := ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+	before := ironcoreLoadBalancer(t, lbspec.Name(service))
 	if mark, ok := before.Labels[keys.LabelClusterID]; ok {
 		t.Fatalf("marked with %q before the identity was known", mark)
 	}
@@ -49,7 +49,7 @@ func TestLoadBalancersMarkedByAnotherClusterAreLeftAlone(t *testing.T) {
 	service := createService(t, "marked-elsewhere", testenv.ServiceOptions{})
 	nodes := workerNodes(t, "marked-elsewhere-1")
 	lb := &networkingv1alpha1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service), Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service), Labels: map[string]string{
 			keys.LabelClusterName: stack.ClusterName, keys.LabelServiceNamespace: service.Namespace,
 			keys.LabelServiceName: service.Name, keys.LabelServiceUID: string(service.UID), keys.LabelClusterID: other,
 		}},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -70,7 +71,7 @@ func TestAnAdoptedInternalLoadBalancerKeepsItsAddress(t *testing.T) {
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-keep-ip-1")
 	service := createService(t, "keep-ip", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationInternalLoadBalancer: "true"}})
-	before := referenceLoadBalancer(t, provider.LoadBalancerName(service), stack.ClusterName, service, true, c)
+	before := referenceLoadBalancer(t, lbspec.Name(service), stack.ClusterName, service, true, c)
 	service.Spec.LoadBalancerIP = "10.99.0.7"
 	status := ensureUntilReady(t, lbs, service, nodes)
 	if ips := ingressIPs(status); len(ips) != 1 || ips[0] != before.Status.IPs[0].String() {

@@ -65,8 +65,8 @@ func refusedAdoption(t *testing.T, lbs cloudprovider.LoadBalancer, service *core
 	if !strings.Contains(message, want) {
 		t.Errorf("%s/%s: event %q, want it to say %q", service.Namespace, service.Name, message, want)
 	}
-	requireNoWrites(t, retained, provider.LoadBalancerName(service))
-	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	requireNoWrites(t, retained, lbspec.Name(service))
+	requireNoLoadBalancer(t, lbspec.Name(service))
 	return message
 }
 
@@ -159,8 +159,8 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 		t.Errorf("EnsureLoadBalancer error %v, want one saying %q", err, want)
 	}
 	waitForEventWith(t, service, provider.ReasonNotAdopted, "does not know its cluster's identity")
-	requireNoWrites(t, retained.Name, provider.LoadBalancerName(service))
-	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	requireNoWrites(t, retained.Name, lbspec.Name(service))
+	requireNoLoadBalancer(t, lbspec.Name(service))
 
 	unknown.ClusterID().Set(testClusterID)
 	if got := ingressIPs(ensureUntilReady(t, lbs, service, nodes)); !slices.Equal(got, addresses) {
@@ -199,7 +199,7 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 	one := createService(t, "partial-one", testenv.ServiceOptions{DualStack: true, Annotations: map[string]string{
 		keys.AnnotationInternalLoadBalancer: "true", keys.AnnotationLoadBalancerIPs: pair[0],
 	}})
-	refusedAdoption(t, lbs, one, provider.LoadBalancerName(both), "not exactly the requested addresses")
+	refusedAdoption(t, lbs, one, lbspec.Name(both), "not exactly the requested addresses")
 }
 
 // TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows: a Service asking to retain its
@@ -209,7 +209,7 @@ func TestAPartialMatchIsRefused(t *testing.T) {
 func TestAServiceDeletedInTheMiddleOfASwitchRetainsWhatItShows(t *testing.T) {
 	ctx := context.Background()
 	c, lbs, nodes, service, public := readyService(t, "retained-pending-1", "retained-pending", keys.AnnotationRetainLoadBalancer)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 
 	// The simulator holds the new LoadBalancer without addresses, as a provider that has not
 	// got to it yet.
@@ -319,7 +319,7 @@ func TestARequestedInternalAddressComesThroughIPAM(t *testing.T) {
 	if got := ingressIPs(ensureUntilReady(t, lbs, first, nodes)); !slices.Equal(got, []string{"10.1.222.1"}) {
 		t.Fatalf("ingress %v, want the requested 10.1.222.1", got)
 	}
-	lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(first))
+	lb := ironcoreLoadBalancer(t, lbspec.Name(first))
 	if source := lb.Spec.IPs[0]; source.Value != nil || source.Ephemeral == nil || source.Ephemeral.PrefixTemplate.Spec.Prefix.String() != "10.1.222.1/32" ||
 		source.Ephemeral.PrefixTemplate.Spec.ParentRef.Name != testenv.LoadBalancerPrefix {
 		t.Fatalf("the LoadBalancer's address source %+v, want 10.1.222.1/32 allocated from %s", source, testenv.LoadBalancerPrefix)
@@ -361,6 +361,6 @@ func requireRefused(t *testing.T, lbs cloudprovider.LoadBalancer, service *corev
 		t.Errorf("%s: EnsureLoadBalancer error %v, want one saying %q", service.Name, err, want)
 	}
 	waitForEventWith(t, service, reason, what)
-	requireNoWrites(t, provider.LoadBalancerName(service))
-	requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+	requireNoWrites(t, lbspec.Name(service))
+	requireNoLoadBalancer(t, lbspec.Name(service))
 }

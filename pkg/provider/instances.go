@@ -127,12 +127,10 @@ func Topology(pool *computev1alpha1.MachinePool) (zone, region string) {
 	return zone, pool.Labels[string(commonv1alpha1.TopologyLabelRegion)]
 }
 
-// networkInterfaces returns the Machine's NetworkInterfaces that have IPs, in the order of its
-// spec. Only those on the cluster Network are waited for (an errNotReady error): the Node is
-// reached on it. Another Network's interface that does not exist yet, has no IPs yet or is
-// claimed by another Machine is left out, and its addresses come with a later node sync. An
-// interface that does not exist yet and whose Network the Machine's spec does not tell (a
-// referenced one) is waited for only while no interface on the cluster Network has IPs.
+// networkInterfaces returns the Machine's NetworkInterfaces that have IPs, in spec order. Only
+// those on the cluster Network, where the Node is reached, are waited for; another Network's
+// addresses come with a later node sync. A referenced interface that does not exist yet is
+// waited for only while none on the cluster Network has IPs.
 func (i *instances) networkInterfaces(ctx context.Context, machine *computev1alpha1.Machine) ([]networkingv1alpha1.NetworkInterface, error) {
 	if len(computev1alpha1.MachineNetworkInterfaceNames(machine)) == 0 {
 		return nil, fmt.Errorf("Machine %s has no network interfaces", machineKey(machine))
@@ -200,10 +198,9 @@ func templateNetwork(machineNIC computev1alpha1.NetworkInterface) string {
 	return machineNIC.Ephemeral.NetworkInterfaceTemplate.Spec.NetworkRef.Name
 }
 
-// NodeAddresses lists a Machine's addresses: the InternalIPs of its NetworkInterfaces on the
-// cluster Network first, then those on other Networks, each in the interface's IP order; then
-// the ExternalIPs (virtual IPs); then the Hostname, which is the guest hostname if set and the
-// Machine name otherwise. The order is stable, so the Node's addresses do not churn.
+// NodeAddresses lists a Machine's addresses in a stable order, so the Node's addresses do not
+// churn: cluster Network InternalIPs first, then other Networks', ExternalIPs, and the Hostname
+// (the guest hostname, else the Machine name).
 func NodeAddresses(machine *computev1alpha1.Machine, nics []networkingv1alpha1.NetworkInterface, clusterNetwork string) []corev1.NodeAddress {
 	var internal, other, external []corev1.NodeAddress
 	seen := map[corev1.NodeAddress]bool{}

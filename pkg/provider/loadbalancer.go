@@ -23,24 +23,20 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/targetsapi"
 )
 
-// While IronCore works on a LoadBalancer, the service controller is asked to come back after
-// a delay that starts short, for a fast IronCore, and doubles up to a limit, for a slow one.
-// Coming back costs no IronCore request: it reads the cache.
+// While IronCore works on a LoadBalancer, the service controller is asked to come back after a
+// doubling delay; coming back only reads the cache.
 const (
 	firstRetryDelay = 250 * time.Millisecond
 	maxRetryDelay   = 4 * time.Second
 )
 
-// addressWait is how long EnsureLoadBalancer waits, on the cache and once per LoadBalancer,
-// for IronCore (well under a second unless overloaded) to allocate its addresses before it
-// asks to be retried: every retry is a Warning event users alert on, and waiting on every
-// retry would hold the service workers other Services need.
+// addressWait is how long EnsureLoadBalancer waits, once per LoadBalancer, for its addresses
+// before it asks to be retried: every retry is a Warning event users alert on, and waiting on
+// every retry would hold the service workers other Services need.
 const addressWait = time.Second
 
 // loadBalancers implements the LoadBalancer interface with IronCore LoadBalancers. No method
-// waits for IronCore longer than addressWait: beyond, EnsureLoadBalancer returns a
-// RetryError. Waiting for the shared target labels (a moving selector, UpdateLoadBalancer)
-// is waiting for this CCM's own writes.
+// waits for IronCore longer than addressWait.
 type loadBalancers struct {
 	ironcore *ironcore.Client
 	settings lbspec.Settings
@@ -89,13 +85,10 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // EnsureLoadBalancer creates or updates the Service's LoadBalancer and returns its addresses,
 // or a RetryError while IronCore has not allocated them yet.
 //
-// It waits for nothing but, once per LoadBalancer and at most addressWait, its addresses. Its
-// targets (the shared target labels, or its routing) are queued for package lbtargets, which
-// chooses them from its Node lister (the Nodes passed are no newer) and writes them. An
-// existing LoadBalancer carries traffic, so a NetworkInterface selector that is to move
-// (adopting a reference CCM LoadBalancer, a change of --use-nic-selector) moves only once the
-// new one selects every eligible target it routes to; until then the Service is retried. A
-// LoadBalancerRouting never loses an eligible destination on the way.
+// Its targets are queued for package lbtargets, whose Node lister is no older than the Nodes
+// passed. An existing LoadBalancer carries traffic, so a selector that is to move (adoption, a
+// change of --use-nic-selector) moves only once the new one selects every eligible target it
+// routes to; until then the Service is retried.
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	if l.targets == nil {
 		return nil, errNoTargets
@@ -195,10 +188,9 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	return lbspec.Status(lb), nil
 }
 
-// leadsSomewhere tells whether the addresses of lb, if its Service shows none yet, would carry
-// traffic: its routing holds a destination, or the target rules choose none, so that there is
-// nothing to wait for. New addresses are reported only then: an address that leads nowhere is
-// an outage to whoever connects to it. Addresses once shown stay, whatever the routing holds.
+// leadsSomewhere tells whether lb's addresses, if its Service shows none yet, would carry
+// traffic (or the rules choose no target, so there is nothing to wait for): an address that
+// leads nowhere is an outage to whoever connects. Addresses once shown stay.
 func (l *loadBalancers) leadsSomewhere(ctx context.Context, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer) (bool, error) {
 	if len(service.Status.LoadBalancer.Ingress) > 0 {
 		return true, nil
@@ -238,10 +230,9 @@ func (l *loadBalancers) unlessNowhere(ctx context.Context, service *corev1.Servi
 	return status, nil
 }
 
-// waitForAddresses returns lb once IronCore has allocated its addresses. IronCore usually
-// allocates within a second; waiting that long on the cache's watch, once per LoadBalancer,
-// spares the Service a retry, which the service controller reports as a Warning. Beyond, it
-// returns nil if a controller reports the addresses on arrival, and a RetryError otherwise.
+// waitForAddresses returns lb once IronCore has allocated its addresses, usually within a
+// second. Beyond addressWait it returns nil if a controller reports the addresses on arrival,
+// and a RetryError otherwise.
 func (l *loadBalancers) waitForAddresses(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	if l.retries.firstWait(service.UID, lb.UID) {
 		uid := lb.UID
@@ -267,10 +258,8 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 	return lb, nil
 }
 
-// syncTargets queues the Service's targets: the shared target labels if its LoadBalancer
-// selects them, its LoadBalancerRouting otherwise (package lbtargets writes both), and reports
-// what their latest sync found. A selector moves only once Targets.HoldSelector finds the
-// labels in place.
+// syncTargets queues the Service's targets and reports what their latest sync found. A
+// selector moves only once Targets.HoldSelector finds the labels in place.
 func (l *loadBalancers) syncTargets(service *corev1.Service) targetsapi.Report {
 	return l.targets.Request(service, lbspec.UsesSelector(service, l.settings))
 }
@@ -289,15 +278,12 @@ func (l *loadBalancers) prepareUpdate(service *corev1.Service, existing, desired
 	return true, nil
 }
 
-// UpdateLoadBalancer queues the writes of the Service's targets (the target labels, or its
-// routing), which the targets controller chooses from its Node lister, without waiting for
-// them. Nodes that the latest sync could not make targets are named in the returned error, so
-// that the framework retries them.
+// UpdateLoadBalancer queues the writes of the Service's targets without waiting. Nodes that
+// could not be made targets are named in the returned error, so that the framework retries.
 //
-// Otherwise it returns cloudprovider.ImplementedElsewhere, unwrapped (the service controller
-// compares with ==): the target controller owns the targets, and with nil the service
-// controller records an UpdatedLoadBalancer event on every Service at every node sync. With
-// no Nodes it returns nil, so that the service controller still warns that there are none.
+// Otherwise it returns cloudprovider.ImplementedElsewhere unwrapped (the service controller
+// compares with ==), as with nil it records an UpdatedLoadBalancer event on every Service at
+// every node sync. With no Nodes it returns nil, so that it still warns that there are none.
 func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service *corev1.Service, nodes []*corev1.Node) error {
 	if l.targets == nil {
 		return errNoTargets
@@ -308,13 +294,10 @@ func (l *loadBalancers) UpdateLoadBalancer(_ context.Context, _ string, service 
 	return cloudprovider.ImplementedElsewhere
 }
 
-// AllocatedStatus returns the status of the Service's LoadBalancer once IronCore has allocated
-// every address it should have and, for a Service that shows no address yet, its routing holds
-// a destination (leadsSomewhere). Before that, it returns nil and what the LoadBalancer waits
-// for, if it waits for IronCore rather than for the Service (an invalid spec) or for this CCM
-// (one of the other type or being deleted, to be replaced; none yet; someone else's). It never
-// writes: a caller that reports addresses must not create a LoadBalancer for a Service that is
-// going away.
+// AllocatedStatus returns the status of the Service's LoadBalancer once all its addresses are
+// allocated and lead somewhere; before that, nil and what it waits for, if it waits for
+// IronCore. It never writes: a caller that reports addresses must not create a LoadBalancer
+// for a Service that is going away.
 func (l *loadBalancers) AllocatedStatus(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, lbspec.Pending, error) {
 	if l.targets == nil {
 		return nil, lbspec.NotPending, errNoTargets

@@ -16,10 +16,8 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbswitch"
 )
 
-// EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, and
-// returns without waiting for IronCore to finish. Deleting what is gone is not an error. A
-// Service that asks to retain its LoadBalancer (keys.AnnotationRetainLoadBalancer) keeps it:
-// see retain.
+// EnsureLoadBalancerDeleted deletes the Service's LoadBalancer if this cluster owns one, without
+// waiting, unless the Service asks to retain it (see retain).
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
 	_, _ = l.retries.forget(service.UID)
 	l.notices.Forget(service.UID)

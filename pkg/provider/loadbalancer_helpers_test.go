@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -43,7 +44,7 @@ func createService(t *testing.T, name string, opts testenv.ServiceOptions) *core
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = stack.TargetClientset.CoreV1().Services(service.Namespace).Delete(ctx, service.Name, metav1.DeleteOptions{})
-		lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+		lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
 		_ = stack.IronCore.Client.Delete(ctx, lb)
 	})
 	return service
@@ -224,7 +225,7 @@ func readyService(t *testing.T, node, name, annotation string) (*provider.Cloud,
 	nodes := workerNodes(t, node)
 	service := createService(t, name, testenv.ServiceOptions{Annotations: map[string]string{annotation: "true"}})
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	return c, lbs, nodes, service, ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+	return c, lbs, nodes, service, ironcoreLoadBalancer(t, lbspec.Name(service))
 }
 
 // explicitService starts a provider of the test's own that writes routings, and creates a

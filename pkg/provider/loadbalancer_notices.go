@@ -15,9 +15,8 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
-// retryDelays remembers, per Service, its retry delay (the client-go rate limiter's: it starts
-// short, for a fast IronCore, and doubles up to a limit, for a slow one), which LoadBalancer
-// EnsureLoadBalancer last waited for, and when this process began provisioning it.
+// retryDelays remembers, per Service, its retry delay, which LoadBalancer EnsureLoadBalancer
+// last waited for, and when provisioning began.
 type retryDelays struct {
 	backoff workqueue.TypedRateLimiter[types.UID]
 	mu      sync.Mutex
@@ -86,8 +85,7 @@ func (l *loadBalancers) warn(service *corev1.Service, problem *lbspec.Problem) {
 	l.recorder.Event(service, corev1.EventTypeWarning, problem.Reason, problem.Message)
 }
 
-// warnOnce records the events about what the Service asks for and does not get, each time
-// that changes, not on every sync: the service controller retries a Service often while
+// warnOnce records an event only when it changes: the service controller retries often while
 // IronCore works, and the same Warning every few hundred milliseconds buries the others.
 func (l *loadBalancers) warnOnce(service *corev1.Service, warnings []lbspec.Problem) {
 	messages := make([]string, 0, len(warnings))

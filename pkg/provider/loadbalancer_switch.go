@@ -19,10 +19,9 @@ import (
 // LoadBalancer it replaces, which keeps serving until the Service shows the successor's
 // addresses.
 
-// successor begins a type switch of the Service, whose LoadBalancer existing is of another type
-// than desired: desired gets the name of the LoadBalancer that replaces it (successorName),
-// and successor returns that LoadBalancer if it exists already, or nil for it to be created.
-// existing keeps serving, and the Service keeps its addresses, until completeSwitch hands over.
+// successor begins a type switch: desired gets the successor's name, and successor returns that
+// LoadBalancer if it exists, or nil for it to be created. existing keeps serving until
+// completeSwitch hands over.
 func (l *loadBalancers) successor(ctx context.Context, clusterName string, service *corev1.Service, existing, desired *networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	desired.Name = lbswitch.SuccessorName(service, existing, desired.Spec.Type)
 	lb, err := l.ironcore.LoadBalancer(ctx, desired.Name)
@@ -46,12 +45,9 @@ func (l *loadBalancers) successor(ctx context.Context, clusterName string, servi
 	return l.adopt(ctx, service, desired, lb)
 }
 
-// completeSwitch returns the status of a Service whose type switches from the replaced
-// LoadBalancers to lb: the addresses the Service shows, which lead to a replaced one, until lb
-// has its addresses and its routing a destination (or no target is expected); then lb's, in
-// one status update. The replaced LoadBalancers are deleted once the Service shows lb's
-// addresses: by this sync if it already does, otherwise by the repair controller once the
-// status is written (ReleaseReplaced).
+// completeSwitch returns the Service's current addresses until lb has addresses that lead
+// somewhere, then lb's in one status update. The replaced LoadBalancers are deleted once the
+// Service shows lb's addresses, by this sync or by the repair controller (ReleaseReplaced).
 func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Service, lb, desired *networkingv1alpha1.LoadBalancer, replaced []*networkingv1alpha1.LoadBalancer) (*corev1.LoadBalancerStatus, error) {
 	ready := lbspec.Allocated(lb, desired)
 	if ready {
@@ -77,9 +73,8 @@ func (l *loadBalancers) completeSwitch(ctx context.Context, service *corev1.Serv
 	}
 }
 
-// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
-// Service shows the addresses of the LoadBalancer of its type (see completeSwitch); a sync
-// that finds none to delete does nothing.
+// ReleaseReplaced deletes the LoadBalancers a type switch replaced, once the Service shows its
+// successor's addresses (see completeSwitch).
 func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string, service *corev1.Service) error {
 	desired, err := lbspec.Desired(service, l.settings)
 	if err != nil {
@@ -128,9 +123,8 @@ func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Serv
 	return errors.Join(errs...)
 }
 
-// liveSuccessor returns the LoadBalancer a type switch of the Service may have just created
-// beside lb, read from the API server (the cache may not show it yet), unless it is among
-// those already found, gone, being deleted or not the Service's.
+// liveSuccessor returns, from the API server, the LoadBalancer a type switch may have just
+// created beside lb and the cache may not show yet.
 func (l *loadBalancers) liveSuccessor(ctx context.Context, clusterName string, service *corev1.Service, lb *networkingv1alpha1.LoadBalancer, found []*networkingv1alpha1.LoadBalancer) (*networkingv1alpha1.LoadBalancer, error) {
 	other := networkingv1alpha1.LoadBalancerTypeInternal
 	if lb.Spec.Type == networkingv1alpha1.LoadBalancerTypeInternal {

@@ -55,7 +55,7 @@ func TestPublicLoadBalancerWithNICSelector(t *testing.T) {
 	}})
 
 	status := ensureUntilReady(t, lbs, service, nodes)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	lb := ironcoreLoadBalancer(t, name)
 	if got := ingressIPs(status); len(got) != 1 || got[0] != lb.Status.IPs[0].String() {
 		t.Fatalf("ingress %v, want the LoadBalancer's address %v", got, lb.Status.IPs)
@@ -148,7 +148,7 @@ func TestInternalLoadBalancer(t *testing.T) {
 		!netip.MustParsePrefix("fd00:20::/64").Contains(netip.MustParseAddr(ips[1])) {
 		t.Fatalf("ingress %v, want one address from each internal prefix", ips)
 	}
-	if lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(service)); lb.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
+	if lb := ironcoreLoadBalancer(t, lbspec.Name(service)); lb.Spec.Type != networkingv1alpha1.LoadBalancerTypeInternal {
 		t.Fatalf("type %s, want Internal", lb.Spec.Type)
 	}
 
@@ -218,7 +218,7 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 			if w := writes(); len(w) > 0 {
 				t.Errorf("a rejected Service caused writes: %v", w)
 			}
-			requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+			requireNoLoadBalancer(t, lbspec.Name(service))
 		})
 	}
 }
@@ -232,7 +232,7 @@ func TestServiceProblemsAreEventsAndErrors(t *testing.T) {
 func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 	ctx := context.Background()
 	c, lbs, nodes, service, internalLB := readyService(t, "lb-switch-1", "switch", keys.AnnotationInternalLoadBalancer)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 
 	// keepsOld syncs the Service as the service controller does and fails unless the sync keeps
 	// the addresses it shows and the old LoadBalancer: what every sync must do while the new
@@ -358,7 +358,7 @@ func TestTheReplacedLoadBalancerKeepsItsTargetsUntilTheSwitch(t *testing.T) {
 	ctx := context.Background()
 	_, lbs, nodes, service := explicitService(t, "pending-switch", "lb-pending-1")
 	service.Status.LoadBalancer = *ensureUntilReady(t, lbs, service, nodes)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-pending-1"))
 	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name + "-internal"}}
 	stack.Simulator.Hold(held)
@@ -414,7 +414,7 @@ func TestExplicitRouting(t *testing.T) {
 	ctx := context.Background()
 	_, lbs, nodes, service := explicitService(t, "explicit", "lb-explicit-1", "lb-explicit-2")
 	ensureUntilReady(t, lbs, service, nodes)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	lb := ironcoreLoadBalancer(t, name)
 	if lb.Spec.NetworkInterfaceSelector != nil {
 		t.Fatalf("selector %v, want none in explicit mode", lb.Spec.NetworkInterfaceSelector)
@@ -475,7 +475,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 	}
 	var lb *networkingv1alpha1.LoadBalancer
 	testenv.Await(t, ctx, waitTimeout, "the LoadBalancer's address", func(context.Context) error {
-		if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(soon)); len(lb.Status.IPs) != 1 {
+		if lb = ironcoreLoadBalancer(t, lbspec.Name(soon)); len(lb.Status.IPs) != 1 {
 			return fmt.Errorf("addresses %v", lb.Status.IPs)
 		}
 		return nil
@@ -495,7 +495,7 @@ func TestAddressesThatArriveSoonNeedNoRetry(t *testing.T) {
 	nodes := workerNodes(t, "lb-soon-1")
 	// A stuck provider: the address does not come within the wait.
 	late := createService(t, "address-late", testenv.ServiceOptions{})
-	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(late)}}
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(late)}}
 	stack.Simulator.Hold(held)
 	_, err = lbs.EnsureLoadBalancer(ctx, "kubernetes", late, nodes)
 	var retry *api.RetryError
@@ -511,7 +511,7 @@ func TestDeletion(t *testing.T) {
 	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "deleted", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-deleted-1"))
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 
 	// IronCore holds the deletion (apinetlet's finalizer): the call must not wait for it.
 	lb := ironcoreLoadBalancer(t, name)
@@ -548,7 +548,7 @@ func TestAConflictOnDeleteIsNotTakenForDone(t *testing.T) {
 	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "delete-conflict", testenv.ServiceOptions{})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "lb-delete-conflict-1"))
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 
 	deletes := func(r apiproxy.Request) bool {
 		return r.Verb == "delete" && r.Resource == "loadbalancers.networking.ironcore.dev"
@@ -761,7 +761,7 @@ func TestAnAddressNeverLeadsNowhere(t *testing.T) {
 			// targets. Until the provider's cache has it, the status is pending on the address.
 			var lb *networkingv1alpha1.LoadBalancer
 			testenv.Await(t, ctx, waitTimeout, "the address, pending on traffic", func(ctx context.Context) error {
-				if lb = ironcoreLoadBalancer(t, provider.LoadBalancerName(service)); len(lb.Status.IPs) == 0 {
+				if lb = ironcoreLoadBalancer(t, lbspec.Name(service)); len(lb.Status.IPs) == 0 {
 					return errors.New("the LoadBalancer has no address")
 				}
 				switch _, pending, err := h.cloud.AllocatedLoadBalancerStatus(ctx, "kubernetes", service); {
@@ -807,7 +807,7 @@ func TestAddressesReachTheServiceWhenIronCoreAllocatesThem(t *testing.T) {
 	lbs := loadBalancerOf(t, c)
 	nodes := workerNodes(t, "lb-reported-1")
 	service := createService(t, "reported", testenv.ServiceOptions{})
-	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+	held := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
 	stack.Simulator.Hold(held)
 	t.Cleanup(func() { stack.Simulator.Release(held) })
 
@@ -891,7 +891,7 @@ func TestLoadBalancersNeedNoNodePorts(t *testing.T) {
 		}
 	}
 	var ports []string
-	for _, port := range ironcoreLoadBalancer(t, provider.LoadBalancerName(service)).Spec.Ports {
+	for _, port := range ironcoreLoadBalancer(t, lbspec.Name(service)).Spec.Ports {
 		ports = append(ports, fmt.Sprintf("%s/%d", *port.Protocol, port.Port))
 	}
 	if want := []string{"TCP/80", "UDP/53"}; !slices.Equal(ports, want) {

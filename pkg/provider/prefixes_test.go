@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -54,7 +55,7 @@ func TestAnInternalServiceTakesItsAddressFromItsOwnPrefix(t *testing.T) {
 		if message := waitForEvent(t, refused, provider.ReasonInternalPrefixMissing); !strings.Contains(message, tc.prefix) {
 			t.Errorf("%s: event %q does not name the Prefix", tc.name, message)
 		}
-		requireNoLoadBalancer(t, provider.LoadBalancerName(refused))
+		requireNoLoadBalancer(t, lbspec.Name(refused))
 	}
 
 	public := createService(t, "own-prefix-public", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationLoadBalancerPrefix: "team-a-lbs"}})

@@ -12,7 +12,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 )
 
 // ReadOnly gives read-only tools (ironcore-ccm-inspect) the CCM's own lookups, so that what
@@ -78,27 +77,4 @@ func (r *ReadOnly) RouteNetworkInterface(ctx context.Context, node *corev1.Node)
 // its routes annotation records.
 func ManagedRoutes(nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
 	return managedPrefixes(nic)
-}
-
-// LoadBalancerName is the name of a Service's IronCore LoadBalancer: its UID without dashes,
-// as the reference CCM names them.
-func LoadBalancerName(service *corev1.Service) string { return lbspec.Name(service) }
-
-// LegacyLoadBalancerName is the name older reference CCMs gave a Service's LoadBalancer; the
-// CCM adopts LoadBalancers of that name.
-func LegacyLoadBalancerName(cluster string, service *corev1.Service) string {
-	return lbspec.LegacyName(cluster, service)
-}
-
-// WantsInternalLoadBalancer reads the Service's internal annotation as the CCM does; an
-// invalid value is an error.
-func WantsInternalLoadBalancer(service *corev1.Service) (bool, error) {
-	return lbspec.Internal(service)
-}
-
-// PodCIDRsAllocatedOn are the pod CIDRs IronCore allocated for the cluster's entries of the
-// NetworkInterface (see docs/guides/pod-cidrs-from-ironcore.md): they route without a literal
-// prefix.
-func PodCIDRsAllocatedOn(ctx context.Context, client *ironcore.Client, cluster string, nic *networkingv1alpha1.NetworkInterface) []netip.Prefix {
-	return client.AllocatedPodCIDRs(ctx, cluster, nic)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -104,7 +105,7 @@ func TestTheRepairDoesNotRecreateForADeletedService(t *testing.T) {
 		t.Fatalf("the lister no longer shows the deleted Service although its watch is held back: %v", err)
 	}
 	proxy.Reset()
-	lb := ironcoreLoadBalancer(t, provider.LoadBalancerName(service))
+	lb := ironcoreLoadBalancer(t, lbspec.Name(service))
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestARetainedLoadBalancerKeepsItsAddresses(t *testing.T) {
 		machine := "retain-" + mode + "-1"
 		service := createService(t, "retain-"+mode, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 		status := ensureUntilReady(t, lbs, service, workerNodes(t, machine))
-		name := provider.LoadBalancerName(service)
+		name := lbspec.Name(service)
 		stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, machine))
 		before := ironcoreLoadBalancer(t, name)
 		held := &networkingv1alpha1.LoadBalancerRouting{}
@@ -102,7 +102,7 @@ func TestAMisspeltRetainKeepsTheLoadBalancer(t *testing.T) {
 	lbs := loadBalancerOf(t, testCloud(t))
 	service := createService(t, "retain-misspelt", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "yes"}})
 	ensureUntilReady(t, lbs, service, workerNodes(t, "retain-misspelt-1"))
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", service); err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +137,8 @@ func retainedLoadBalancer(t *testing.T, lbs cloudprovider.LoadBalancer, name str
 	if err := lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", service); err != nil {
 		t.Fatal(err)
 	}
-	stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), nil)
-	return ironcoreLoadBalancer(t, provider.LoadBalancerName(service)), ingressIPs(status)
+	stack.WaitForRouting(t, waitTimeout, lbspec.Name(service), nil)
+	return ironcoreLoadBalancer(t, lbspec.Name(service)), ingressIPs(status)
 }
 
 // TestANewServiceTakesARetainedLoadBalancerOver: a Service naming a retained LoadBalancer gets
@@ -189,7 +189,7 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 	}{
 		{name: "refused-missing", target: "no-such-load-balancer", want: "does not exist"},
 		{name: "refused-foreign", target: foreign.Name, want: `is not retained by this cluster: cluster "another-cluster" retained it`},
-		{name: "refused-serving", target: provider.LoadBalancerName(live), want: "is not retained by this cluster"},
+		{name: "refused-serving", target: lbspec.Name(live), want: "is not retained by this cluster"},
 		{name: "refused-type", target: retained.Name, internal: "true", want: "the Service asks for Internal"},
 	} {
 		annotations := map[string]string{keys.AnnotationLoadBalancerName: tc.target}
@@ -208,13 +208,13 @@ func TestAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 		// Only the refused Service's own LoadBalancer and the retained one count: the live
 		// Service's LoadBalancer is nudged whenever the test's Nodes change its targets.
 		for _, write := range stack.IronCoreProxy.Writes() {
-			if write.Resource == "loadbalancers" && (write.Name == provider.LoadBalancerName(service) || write.Name == retained.Name) {
+			if write.Resource == "loadbalancers" && (write.Name == lbspec.Name(service) || write.Name == retained.Name) {
 				t.Errorf("%s: refused adoption wrote to IronCore: %s LoadBalancer %s", tc.name, write.Verb, write.Name)
 			}
 		}
-		requireNoLoadBalancer(t, provider.LoadBalancerName(service))
+		requireNoLoadBalancer(t, lbspec.Name(service))
 	}
-	if owner := ironcore.OwnerOf(ironcoreLoadBalancer(t, provider.LoadBalancerName(live))).UID; owner != string(live.UID) {
+	if owner := ironcore.OwnerOf(ironcoreLoadBalancer(t, lbspec.Name(live))).UID; owner != string(live.UID) {
 		t.Errorf("the live Service's LoadBalancer is owned by %q, want %s", owner, live.UID)
 	}
 	for _, kept := range []*networkingv1alpha1.LoadBalancer{retained, foreign} {
@@ -340,7 +340,7 @@ func TestAServiceTakesARetainedLoadBalancerOverByItsAddress(t *testing.T) {
 				if message := waitForEvent(t, loser, provider.ReasonNotAdopted); !strings.Contains(message, addresses[0]) {
 					t.Errorf("event %q does not name the address %s", message, addresses[0])
 				}
-				requireNoLoadBalancer(t, provider.LoadBalancerName(loser))
+				requireNoLoadBalancer(t, lbspec.Name(loser))
 			} else {
 				// spec.loadBalancerIP was ignored on Public Services: the loser gets a new
 				// LoadBalancer of IronCore's choosing, and an event saying so.

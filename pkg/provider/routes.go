@@ -36,9 +36,8 @@ type routes struct {
 
 var _ cloudprovider.Routes = (*routes)(nil)
 
-// ListRoutes lists the managed prefixes of the cluster's NetworkInterfaces on the cluster
-// Network, from the cache. A route whose Node is gone has no target Node, which tells the
-// route controller to delete it.
+// ListRoutes lists the managed prefixes from the cache. A route whose Node is gone has no target
+// Node, which tells the route controller to delete it.
 func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
 	if r.nodes == nil {
 		return nil, errors.New("routes are not initialized: the Node informer is not set")
@@ -84,11 +83,10 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 	return list, nil
 }
 
-// CreateRoute adds the route's CIDR to the prefixes of the target Node's NetworkInterface on
-// the cluster Network: the one with the Node's InternalIP. It compares against spec, the
-// desired state, so a lagging status never causes a duplicate, and a prefix already there
-// (for example one the reference CCM added) is taken over rather than added again. When the
-// route cannot be placed yet it returns an error, so that it is retried.
+// CreateRoute adds the route's CIDR to the prefixes of the target Node's NetworkInterface. It
+// compares against spec, so a lagging status never causes a duplicate, and a prefix already
+// there (the reference CCM's, say) is taken over. A route that cannot be placed yet is an
+// error, so that it is retried.
 func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
 	cidr, err := parseCIDR(route.DestinationCIDR)
 	if err != nil {
@@ -137,9 +135,8 @@ func (r *routes) allocatedByIronCore(ctx context.Context, nicName string, cidr n
 	return slices.Contains(r.ironcore.AllocatedPodCIDRs(ctx, r.cluster, nic), cidr), nil
 }
 
-// DeleteRoute removes exactly the route's CIDR from the NetworkInterface, if this CCM manages
-// it there as a route; every other prefix, literal or ephemeral (a pod CIDR allocated by
-// IronCore among them), stays.
+// DeleteRoute removes the route's CIDR if this CCM manages it as a route; every other prefix,
+// including pod CIDRs IronCore allocated, stays.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
 	cidr, err := parseCIDR(route.DestinationCIDR)
 	if err != nil {
@@ -182,11 +179,9 @@ func countRouteOperation(operation string, changed bool, err error) {
 	metrics.RouteOperations.WithLabelValues(operation, result).Inc()
 }
 
-// networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network: the one
-// that has one of the Node's InternalIPs. A Node not initialized yet has none; its Machine's
-// only NetworkInterface on the cluster Network is then the one its InternalIP will come from,
-// so the route need not wait for the initialization (and its failure, until then, be a Warning
-// event on every new Node).
+// networkInterfaceOf finds the target Node's NetworkInterface on the cluster Network by its
+// InternalIPs. For a Node not initialized yet, it takes the Machine's only one, so that the
+// route need not wait and fail with a Warning event on every new Node.
 func (r *routes) networkInterfaceOf(ctx context.Context, route *cloudprovider.Route) (string, error) {
 	if r.nodes == nil {
 		return "", errors.New("routes are not initialized: the Node informer is not set")
@@ -360,9 +355,8 @@ func removePrefix(nic *networkingv1alpha1.NetworkInterface, cidr netip.Prefix) (
 	return true, nil
 }
 
-// withoutPrefix returns sources without the literal entries of cidr, every ephemeral entry
-// at its index. A hole before the last ephemeral entry is filled with the last literal entry
-// after it that stays; if there are not enough of those, it returns an error.
+// withoutPrefix returns sources without the literal entries of cidr, keeping every ephemeral
+// entry at its index (see removePrefix).
 func withoutPrefix(sources []networkingv1alpha1.PrefixSource, cidr netip.Prefix) ([]networkingv1alpha1.PrefixSource, error) {
 	isCIDR := func(source networkingv1alpha1.PrefixSource) bool {
 		return source.Value != nil && source.Value.Masked() == cidr

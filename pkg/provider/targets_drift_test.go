@@ -15,10 +15,10 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // networkInterfacesResource is how the API proxy names NetworkInterfaces.
@@ -79,8 +79,8 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 		setEndpoints(t, local, endpointsOn(names[:3]...))
 		ensureUntilReady(t, h.lbs, service, nodes)
 		ensureUntilReady(t, h.lbs, local, nodes)
-		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
-		stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(local), stack.NetworkInterfaceIPs(t, names[:3]...))
+		stack.WaitForRouting(t, waitTimeout, lbspec.Name(service), stack.NetworkInterfaceIPs(t, names...))
+		stack.WaitForRouting(t, waitTimeout, lbspec.Name(local), stack.NetworkInterfaceIPs(t, names[:3]...))
 
 		if useSelector {
 			// A first label put back: the nudge of the selecting LoadBalancer for the
@@ -88,7 +88,7 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 			// select) calls for.
 			removeTargetLabel(t, names[2])
 			waitForNICLabel(t, names[2], true)
-			nudge := waitForTargetsNudge(t, provider.LoadBalancerName(service), "")
+			nudge := waitForTargetsNudge(t, lbspec.Name(service), "")
 			before := driftRepaired(t, "label")
 			started := time.Now()
 			for _, name := range names[:2] {
@@ -104,8 +104,8 @@ func TestTargetDriftIsRepaired(t *testing.T) {
 			// The Local Service's LoadBalancer does not select: IronCore v0.5.0 may miss the
 			// labels put back for the selecting ones, so the CCM nudges them, although no
 			// target changed.
-			waitForTargetsNudge(t, provider.LoadBalancerName(service), nudge)
-			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(service), stack.NetworkInterfaceIPs(t, names...))
+			waitForTargetsNudge(t, lbspec.Name(service), nudge)
+			stack.WaitForRouting(t, waitTimeout, lbspec.Name(service), stack.NetworkInterfaceIPs(t, names...))
 		} else {
 			repairedRouting(t, service, stack.NetworkInterfaceIPs(t, names...))
 		}
@@ -138,7 +138,7 @@ func waitForTargetsNudge(t *testing.T, name, before string) string {
 // watch, with an event on the Service and the drift counted.
 func repairedRouting(t *testing.T, service *corev1.Service, want []string) {
 	t.Helper()
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	before := driftRepaired(t, "routing")
 	started := time.Now()
 	dropDestinations(t, lbName, 2)
@@ -242,7 +242,7 @@ func TestFlapsUnderLoadLoseNoTarget(t *testing.T) {
 
 	want := stack.NetworkInterfaceIPs(t, names...)
 	for _, service := range services {
-		waitForRoutingToInclude(t, provider.LoadBalancerName(service), want)
+		waitForRoutingToInclude(t, lbspec.Name(service), want)
 	}
 	for _, name := range names {
 		if !hasTargetLabel(t, name) {
@@ -272,7 +272,7 @@ func TestSelectingRoutingsFollowNodeHealthBesideALocalService(t *testing.T) {
 	for i := range 5 {
 		service := createService(t, fmt.Sprintf("mixed-%d", i), testenv.ServiceOptions{})
 		ensureUntilReady(t, h.lbs, service, nodes)
-		selecting = append(selecting, provider.LoadBalancerName(service))
+		selecting = append(selecting, lbspec.Name(service))
 	}
 	for _, lbName := range selecting {
 		stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))

@@ -24,6 +24,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
@@ -225,7 +226,7 @@ func TestLocalServiceTargetsFollowItsEndpoints(t *testing.T) {
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 		setEndpoints(t, service, endpointsOn(names[0], names[1]))
-		lbName := provider.LoadBalancerName(service)
+		lbName := lbspec.Name(service)
 		watcher := watchDestinations(t, lbName)
 		ensureUntilReady(t, h.lbs, service, nodes)
 		if lb := ironcoreLoadBalancer(t, lbName); lb.Spec.NetworkInterfaceSelector != nil {
@@ -297,7 +298,7 @@ func TestSwitchingBetweenClusterAndLocalKeepsTargets(t *testing.T) {
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
 		setEndpoints(t, service, endpointsOn(names[0]))
-		lbName := provider.LoadBalancerName(service)
+		lbName := lbspec.Name(service)
 		watcher := watchDestinations(t, lbName)
 		ensureUntilReady(t, h.lbs, service, nodes)
 		all := stack.NetworkInterfaceIPs(t, names...)
@@ -387,7 +388,7 @@ func TestUnhealthyNodesStopBeingTargets(t *testing.T) {
 		nodes := workerNodes(t, names...)
 		h.waitForNodesInLister(t, nodes)
 		service := createService(t, prefix+"svc", testenv.ServiceOptions{})
-		lbName := provider.LoadBalancerName(service)
+		lbName := lbspec.Name(service)
 		ensureUntilReady(t, h.lbs, service, nodes)
 		waitForRoutingToInclude(t, lbName, stack.NetworkInterfaceIPs(t, names...))
 		if useSelector {
@@ -448,7 +449,7 @@ func TestAllUnhealthyFailsOpen(t *testing.T) {
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "failopen", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn(names[0], names[1]))
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	watcher := watchDestinations(t, lbName)
 	ensureUntilReady(t, h.lbs, service, nodes)
 	stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names[0], names[1]))
@@ -484,7 +485,7 @@ func TestNodeHealthCanBeSwitchedOff(t *testing.T) {
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, "nohealth", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn(names...))
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	ensureUntilReady(t, h.lbs, service, nodes)
 	stack.WaitForRouting(t, waitTimeout, lbName, stack.NetworkInterfaceIPs(t, names...))
 	if _, err := stack.SetNodeReadySince(ctx, names[0], corev1.ConditionFalse, time.Now().Add(-time.Hour)); err != nil {
@@ -538,7 +539,7 @@ func TestLocalTargetsWaitForTheEndpointCache(t *testing.T) {
 	nodes := workerNodes(t, "unsynced-1", "unsynced-2")
 	service := createService(t, "unsynced", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, service, endpointsOn("unsynced-1"))
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	seen := watchRoutingIPs(t, name)
 	// The address waits too: it would lead nowhere.
 	_, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", service, nodes)
@@ -566,7 +567,7 @@ func TestASyncRightAfterAnotherIsNotLostToTheCache(t *testing.T) {
 	ctx := context.Background()
 	c, lbs, nodes, service := explicitService(t, "backtoback", "backtoback-1", "backtoback-2")
 	ensureUntilReady(t, lbs, service, nodes)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	both := stack.NetworkInterfaceIPs(t, "backtoback-1", "backtoback-2")
 	testenv.Await(t, ctx, waitTimeout, "the cache to hold the routing to both Nodes", func(ctx context.Context) error {
 		routing, err := c.IronCore().LoadBalancerRouting(ctx, name)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // servingHarness is a Cluster Service on three Ready Nodes, with the targets controller
@@ -39,7 +39,7 @@ func startServing(t *testing.T, prefix string, useSelector bool) *servingHarness
 	nodes := workerNodes(t, names...)
 	h.waitForNodesInLister(t, nodes)
 	service := createService(t, prefix+"svc", testenv.ServiceOptions{})
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	watcher := watchRoutingIPs(t, lbName)
 	ensureUntilReady(t, h.lbs, service, nodes)
 	if useSelector {
@@ -215,7 +215,7 @@ func TestARoutingStrippedOfItsOwnerIsRepaired(t *testing.T) {
 func TestADeletionRightAfterATypeSwitchLeavesNoLoadBalancer(t *testing.T) {
 	ctx := context.Background()
 	_, lbs, nodes, service, internalLB := readyService(t, "lb-switch-delete-1", "switch-delete", keys.AnnotationInternalLoadBalancer)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 
 	release := stack.IronCoreProxy.HoldWatches("loadbalancers.networking.ironcore.dev")
 	t.Cleanup(release)
@@ -246,7 +246,7 @@ func TestATargetsGraceEndsAfterARestart(t *testing.T) {
 	names := []string{"restart-grace-1", "restart-grace-2", "restart-grace-3"}
 	nodes := workerNodes(t, names...)
 	service := createService(t, "restart-grace", testenv.ServiceOptions{})
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	t.Run("before the restart", func(t *testing.T) {
 		h := startTargets(t, func(o *config.Options) { o.UseNICSelector = false })
 		h.waitForNodesInLister(t, nodes)

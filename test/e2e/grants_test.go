@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
@@ -55,7 +56,7 @@ func TestAWishToRetainOutlivesTheService(t *testing.T) {
 	worker(t, "wish-1")
 	service := createService(t, "wish", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 	addresses := waitForIngress(t, service, anyIngress)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	waitForLoadBalancer(t, name, "carrying the wish", labelled(keys.LabelRetainRequested, "true"))
 	setAnnotation(t, service, keys.AnnotationRetainLoadBalancer, "false")
 	waitForLoadBalancer(t, name, "without the wish", labelled(keys.LabelRetainRequested, ""))
@@ -104,7 +105,7 @@ func TestARetainedSwitchKeepsTheLoadBalancerItLeaves(t *testing.T) {
 	worker(t, "retained-switch-1")
 	service := createService(t, "retained-switch", testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 	public := waitForIngress(t, service, anyIngress)
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	deletions := watchLoadBalancerDeletions(t, name)
 
 	setAnnotation(t, service, keys.AnnotationInternalLoadBalancer, "true")
@@ -170,7 +171,7 @@ func TestAddressesStayWithWhomTheyWereGiven(t *testing.T) {
 		t.Helper()
 		waitForServiceEvent(t, service.Namespace, service.Name, reason)
 		for _, write := range stack.IronCoreProxy.Writes() {
-			if write.Resource == "loadbalancers" && (write.Name == provider.LoadBalancerName(service) || slices.Contains(untouched, write.Name)) {
+			if write.Resource == "loadbalancers" && (write.Name == lbspec.Name(service) || slices.Contains(untouched, write.Name)) {
 				t.Errorf("%s/%s: refused, yet the CCM wrote: %s LoadBalancer %s", service.Namespace, service.Name, write.Verb, write.Name)
 			}
 		}
@@ -267,7 +268,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 		if err := deleteService(service); err != nil {
 			t.Fatal(err)
 		}
-		lb := provider.LoadBalancerName(service)
+		lb := lbspec.Name(service)
 		waitForLoadBalancer(t, lb, "retained", labelled(keys.LabelRetained, "true"))
 		return lb, addresses
 	}
@@ -293,7 +294,7 @@ func TestAPartialMatchMakesNoSecondHolder(t *testing.T) {
 			t.Errorf("%s: events %q, want one saying %q", ask.name, events, ask.says)
 		}
 		for _, write := range stack.IronCoreProxy.Writes() {
-			if write.Resource == "loadbalancers" && (write.Name == ask.retained || write.Name == provider.LoadBalancerName(service)) {
+			if write.Resource == "loadbalancers" && (write.Name == ask.retained || write.Name == lbspec.Name(service)) {
 				t.Errorf("%s: refused, yet the CCM wrote: %s LoadBalancer %s", ask.name, write.Verb, write.Name)
 			}
 		}
@@ -327,7 +328,7 @@ func TestAdoptionWaitsForTheClusterIdentity(t *testing.T) {
 		t.Errorf("events %q, want one saying the CCM does not know its cluster's identity", events)
 	}
 	for _, write := range stack.IronCoreProxy.Writes() {
-		if write.Resource == "loadbalancers" && (write.Name == name || write.Name == provider.LoadBalancerName(taker)) {
+		if write.Resource == "loadbalancers" && (write.Name == name || write.Name == lbspec.Name(taker)) {
 			t.Errorf("the CCM wrote %s LoadBalancer %s without knowing its cluster's identity", write.Verb, write.Name)
 		}
 	}
@@ -348,7 +349,7 @@ func retainedAddresses(t *testing.T, service string) ([]string, string) {
 	t.Helper()
 	created := createService(t, service, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 	addresses := waitForIngress(t, created, anyIngress)
-	name := provider.LoadBalancerName(created)
+	name := lbspec.Name(created)
 	if err := deleteService(created); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // leaderElectionArgs make replicas elect a leader, with short lease timings so a takeover is
@@ -211,7 +211,7 @@ func TestRestartMidFlight(t *testing.T) {
 
 	var lbNames []string
 	for _, service := range services {
-		lbNames = append(lbNames, provider.LoadBalancerName(service))
+		lbNames = append(lbNames, lbspec.Name(service))
 		if err := deleteService(service); err != nil {
 			t.Fatal(err)
 		}

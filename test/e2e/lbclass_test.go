@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestALoadBalancerClassOfItsOwn runs the CCM beside another load balancer implementation: a
@@ -50,7 +50,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 			foreign := createService(t, "foreign-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: "example.org/other"})
 			ours := createService(t, "ours-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
 			waitForIngress(t, ours, anyIngress)
-			stack.WaitForRouting(t, waitTimeout, provider.LoadBalancerName(ours), stack.NetworkInterfaceIPs(t, node))
+			stack.WaitForRouting(t, waitTimeout, lbspec.Name(ours), stack.NetworkInterfaceIPs(t, node))
 			if tc.classlessOurs {
 				waitForIngress(t, classless, anyIngress)
 			}
@@ -60,7 +60,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 				setAnnotation(t, service, "example.org/touched", "yes")
 			}
 			addPort(t, ours, 8080)
-			waitForLoadBalancerPort(t, provider.LoadBalancerName(ours), 8080)
+			waitForLoadBalancerPort(t, lbspec.Name(ours), 8080)
 
 			untouched := []*corev1.Service{foreign}
 			if !tc.classlessOurs {
@@ -74,7 +74,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 			// The class cannot change while the Service is a LoadBalancer. One that stops being
 			// one loses its class and its LoadBalancer; made one again of another class, it is
 			// someone else's.
-			lbName := provider.LoadBalancerName(ours)
+			lbName := lbspec.Name(ours)
 			setType(t, ours, corev1.ServiceTypeClusterIP, nil)
 			waitForNoLeftovers(t, []string{lbName})
 			waitForService(t, ours, "no load balancer cleanup finalizer", func(service *corev1.Service) error {
@@ -88,7 +88,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 			setType(t, ours, corev1.ServiceTypeLoadBalancer, &other)
 			addPort(t, classless, 9090)
 			if tc.classlessOurs {
-				waitForLoadBalancerPort(t, provider.LoadBalancerName(classless), 9090)
+				waitForLoadBalancerPort(t, lbspec.Name(classless), 9090)
 			} else {
 				setAnnotation(t, foreign, "example.org/touched", "again")
 				retouched := createService(t, "ours-again-"+tc.name, testenv.ServiceOptions{LoadBalancerClass: lbclass.Name})
@@ -111,7 +111,7 @@ func TestALoadBalancerClassOfItsOwn(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitForServiceGone(t, classless)
-				waitForNoLeftovers(t, []string{provider.LoadBalancerName(classless)})
+				waitForNoLeftovers(t, []string{lbspec.Name(classless)})
 			}
 		})
 	}
@@ -142,7 +142,7 @@ func requireUntouched(t *testing.T, service *corev1.Service, writes []apiproxy.W
 		}
 		t.Errorf("Service %s has an event from %q: %s %s", service.Name, event.ReportingController+event.Source.Component, event.Reason, event.Message)
 	}
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	for _, write := range writes {
 		if write.Name == lbName {
 			t.Errorf("Service %s: the CCM wrote %s %s %s", service.Name, write.Verb, write.Resource, write.Name)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // worker creates a Machine and registers its Node, and waits until the CCM initialized it.
@@ -81,7 +81,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	created := time.Now()
 	public := waitForIngress(t, service, anyIngress)
 	t.Logf("Service got address %v %s after it was created", public, time.Since(created).Round(time.Millisecond))
-	name := provider.LoadBalancerName(service)
+	name := lbspec.Name(service)
 	stack.WaitForRouting(t, waitTimeout, name, stack.NetworkInterfaceIPs(t, "lb-1", "lb-2"))
 
 	// A new Node becomes a target; an excluded one stops being one.
@@ -273,7 +273,7 @@ func TestFiftyServicesAtOnce(t *testing.T) {
 	var names []string
 	for _, service := range services {
 		t.Cleanup(func() { _ = deleteService(service) })
-		names = append(names, provider.LoadBalancerName(service))
+		names = append(names, lbspec.Name(service))
 	}
 	for _, service := range services {
 		waitForIngress(t, service, anyIngress)
@@ -302,7 +302,7 @@ func TestServiceWhoseLoadBalancerVanishedCanBeDeleted(t *testing.T) {
 	worker(t, "vanished-1")
 	service := createService(t, "vanished", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)
-	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}}
+	lb := &networkingv1alpha1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: lbspec.Name(service)}}
 	if err := stack.IronCore.Client.Delete(ctx, lb); err != nil {
 		t.Fatal(err)
 	}

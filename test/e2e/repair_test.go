@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbrepair"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestALoadBalancerDeletedOutOfBandIsRecreated deletes a Service's IronCore LoadBalancer
@@ -28,7 +28,7 @@ func TestALoadBalancerDeletedOutOfBandIsRecreated(t *testing.T) {
 	service := createService(t, "recreate", testenv.ServiceOptions{})
 	before := waitForIngress(t, service, anyIngress)
 	lb := &networkingv1alpha1.LoadBalancer{}
-	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}, lb); err != nil {
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb); err != nil {
 		t.Fatal(err)
 	}
 
@@ -70,7 +70,7 @@ func TestAPendingNetworkInterfaceBecomesATargetAgain(t *testing.T) {
 	worker(t, "pending-2")
 	service := createService(t, "pending", testenv.ServiceOptions{})
 	waitForIngress(t, service, anyIngress)
-	lbName := provider.LoadBalancerName(service)
+	lbName := lbspec.Name(service)
 	ip := stack.NetworkInterfaceIPs(t, "pending-2")[0]
 	waitForDestination(t, lbName, ip, true)
 

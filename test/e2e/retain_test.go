@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
@@ -58,7 +59,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 		t.Run(ask.how, func(t *testing.T) {
 			first := createService(t, "kept-"+ask.how, testenv.ServiceOptions{Annotations: map[string]string{keys.AnnotationRetainLoadBalancer: "true"}})
 			addresses := waitForIngress(t, first, anyIngress)
-			name := provider.LoadBalancerName(first)
+			name := lbspec.Name(first)
 			stack.WaitForRouting(t, waitTimeout, name, nodes)
 			deletions := watchLoadBalancerDeletions(t, name)
 			lb := &networkingv1alpha1.LoadBalancer{}
@@ -111,7 +112,7 @@ func TestAnAddressOutlivesItsService(t *testing.T) {
 			loser := racers[1-winner]
 			if ask.how == "annotation" {
 				waitForServiceEvent(t, loser.Namespace, loser.Name, provider.ReasonNotAdopted)
-				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: provider.LoadBalancerName(loser)}, &networkingv1alpha1.LoadBalancer{}); client.IgnoreNotFound(err) != nil || err == nil {
+				if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(loser)}, &networkingv1alpha1.LoadBalancer{}); client.IgnoreNotFound(err) != nil || err == nil {
 					t.Errorf("the refused Service has a LoadBalancer of its own (%v)", err)
 				}
 			} else {

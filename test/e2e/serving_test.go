@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // servingNodes is the cluster size the serving test runs at, in each mode.
@@ -44,7 +44,7 @@ func TestOnlyNodesThatCanServeGetTraffic(t *testing.T) {
 		}
 		service := createService(t, prefix+"-svc", testenv.ServiceOptions{})
 		waitForIngress(t, service, anyIngress)
-		lbName := provider.LoadBalancerName(service)
+		lbName := lbspec.Name(service)
 		for _, name := range names {
 			waitForDestination(t, lbName, stack.NetworkInterfaceIPs(t, name)[0], true)
 		}

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv/apiproxy"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // referenceFieldManager is the field manager the reference CCM applies LoadBalancers with.
@@ -261,7 +261,7 @@ func referenceServices(t *testing.T, prefix string, count int) ([]*corev1.Servic
 // Service's UID, with its annotations, its field manager, a selector on the cluster label
 // only; and waits for its address.
 func referenceLoadBalancer(ctx context.Context, clientset ironcoreclientset.Interface, service *corev1.Service) (*networkingv1alpha1.LoadBalancer, error) {
-	apply := networkingv1alpha1apply.LoadBalancer(provider.LoadBalancerName(service), stack.Namespace).
+	apply := networkingv1alpha1apply.LoadBalancer(lbspec.Name(service), stack.Namespace).
 		WithAnnotations(map[string]string{
 			keys.AnnotationClusterName:      stack.ClusterName,
 			keys.AnnotationServiceName:      service.Name,
@@ -279,7 +279,7 @@ func referenceLoadBalancer(ctx context.Context, clientset ironcoreclientset.Inte
 	}
 	lb := &networkingv1alpha1.LoadBalancer{}
 	err := testenv.WaitFor(ctx, waitTimeout, "an address for the reference LoadBalancer of "+service.Name, func(ctx context.Context) error {
-		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: provider.LoadBalancerName(service)}, lb); err != nil {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb); err != nil {
 			return err
 		}
 		if len(lb.Status.IPs) == 0 {

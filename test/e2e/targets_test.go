@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbtargets"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestTrafficGoesOnlyWhereItCanBeServed runs the binary in selector mode, with Node health on
@@ -35,7 +35,7 @@ func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 	local := createService(t, "targets-local", testenv.ServiceOptions{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})
 	setEndpoints(t, local, names[1])
 	waitForIngress(t, local, anyIngress)
-	localLB := provider.LoadBalancerName(local)
+	localLB := lbspec.Name(local)
 	stack.WaitForRouting(t, waitTimeout, localLB, stack.NetworkInterfaceIPs(t, names[1]))
 	lb := &networkingv1alpha1.LoadBalancer{}
 	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: localLB}, lb); err != nil {
@@ -51,7 +51,7 @@ func TestTrafficGoesOnlyWhereItCanBeServed(t *testing.T) {
 
 	cluster := createService(t, "targets-cluster", testenv.ServiceOptions{})
 	waitForIngress(t, cluster, anyIngress)
-	clusterLB := provider.LoadBalancerName(cluster)
+	clusterLB := lbspec.Name(cluster)
 	for _, name := range names {
 		waitForDestination(t, clusterLB, stack.NetworkInterfaceIPs(t, name)[0], true)
 	}

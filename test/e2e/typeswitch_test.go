@@ -18,8 +18,8 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
-	"github.com/ironcore-dev/ironcore-cloud-controller-manager/pkg/provider"
 )
 
 // TestAHundredServicesSwitchTypeAtOnce switches 100 Services between Public and Internal at
@@ -58,7 +58,7 @@ func TestAHundredServicesSwitchTypeAtOnce(t *testing.T) {
 	oldLoadBalancer := map[string]string{}
 	for i, service := range services {
 		before[service.Name] = waitForIngress(t, service, anyIngress)
-		oldLoadBalancer[provider.LoadBalancerName(service)] = service.Name
+		oldLoadBalancer[lbspec.Name(service)] = service.Name
 		services[i] = stack.LiveService(t, service)
 	}
 
