@@ -178,8 +178,8 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	return c, nil
 }
 
-// ReadRoutingsLive, called before RegisterInformers, has routings read from the API server and
-// watches only those the CCM writes itself. With selectors, IronCore rewrites every other routing
+// ReadRoutingsLive has routings read from the API server and watches only those the CCM writes
+// itself; call it before RegisterInformers. With selectors, IronCore rewrites every other routing
 // whenever a target changes: a cache would decode Nodes × Services routings in a burst, for reads
 // needed only when a selector moves or a LoadBalancer is deleted.
 func (c *Client) ReadRoutingsLive(cluster string) {
@@ -199,7 +199,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 	_ = c.ownRoutings.SetTransform(summarizeRoutings())
 }
 
-// CachePodCIDRPrefixes, called before RegisterInformers, caches pod CIDR Prefixes; without it
+// CachePodCIDRPrefixes caches pod CIDR Prefixes; call it before RegisterInformers. Without it
 // they are read live, which needs no list or watch permission on Prefixes.
 func (c *Client) CachePodCIDRPrefixes() { c.podCIDRPrefixesCached = true }
 
