@@ -129,6 +129,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer func() { _ = ccm.Stop() }()
+	if err := waitForWatches(ctx, stack, ccm); err != nil {
+		return nil, err
+	}
 	sampling, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 	memory := sampleMemory(sampling, ccm.Pid())
@@ -281,6 +284,34 @@ func startCCM(ctx context.Context, stack *testenv.Stack, opts Options) (*testenv
 	}
 	fmt.Fprintf(opts.Progress, "CCM running (pid %d), log: %s\n", ccm.Pid(), ccm.LogPath)
 	return ccm, values.SecurePort, nil
+}
+
+// waitForWatches waits until the CCM watches the target cluster's Nodes and Services: its
+// controllers have started, as they have long before a real cluster's Nodes come. A burst that
+// began with the process measured its start-up too, and a start-up a second faster or slower
+// changed how the burst met the controllers (one route pass over all Nodes, or two that raced
+// the Node initializations), which moved Node initialization by more than any change measured.
+func waitForWatches(ctx context.Context, stack *testenv.Stack, ccm *testenv.Process) error {
+	watching := func() bool {
+		seen := map[string]bool{}
+		for _, count := range stack.TargetProxy.Counts() {
+			if count.Verb == "watch" {
+				seen[count.Resource] = true
+			}
+		}
+		return seen["nodes"] && seen["services"]
+	}
+	return testenv.WaitFor(ctx, 2*time.Minute, "the CCM to watch Nodes and Services", func(context.Context) error {
+		select {
+		case <-ccm.Exited():
+			return fmt.Errorf("the CCM exited (%w); log: %s", ccm.Err(), ccm.LogPath)
+		default:
+		}
+		if !watching() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 }
 
 // purpose names the run to other runs when it wants the machine to itself.
