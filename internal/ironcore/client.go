@@ -53,7 +53,9 @@ type Client struct {
 	// applier makes the server-side applies: controller-runtime's Apply returns no typed result.
 	applier ironcoreclientset.Interface
 	waiters loadBalancerWaiters
-	nics    *nicWriter
+	// deletedLBs: see deletedLoadBalancers.
+	deletedLBs deletedLoadBalancers
+	nics       *nicWriter
 	// labelled remembers the labels AddLabel wrote on objects other than NetworkInterfaces.
 	labelled labelWrites
 	// routingsLive and ownRoutings: see ReadRoutingsLive.

@@ -64,6 +64,7 @@ func (c *Client) LoadBalancersOfService(ctx context.Context, uid types.UID) ([]n
 	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace), client.MatchingFields{indexLoadBalancerServiceUID: string(uid)}); err != nil {
 		return nil, fmt.Errorf("list LoadBalancers of Service %s: %w", uid, err)
 	}
+	c.markDeleted(list.Items)
 	return list.Items, nil
 }
 
@@ -73,15 +74,26 @@ func (c *Client) LoadBalancers(ctx context.Context) ([]networkingv1alpha1.LoadBa
 	if err := c.cache.List(ctx, list, client.InNamespace(c.namespace)); err != nil {
 		return nil, fmt.Errorf("list LoadBalancers: %w", err)
 	}
+	c.markDeleted(list.Items)
 	return list.Items, nil
 }
 
-// LoadBalancer returns the named LoadBalancer from the cache.
+// markDeleted shows the LoadBalancers this client deleted as being deleted, however far
+// behind the cache is (see deletedLoadBalancers).
+func (c *Client) markDeleted(lbs []networkingv1alpha1.LoadBalancer) {
+	for i := range lbs {
+		c.deletedLBs.mark(&lbs[i])
+	}
+}
+
+// LoadBalancer returns the named LoadBalancer from the cache; one this client deleted shows
+// as being deleted.
 func (c *Client) LoadBalancer(ctx context.Context, name string) (*networkingv1alpha1.LoadBalancer, error) {
 	lb := &networkingv1alpha1.LoadBalancer{}
 	if err := c.getCached(ctx, "LoadBalancer", c.namespace, name, lb); err != nil {
 		return nil, err
 	}
+	c.deletedLBs.mark(lb)
 	return lb, nil
 }
 
@@ -210,15 +222,17 @@ func RetainedAt(lb *networkingv1alpha1.LoadBalancer) (time.Time, bool) {
 // took over since is refused with a conflict.
 func (c *Client) ReleaseRetainedLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
 	uid, version := lb.UID, lb.ResourceVersion
-	if err := c.api.Delete(urgent(ctx), lb.DeepCopy(), client.Preconditions{UID: &uid, ResourceVersion: &version}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("release LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
-	}
-	return nil
+	return c.deletedLBs.deleting(uid, func() error {
+		if err := c.api.Delete(urgent(ctx), lb.DeepCopy(), client.Preconditions{UID: &uid, ResourceVersion: &version}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("release LoadBalancer %s/%s: %w", c.namespace, lb.Name, err)
+		}
+		return nil
+	})
 }
 
 // DeleteLoadBalancer deletes lb, not a namesake created since; one already gone is no error.
 func (c *Client) DeleteLoadBalancer(ctx context.Context, lb *networkingv1alpha1.LoadBalancer) error {
-	return c.deleteExactly(urgent(ctx), "LoadBalancer", lb)
+	return c.deletedLBs.deleting(lb.UID, func() error { return c.deleteExactly(urgent(ctx), "LoadBalancer", lb) })
 }
 
 // LoadBalancerRouting returns the named LoadBalancerRouting from the cache, or from the API

@@ -69,15 +69,26 @@ func (w *loadBalancerWaiters) seen(lb *networkingv1alpha1.LoadBalancer) {
 	w.byName[lb.Name] = kept
 }
 
+// watchLoadBalancers hands the cache's LoadBalancers to their waiters, and forgets this
+// client's deletes once the cache shows them.
 func (c *Client) watchLoadBalancers(informer cache.Informer) error {
 	offer := func(obj any) {
 		if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
+			c.deletedLBs.seen(lb, false)
 			c.waiters.seen(lb)
 		}
 	}
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    offer,
 		UpdateFunc: func(_, obj any) { offer(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if lb, ok := obj.(*networkingv1alpha1.LoadBalancer); ok {
+				c.deletedLBs.seen(lb, true)
+			}
+		},
 	}); err != nil {
 		return fmt.Errorf("watch LoadBalancers: %w", err)
 	}

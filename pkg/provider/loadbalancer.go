@@ -254,6 +254,11 @@ func (l *loadBalancers) apply(ctx context.Context, service *corev1.Service, desi
 	if err != nil {
 		return nil, err
 	}
+	if lb.DeletionTimestamp != nil {
+		// The apply met the name's previous LoadBalancer, still being deleted: its addresses
+		// are not the Service's to show.
+		return nil, l.retry(service, "the previous IronCore LoadBalancer %s is still being deleted", lb.Name)
+	}
 	klog.V(2).InfoS("Applied IronCore LoadBalancer", "service", klog.KObj(service), "loadBalancer", klog.KObj(lb), "type", lb.Spec.Type)
 	return lb, nil
 }

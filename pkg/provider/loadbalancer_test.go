@@ -275,7 +275,11 @@ func TestATypeSwitchNeverLeavesTheServiceWithoutAnAddress(t *testing.T) {
 		service.Annotations[keys.AnnotationInternalLoadBalancer] = internal
 		testenv.Await(t, ctx, waitTimeout, "LoadBalancer "+successor+" to be created", func(ctx context.Context) error {
 			keepsOld(old)
-			_, err := c.IronCore().LoadBalancer(ctx, successor)
+			// A namesake replaced by an earlier switch may still be going.
+			lb, err := c.IronCore().LoadBalancer(ctx, successor)
+			if err == nil && lb.DeletionTimestamp != nil {
+				return errors.New("its namesake is still being deleted")
+			}
 			return err
 		})
 		// Once more with the new LoadBalancer in the provider's cache, without addresses.
