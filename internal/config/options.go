@@ -3,12 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/credentials"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
@@ -77,7 +79,8 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.IronCoreKubeconfig, "ironcore-kubeconfig", o.IronCoreKubeconfig,
-		"Path to the kubeconfig of the IronCore API. The namespace of its current context holds the cluster's IronCore objects and must be set.")
+		"Path to the kubeconfig of the IronCore API. The namespace of its current context holds the cluster's IronCore objects and must be set. "+
+			"It is read again when it changes and when IronCore answers 401: rotated credentials are taken up without a restart.")
 	fs.BoolVar(&o.UseNICSelector, "use-nic-selector", o.UseNICSelector,
 		"Select load balancer targets with a NetworkInterface label selector and let IronCore maintain the LoadBalancerRouting. If false (the default), the CCM writes the LoadBalancerRouting from the Nodes' NetworkInterfaces, which reaches every Node far sooner at scale.")
 	fs.BoolVar(&o.DefaultLoadBalancer, "default-load-balancer", o.DefaultLoadBalancer,
@@ -142,9 +145,38 @@ func (o *Options) Validate() error {
 // IronCoreRESTConfig returns the IronCore kubeconfig's client configuration and the namespace of
 // its current context, which must be set: "default" would put load balancers anywhere.
 func (o *Options) IronCoreRESTConfig() (*rest.Config, string, error) {
-	raw, err := clientcmd.LoadFromFile(o.IronCoreKubeconfig)
+	contents, err := os.ReadFile(o.IronCoreKubeconfig)
 	if err != nil {
 		return nil, "", fmt.Errorf("read IronCore kubeconfig: %w", err)
+	}
+	return o.ironCoreConfig(contents)
+}
+
+// IronCoreCredentials is IronCoreRESTConfig for a process that runs on: the configuration's
+// credentials come from the returned Transport, which reads the kubeconfig again when it
+// changes (once Watched) and when IronCore answers 401. A changed kubeconfig must keep the
+// namespace.
+func (o *Options) IronCoreCredentials() (*credentials.Transport, *rest.Config, string, error) {
+	_, namespace, err := o.IronCoreRESTConfig()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	probe := "/apis/networking.ironcore.dev/v1alpha1/namespaces/" + namespace + "/networks?limit=1"
+	transport, cfg, err := credentials.New("ironcore", o.IronCoreKubeconfig, probe, func(contents []byte) (*rest.Config, error) {
+		cfg, changed, err := o.ironCoreConfig(contents)
+		if err == nil && changed != namespace {
+			err = fmt.Errorf("IronCore kubeconfig %s: its context's namespace is now %q, not %q; restart to move to another namespace", o.IronCoreKubeconfig, changed, namespace)
+		}
+		return cfg, err
+	})
+	return transport, cfg, namespace, err
+}
+
+// ironCoreConfig reads the IronCore kubeconfig's contents as IronCoreRESTConfig does.
+func (o *Options) ironCoreConfig(contents []byte) (*rest.Config, string, error) {
+	raw, err := clientcmd.Load(contents)
+	if err != nil {
+		return nil, "", fmt.Errorf("read IronCore kubeconfig %s: %w", o.IronCoreKubeconfig, err)
 	}
 	if raw.CurrentContext == "" {
 		return nil, "", fmt.Errorf("IronCore kubeconfig %s has no current context", o.IronCoreKubeconfig)

@@ -171,6 +171,17 @@ var (
 		Help:           "Route operations on IronCore NetworkInterfaces, by operation (create, delete) and result (changed, unchanged, error).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation", "result"})
+
+	// KubeconfigReloads counts kubeconfigs read again after they changed or a request was
+	// refused as unauthenticated, by kubeconfig ("ironcore", "target") and result: "reloaded"
+	// (requests use its credentials now) or "failed" (unreadable, invalid or refused; the
+	// credentials before stay in use).
+	KubeconfigReloads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "kubeconfig_reloads_total",
+		Help:           "Changed kubeconfigs read again without a restart, by kubeconfig (ironcore, target) and result (reloaded, failed).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kubeconfig", "result"})
 )
 
 var registerOnce sync.Once
@@ -180,7 +191,7 @@ func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(BuildInfo, OrphanedLoadBalancers, RetainedLoadBalancers, RetainedLoadBalancersReleased, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
 			LoadBalancerTargets, LoadBalancerRoutingSyncs, LoadBalancerTargetDriftRepaired, NodeHealthExclusions, UnhealthyNodes,
-			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending)
+			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending, KubeconfigReloads)
 		build := version.Get()
 		BuildInfo.WithLabelValues(build.Version, build.Commit, build.GoVersion, build.IronCoreAPI, build.CloudProvider).Set(1)
 	})

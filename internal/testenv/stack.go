@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -133,6 +134,8 @@ type Stack struct {
 
 	// ironcoreIdentity and targetIdentity are the CCM's identities, for further proxies.
 	ironcoreIdentity, targetIdentity *rest.Config
+	// ironcoreAccount is the CCM's ServiceAccount on IronCore.
+	ironcoreAccount types.NamespacedName
 
 	// logger writes the logs of the controller-runtime parts that run in this process
 	// (envtest, the simulator) to simulator.log.
@@ -467,15 +470,15 @@ func rootPrefix(namespace, name, cidr string) *ipamv1alpha1.Prefix {
 // to the roles rendered with them, so every test proves those roles sufficient. The IronCore
 // kubeconfig goes through IronCoreProxy, the target one through TargetProxy.
 func (s *Stack) writeCCMFiles(ctx context.Context) error {
-	targetIdentity, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
+	targetIdentity, _, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in the target cluster: %w", err)
 	}
-	ironcoreIdentity, err := serviceAccountIdentity(ctx, s.IronCore, deploy.IronCoreRBAC, s.Namespace)
+	ironcoreIdentity, ironcoreAccount, err := serviceAccountIdentity(ctx, s.IronCore, deploy.IronCoreRBAC, s.Namespace)
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in IronCore: %w", err)
 	}
-	s.ironcoreIdentity, s.targetIdentity = ironcoreIdentity, targetIdentity
+	s.ironcoreIdentity, s.targetIdentity, s.ironcoreAccount = ironcoreIdentity, targetIdentity, ironcoreAccount
 	if s.IronCoreProxy, s.CCMIronCoreKubeconfig, err = s.StartIronCoreProxy("ccm"); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,10 +16,12 @@ import (
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	componentmetrics "k8s.io/component-base/metrics"
@@ -371,4 +374,49 @@ func (s *Stack) CreateIronCoreForTest(t testing.TB, obj client.Object) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.IgnoreNotFound(s.IronCore.Client.Delete(context.Background(), obj)) })
+}
+
+// WriteIronCoreTokenKubeconfigForTest writes, at path, a kubeconfig that reaches IronCore's API
+// server directly with a new token of the CCM's IronCore ServiceAccount, replacing the file in
+// one step as a mounted Secret's update does. revoke revokes the token and returns once IronCore
+// refuses it. The token is bound to a Secret of its own: deleting it revokes the token, as
+// deleting a ServiceAccount's token Secret does.
+func (s *Stack) WriteIronCoreTokenKubeconfigForTest(t testing.TB, path string) (revoke func()) {
+	t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ironcoreAccount.Namespace, GenerateName: s.ironcoreAccount.Name + "-token-"}}
+	if err := s.IronCore.Client.Create(ctx, secret); err != nil {
+		t.Fatalf("create the Secret the token is bound to: %v", err)
+	}
+	token, err := serviceAccountToken(ctx, s.IronCore, s.ironcoreAccount.Namespace, s.ironcoreAccount.Name, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{Host: s.IronCore.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: s.IronCore.Config.CAData}, BearerToken: token}
+	if err := WriteKubeconfig(path+".new", cfg, s.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := s.IronCore.Client.Delete(ctx, secret); err != nil {
+			t.Fatalf("revoke the token: delete Secret %s: %v", secret.Name, err)
+		}
+		clientset, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The API server learns of the deleted Secret through its cache.
+		err = WaitFor(ctx, time.Minute, "IronCore refusing the revoked token", func(context.Context) error {
+			if _, err := clientset.Discovery().ServerVersion(); !apierrors.IsUnauthorized(err) {
+				return fmt.Errorf("a request with the revoked token: %w, not 401", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

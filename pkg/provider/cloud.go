@@ -20,6 +20,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/credentials"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -60,6 +61,7 @@ type Settings struct {
 type Cloud struct {
 	config        config.CloudConfig
 	options       config.Options
+	credentials   *credentials.Transport
 	ironcore      *ironcore.Client
 	clusterID     *clusterid.ID
 	instances     *instances
@@ -89,7 +91,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		return nil, err
 	}
 
-	restConfig, namespace, err := options.IronCoreRESTConfig()
+	kubeconfig, restConfig, namespace, err := options.IronCoreCredentials()
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +159,7 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 	return &Cloud{
 		config:        *cloudConfig,
 		options:       *options,
+		credentials:   kubeconfig,
 		ironcore:      client,
 		clusterID:     clusterID,
 		instances:     &instances{ironcore: client, network: cloudConfig.NetworkName, recorder: settings.Recorder, nodeLabels: cloudConfig.NodeLabelAllowList()},
@@ -185,10 +188,15 @@ func (c *Cloud) CloudConfig() config.CloudConfig { return c.config }
 // ClusterID is the target cluster's identity, known once Initialize has read it.
 func (c *Cloud) ClusterID() *clusterid.ID { return c.clusterID }
 
-// Initialize starts the IronCore cache and reads the cluster's identity. The framework calls it
-// once this replica leads.
+// Initialize starts the IronCore cache, the watch of the IronCore kubeconfig (rotated
+// credentials are taken up without a restart) and reads the cluster's identity. The framework
+// calls it once this replica leads.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx := wait.ContextForChannel(stop)
+	if err := c.credentials.Watch(ctx); err != nil {
+		// A 401 from IronCore still has the kubeconfig read again.
+		klog.ErrorS(err, "Cannot watch the IronCore kubeconfig for changes")
+	}
 	go func() {
 		if err := c.ironcore.Start(ctx); err != nil {
 			klog.ErrorS(err, "IronCore cache stopped")

@@ -1,0 +1,160 @@
+package credentials_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/credentials"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
+)
+
+var stack *testenv.Stack
+
+func TestMain(m *testing.M) {
+	metrics.Register()
+	os.Exit(testenv.Main(m, &stack))
+}
+
+// ironcoreClient builds the CCM's IronCore credentials from the kubeconfig at path, as the
+// provider does, and a client on them.
+func ironcoreClient(t *testing.T, path string) (*credentials.Transport, ironcoreclientset.Interface) {
+	t.Helper()
+	options := &config.Options{IronCoreKubeconfig: path, IronCoreQPS: 50, IronCoreBurst: 100}
+	transport, cfg, namespace, err := options.IronCoreCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if namespace != stack.Namespace {
+		t.Fatalf("namespace %q, want the stack's %q", namespace, stack.Namespace)
+	}
+	clientset, err := ironcoreclientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return transport, clientset
+}
+
+// readNetwork reads the stack's Network, as a CCM does at work.
+func readNetwork(ctx context.Context, clientset ironcoreclientset.Interface) error {
+	_, err := clientset.NetworkingV1alpha1().Networks(stack.Namespace).Get(ctx, stack.Network, metav1.GetOptions{})
+	return err
+}
+
+func reloads(t *testing.T, result string) float64 {
+	t.Helper()
+	return testenv.Counter(t, metrics.KubeconfigReloads.WithLabelValues("ironcore", result))
+}
+
+// TestARevokedTokenIsReplacedOnTheFirstRefusal: the kubeconfig's token is rotated and the old
+// one revoked with no watch running; the next request is refused, the kubeconfig read again and
+// the request sent again with the new token: the caller sees no error.
+func TestARevokedTokenIsReplacedOnTheFirstRefusal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
+	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	_, clientset := ironcoreClient(t, path)
+	if err := readNetwork(ctx, clientset); err != nil {
+		t.Fatalf("read with the first token: %v", err)
+	}
+
+	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	revokeFirst()
+	before := reloads(t, "reloaded")
+	if err := readNetwork(ctx, clientset); err != nil {
+		t.Fatalf("read after the rotation: %v; want the request sent again with the new token", err)
+	}
+	if got := reloads(t, "reloaded") - before; got != 1 {
+		t.Errorf("%v reloads counted, want 1", got)
+	}
+}
+
+// TestAChangedKubeconfigIsReadWhenItChanges: with the watch running, a new kubeconfig is taken
+// up before any request needs it, and the old token can be revoked without one refusal.
+func TestAChangedKubeconfigIsReadWhenItChanges(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
+	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	transport, clientset := ironcoreClient(t, path)
+	if err := transport.Watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := reloads(t, "reloaded")
+
+	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	if err := testenv.WaitFor(ctx, 30*time.Second, "the changed kubeconfig reloaded", func(context.Context) error {
+		if reloads(t, "reloaded") == before {
+			return errors.New("not reloaded yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	revokeFirst()
+	if err := readNetwork(ctx, clientset); err != nil {
+		t.Fatalf("read after the rotation: %v", err)
+	}
+	if got := reloads(t, "reloaded") - before; got != 1 {
+		t.Errorf("%v reloads counted, want 1 (the watch's; no request was refused)", got)
+	}
+}
+
+// TestAKubeconfigThatCannotBeUsedLeavesTheOldCredentials: garbage, and a kubeconfig whose token
+// IronCore refuses, are each reported once and the old credentials stay in use; a good
+// kubeconfig after them is taken up.
+func TestAKubeconfigThatCannotBeUsedLeavesTheOldCredentials(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
+	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	transport, clientset := ironcoreClient(t, path)
+	if err := transport.Watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refusedToken := &rest.Config{Host: stack.IronCore.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: stack.IronCore.Config.CAData}, BearerToken: "not-a-token"}
+	for _, bad := range []struct {
+		name  string
+		write func(path string) error
+	}{
+		{"garbage", func(path string) error { return os.WriteFile(path, []byte("{not a kubeconfig"), 0o600) }},
+		{"a token IronCore refuses", func(path string) error { return testenv.WriteKubeconfig(path, refusedToken, stack.Namespace) }},
+	} {
+		failed, reloaded := reloads(t, "failed"), reloads(t, "reloaded")
+		if err := bad.write(path + ".new"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+		if err := testenv.WaitFor(ctx, 30*time.Second, "the failure to use "+bad.name+" counted", func(context.Context) error {
+			if reloads(t, "failed") == failed {
+				return errors.New("not counted yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := readNetwork(ctx, clientset); err != nil {
+			t.Errorf("read after the kubeconfig became %s: %v; want the old credentials kept", bad.name, err)
+		}
+		if got := reloads(t, "reloaded") - reloaded; got != 0 {
+			t.Errorf("%s: %v reloads counted, want none", bad.name, got)
+		}
+	}
+
+	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	revokeFirst()
+	if err := readNetwork(ctx, clientset); err != nil {
+		t.Fatalf("read after a good kubeconfig followed the bad ones: %v", err)
+	}
+}
