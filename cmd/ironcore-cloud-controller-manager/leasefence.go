@@ -18,8 +18,9 @@ import (
 // to IronCore and to the cluster unless it renewed its leader lease within the renew deadline.
 // It watches the leader election's writes of the lease through the configuration the framework
 // builds the leader election's client from, which the framework does only after this runs, as
-// it does the controllers' clients, whose writes the fence gates there.
-func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.Fence, error) {
+// it does the controllers' clients, whose writes the fence gates there. anonymous is the
+// configuration anonymous clients are built on (reloadTargetCredentials).
+func leaseFence(completed *cloudcontrollerconfig.CompletedConfig, anonymous *restclient.Config) (*leasefence.Fence, error) {
 	election := completed.ComponentConfig.Generic.LeaderElection
 	if !election.LeaderElect {
 		return nil, nil
@@ -43,7 +44,7 @@ func leaseFence(completed *cloudcontrollerconfig.CompletedConfig) (*leasefence.F
 	}
 	completed.Client = client
 	if completed.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
-		anonymous := restclient.AnonymousClientConfig(completed.Kubeconfig)
+		anonymous := restclient.CopyConfig(anonymous)
 		anonymous.Wrap(gate.Wrap)
 		completed.ClientBuilder = clientbuilder.NewDynamicClientBuilder(anonymous, client.CoreV1(), metav1.NamespaceSystem)
 	}

@@ -96,7 +96,11 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if ccmdefaults.DisableRoutesWithoutClusterCIDR(shared) {
 		klog.InfoS("Not programming pod routes: --cluster-cidr is not set (set it to route pod CIDRs through IronCore, or --configure-cloud-routes=false)")
 	}
-	fence, err := leaseFence(completed)
+	anonymous, err := reloadTargetCredentials(completed)
+	if err != nil {
+		return nil, err
+	}
+	fence, err := leaseFence(completed, anonymous)
 	if err != nil {
 		return nil, err
 	}

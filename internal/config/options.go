@@ -174,7 +174,7 @@ func (o *Options) IronCoreCredentials() (*credentials.Transport, *rest.Config, s
 
 // ironCoreConfig reads the IronCore kubeconfig's contents as IronCoreRESTConfig does.
 func (o *Options) ironCoreConfig(contents []byte) (*rest.Config, string, error) {
-	raw, err := clientcmd.Load(contents)
+	raw, err := credentials.Parse(o.IronCoreKubeconfig, contents)
 	if err != nil {
 		return nil, "", fmt.Errorf("read IronCore kubeconfig %s: %w", o.IronCoreKubeconfig, err)
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
@@ -32,6 +34,22 @@ import (
 // Load turns a kubeconfig's contents into the client configuration to use, or says why they
 // cannot be used.
 type Load func(contents []byte) (*rest.Config, error)
+
+// Parse reads a kubeconfig's contents as client-go reads the file at path: file names in it are
+// relative to the file's directory.
+func Parse(path string, contents []byte) (*clientcmdapi.Config, error) {
+	raw, err := clientcmd.Load(contents)
+	if err != nil {
+		return nil, err
+	}
+	for _, cluster := range raw.Clusters {
+		cluster.LocationOfOrigin = path
+	}
+	for _, user := range raw.AuthInfos {
+		user.LocationOfOrigin = path
+	}
+	return raw, clientcmd.ResolveLocalPaths(raw)
+}
 
 // recheckPeriod backs up the file watch: a watch can miss a change on some file systems.
 const recheckPeriod = time.Minute
@@ -195,9 +213,9 @@ func (t *Transport) prove(ctx context.Context, transport http.RoundTripper) erro
 	return nil
 }
 
-// Watch reloads the kubeconfig whenever its directory changes (a mounted Secret is updated by
-// swapping a link there, not by writing the file), and every minute in case a change was
-// missed, until ctx ends.
+// Watch reloads the kubeconfig whenever it changes, and every minute in case a change was
+// missed, until ctx ends. Its directory is watched: a mounted Secret is updated by swapping a
+// link there (secretLink), not by writing the file.
 func (t *Transport) Watch(ctx context.Context) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -213,11 +231,13 @@ func (t *Transport) Watch(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case _, ok := <-watcher.Events:
+			case event, ok := <-watcher.Events:
 				if !ok {
 					return
 				}
-				t.Reload(ctx)
+				if t.concerns(event) {
+					t.Reload(ctx)
+				}
 			case err, ok := <-watcher.Errors:
 				if !ok {
 					return
@@ -228,4 +248,15 @@ func (t *Transport) Watch(ctx context.Context) error {
 	}()
 	go wait.UntilWithContext(ctx, t.Reload, recheckPeriod)
 	return nil
+}
+
+// secretLink is the link in a mounted Secret's or ConfigMap's directory that the kubelet swaps
+// to update every file in it at once.
+const secretLink = "..data"
+
+// concerns tells whether a change in the kubeconfig's directory may have changed it: other
+// files there (logs beside a kubeconfig outside a Pod) change far more often.
+func (t *Transport) concerns(event fsnotify.Event) bool {
+	name := filepath.Base(event.Name)
+	return filepath.Clean(event.Name) == filepath.Clean(t.path) || name == secretLink
 }

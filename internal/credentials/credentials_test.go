@@ -158,3 +158,32 @@ func TestAKubeconfigThatCannotBeUsedLeavesTheOldCredentials(t *testing.T) {
 		t.Fatalf("read after a good kubeconfig followed the bad ones: %v", err)
 	}
 }
+
+// TestParseResolvesFileNamesAgainstTheKubeconfig: a kubeconfig naming its CA file relatively
+// means the file beside it, as for client-go reading the file itself.
+func TestParseResolvesFileNamesAgainstTheKubeconfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	contents := []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://example.invalid", certificate-authority: ca.crt}
+users:
+- name: u
+  user: {client-certificate: certs/client.crt}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`)
+	raw, err := credentials.Parse(path, contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := raw.Clusters["c"].CertificateAuthority, filepath.Join(filepath.Dir(path), "ca.crt"); got != want {
+		t.Errorf("certificate-authority %q, want %q", got, want)
+	}
+	if got, want := raw.AuthInfos["u"].ClientCertificate, filepath.Join(filepath.Dir(path), "certs", "client.crt"); got != want {
+		t.Errorf("client-certificate %q, want %q", got, want)
+	}
+}

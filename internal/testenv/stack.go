@@ -134,8 +134,8 @@ type Stack struct {
 
 	// ironcoreIdentity and targetIdentity are the CCM's identities, for further proxies.
 	ironcoreIdentity, targetIdentity *rest.Config
-	// ironcoreAccount is the CCM's ServiceAccount on IronCore.
-	ironcoreAccount types.NamespacedName
+	// ironcoreAccount and targetAccount are the CCM's ServiceAccounts.
+	ironcoreAccount, targetAccount types.NamespacedName
 
 	// logger writes the logs of the controller-runtime parts that run in this process
 	// (envtest, the simulator) to simulator.log.
@@ -470,7 +470,7 @@ func rootPrefix(namespace, name, cidr string) *ipamv1alpha1.Prefix {
 // to the roles rendered with them, so every test proves those roles sufficient. The IronCore
 // kubeconfig goes through IronCoreProxy, the target one through TargetProxy.
 func (s *Stack) writeCCMFiles(ctx context.Context) error {
-	targetIdentity, _, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
+	targetIdentity, targetAccount, err := serviceAccountIdentity(ctx, s.Target, deploy.TargetManifests, "")
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in the target cluster: %w", err)
 	}
@@ -478,7 +478,8 @@ func (s *Stack) writeCCMFiles(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the CCM's identity in IronCore: %w", err)
 	}
-	s.ironcoreIdentity, s.targetIdentity, s.ironcoreAccount = ironcoreIdentity, targetIdentity, ironcoreAccount
+	s.ironcoreIdentity, s.targetIdentity = ironcoreIdentity, targetIdentity
+	s.ironcoreAccount, s.targetAccount = ironcoreAccount, targetAccount
 	if s.IronCoreProxy, s.CCMIronCoreKubeconfig, err = s.StartIronCoreProxy("ccm"); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -379,21 +380,35 @@ func (s *Stack) CreateIronCoreForTest(t testing.TB, obj client.Object) {
 // WriteIronCoreTokenKubeconfigForTest writes, at path, a kubeconfig that reaches IronCore's API
 // server directly with a new token of the CCM's IronCore ServiceAccount, replacing the file in
 // one step as a mounted Secret's update does. revoke revokes the token and returns once IronCore
-// refuses it. The token is bound to a Secret of its own: deleting it revokes the token, as
-// deleting a ServiceAccount's token Secret does.
+// refuses it.
 func (s *Stack) WriteIronCoreTokenKubeconfigForTest(t testing.TB, path string) (revoke func()) {
 	t.Helper()
+	return writeTokenKubeconfigForTest(t, s.IronCore, s.ironcoreAccount, s.Namespace, path)
+}
+
+// WriteTargetTokenKubeconfigForTest is WriteIronCoreTokenKubeconfigForTest for the target
+// cluster: a kubeconfig for --kubeconfig with a new token of the CCM's ServiceAccount there.
+func (s *Stack) WriteTargetTokenKubeconfigForTest(t testing.TB, path string) (revoke func()) {
+	t.Helper()
+	return writeTokenKubeconfigForTest(t, s.Target, s.targetAccount, "", path)
+}
+
+// writeTokenKubeconfigForTest writes the kubeconfig of a new token of account on cluster. The
+// token is bound to a Secret of its own: deleting it revokes the token, as deleting a
+// ServiceAccount's token Secret does.
+func writeTokenKubeconfigForTest(t testing.TB, cluster *Cluster, account types.NamespacedName, namespace, path string) (revoke func()) {
+	t.Helper()
 	ctx := context.Background()
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ironcoreAccount.Namespace, GenerateName: s.ironcoreAccount.Name + "-token-"}}
-	if err := s.IronCore.Client.Create(ctx, secret); err != nil {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: account.Namespace, GenerateName: account.Name + "-token-"}}
+	if err := cluster.Client.Create(ctx, secret); err != nil {
 		t.Fatalf("create the Secret the token is bound to: %v", err)
 	}
-	token, err := serviceAccountToken(ctx, s.IronCore, s.ironcoreAccount.Namespace, s.ironcoreAccount.Name, secret)
+	token, err := serviceAccountToken(ctx, cluster, account.Namespace, account.Name, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &rest.Config{Host: s.IronCore.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: s.IronCore.Config.CAData}, BearerToken: token}
-	if err := WriteKubeconfig(path+".new", cfg, s.Namespace); err != nil {
+	cfg := &rest.Config{Host: cluster.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cluster.Config.CAData}, BearerToken: token}
+	if err := WriteKubeconfig(path+".new", cfg, namespace); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(path+".new", path); err != nil {
@@ -401,7 +416,7 @@ func (s *Stack) WriteIronCoreTokenKubeconfigForTest(t testing.TB, path string) (
 	}
 	return func() {
 		t.Helper()
-		if err := s.IronCore.Client.Delete(ctx, secret); err != nil {
+		if err := cluster.Client.Delete(ctx, secret); err != nil {
 			t.Fatalf("revoke the token: delete Secret %s: %v", secret.Name, err)
 		}
 		clientset, err := kubernetes.NewForConfig(cfg)
@@ -409,7 +424,7 @@ func (s *Stack) WriteIronCoreTokenKubeconfigForTest(t testing.TB, path string) (
 			t.Fatal(err)
 		}
 		// The API server learns of the deleted Secret through its cache.
-		err = WaitFor(ctx, time.Minute, "IronCore refusing the revoked token", func(context.Context) error {
+		err = WaitFor(ctx, time.Minute, "the API server refusing the revoked token", func(context.Context) error {
 			if _, err := clientset.Discovery().ServerVersion(); !apierrors.IsUnauthorized(err) {
 				return fmt.Errorf("a request with the revoked token: %w, not 401", err)
 			}

@@ -15,16 +15,18 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/testenv"
 )
 
-// TestRotatedIronCoreCredentialsAreTakenUpWithoutARestart rotates the token of the CCM's IronCore
-// kubeconfig under a running leader, as a platform does (new token written to the mounted file,
-// old one revoked): new Services get addresses and new Nodes are initialized, no Service is told
-// of an authorization failure, and the leader keeps its lease. A kubeconfig replaced by garbage
-// is reported and the credentials before keep working.
-func TestRotatedIronCoreCredentialsAreTakenUpWithoutARestart(t *testing.T) {
+// TestRotatedCredentialsAreTakenUpWithoutARestart rotates the tokens of the CCM's IronCore and
+// target cluster kubeconfigs under a running leader, as a platform does (new token written to
+// the mounted file, old one revoked): new Services get addresses and new Nodes are initialized,
+// no Service is told of an authorization failure, and the leader keeps its lease. A kubeconfig
+// replaced by garbage is reported and the credentials before keep working.
+func TestRotatedCredentialsAreTakenUpWithoutARestart(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
+	dir := t.TempDir()
+	path, targetPath := filepath.Join(dir, "ironcore.kubeconfig"), filepath.Join(dir, "target.kubeconfig")
 	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
-	ccm := startCCM(t, "ccm-rotation", append(leaderElectionArgs(), "--ironcore-kubeconfig="+path)...)
+	revokeFirstTarget := stack.WriteTargetTokenKubeconfigForTest(t, targetPath)
+	ccm := startCCM(t, "ccm-rotation", append(leaderElectionArgs(), "--ironcore-kubeconfig="+path, "--kubeconfig="+targetPath)...)
 	waitForLeader(t, ccm)
 	lease, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
@@ -37,14 +39,18 @@ func TestRotatedIronCoreCredentialsAreTakenUpWithoutARestart(t *testing.T) {
 
 	rotated := time.Now()
 	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	stack.WriteTargetTokenKubeconfigForTest(t, targetPath)
 	revokeFirst()
+	revokeFirstTarget()
 	after := createService(t, "after-rotation", testenv.ServiceOptions{})
 	waitForIngress(t, after, anyIngress)
 	runningMachine(t, "rotation-2", testenv.MachineOptions{})
 	createNode(t, "rotation-2", testenv.NodeOptions{})
 	waitForNode(t, "rotation-2", "Node rotation-2 to be initialized", initialized)
-	if !strings.Contains(readLog(ccm), "Reloaded kubeconfig") {
-		t.Errorf("the CCM did not log that it reloaded its kubeconfig")
+	for _, kubeconfig := range []string{"ironcore", "target"} {
+		if !strings.Contains(readLog(ccm), `"Reloaded kubeconfig: requests now use its credentials" kubeconfig="`+kubeconfig+`"`) {
+			t.Errorf("the CCM did not log that it reloaded its %s kubeconfig", kubeconfig)
+		}
 	}
 	requireNoAuthorizationFailures(t, rotated)
 	now, err := stack.TargetClientset.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
