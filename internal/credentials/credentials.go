@@ -16,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +73,27 @@ type Transport struct {
 // generation is one kubeconfig's contents and the transport that sends with its credentials.
 type generation struct {
 	contents  []byte
+	cfg       *rest.Config
 	transport http.RoundTripper
+	// base is the *http.Transport at the bottom of transport, if it is one (see FenceWrites).
+	base *http.Transport
+}
+
+// newGeneration builds the transport that sends with cfg's credentials.
+func newGeneration(contents []byte, cfg *rest.Config) (*generation, error) {
+	g := &generation{contents: contents, cfg: cfg}
+	capturing := rest.CopyConfig(cfg)
+	// The innermost wrapper is given the base transport.
+	capturing.Wrap(func(base http.RoundTripper) http.RoundTripper {
+		g.base, _ = base.(*http.Transport)
+		return base
+	})
+	transport, err := rest.TransportFor(capturing)
+	if err != nil {
+		return nil, err
+	}
+	g.transport = transport
+	return g, nil
 }
 
 // New reads the kubeconfig at path and returns its Transport and the configuration to build
@@ -89,12 +108,12 @@ func New(name, path, probe string, load Load) (*Transport, *rest.Config, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	transport, err := rest.TransportFor(cfg)
+	first, err := newGeneration(contents, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s kubeconfig %s: %w", name, path, err)
 	}
 	t := &Transport{name: name, path: path, load: load, probe: probe, host: cfg.Host}
-	t.current.Store(&generation{contents: contents, transport: transport})
+	t.current.Store(first)
 	return t, t.clientConfig(cfg), nil
 }
 
@@ -117,8 +136,13 @@ func (t *Transport) clientConfig(cfg *rest.Config) *rest.Config {
 // if that brought other credentials, sends req once more with them: the work in flight is not
 // lost to a rotation.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTrip(req, func(g *generation) http.RoundTripper { return g.transport })
+}
+
+// roundTrip is RoundTrip over the transport of each generation that via gives.
+func (t *Transport) roundTrip(req *http.Request, via func(*generation) http.RoundTripper) (*http.Response, error) {
 	used := t.current.Load()
-	resp, err := used.transport.RoundTrip(req)
+	resp, err := via(used).RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -137,7 +161,51 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	return now.transport.RoundTrip(retry)
+	return via(now).RoundTrip(retry)
+}
+
+// FenceWrites returns the Transport sending over fence's transports (writegate.Fenceable): the
+// write gate fences the connections of each generation's base transport.
+func (t *Transport) FenceWrites(fence func(*http.Transport) http.RoundTripper) http.RoundTripper {
+	return &fencedTransport{t: t, fence: fence}
+}
+
+// fencedTransport is a Transport whose requests go over fence of the current generation's base
+// transport, built once per generation.
+type fencedTransport struct {
+	t     *Transport
+	fence func(*http.Transport) http.RoundTripper
+
+	mu        sync.Mutex
+	built     *generation
+	transport http.RoundTripper
+}
+
+func (f *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return f.t.roundTrip(req, f.of)
+}
+
+// of returns the transport of g over fenced connections, or g's own if they cannot be made.
+func (f *fencedTransport) of(g *generation) http.RoundTripper {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.built == g {
+		return f.transport
+	}
+	f.built, f.transport = g, g.transport
+	if g.base == nil {
+		klog.InfoS("Writes are not fenced on the wire: the kubeconfig's base transport is not an *http.Transport", "kubeconfig", f.t.name)
+		return f.transport
+	}
+	if fenced := f.fence(g.base); fenced != nil {
+		transport, err := rest.HTTPWrappersForConfig(g.cfg, fenced)
+		if err != nil {
+			klog.ErrorS(err, "Writes are not fenced on the wire", "kubeconfig", f.t.name)
+			return f.transport
+		}
+		f.transport = transport
+	}
+	return f.transport
 }
 
 // Reload reads the kubeconfig again and, if it changed and its credentials authenticate, sends
@@ -158,18 +226,18 @@ func (t *Transport) Reload(ctx context.Context) {
 	if err == nil && cfg.Host != t.host {
 		err = fmt.Errorf("it names server %s, not %s, which the running clients use; restart to move to another server", cfg.Host, t.host)
 	}
-	var transport http.RoundTripper
+	var next *generation
 	if err == nil {
-		transport, err = rest.TransportFor(cfg)
+		next, err = newGeneration(contents, cfg)
 	}
 	if err == nil {
-		err = t.prove(ctx, transport)
+		err = t.prove(ctx, next.transport)
 	}
 	if err != nil {
 		t.reject(contents, err)
 		return
 	}
-	t.current.Store(&generation{contents: contents, transport: transport})
+	t.current.Store(next)
 	t.rejected = nil
 	metrics.KubeconfigReloads.WithLabelValues(t.name, "reloaded").Inc()
 	klog.InfoS("Reloaded kubeconfig: requests now use its credentials", "kubeconfig", t.name, "path", t.path)
@@ -214,16 +282,18 @@ func (t *Transport) prove(ctx context.Context, transport http.RoundTripper) erro
 }
 
 // Watch reloads the kubeconfig whenever it changes, and every minute in case a change was
-// missed, until ctx ends. Its directory is watched: a mounted Secret is updated by swapping a
-// link there (secretLink), not by writing the file.
+// missed, until ctx ends. The file is watched, not its directory, which may be busy (logs beside
+// a kubeconfig outside a Pod). A file replaced rather than written (a mounted Secret's update
+// swaps a link to a new copy; an editor renames one over it) ends the watch on the old copy:
+// it is put on the new one.
 func (t *Transport) Watch(ctx context.Context) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch %s kubeconfig: %w", t.name, err)
 	}
-	if err := watcher.Add(filepath.Dir(t.path)); err != nil {
+	if err := watcher.Add(t.path); err != nil {
 		_ = watcher.Close()
-		return fmt.Errorf("watch %s kubeconfig's directory: %w", t.name, err)
+		return fmt.Errorf("watch %s kubeconfig: %w", t.name, err)
 	}
 	go func() {
 		defer func() { _ = watcher.Close() }()
@@ -235,28 +305,20 @@ func (t *Transport) Watch(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				if t.concerns(event) {
-					t.Reload(ctx)
+				if event.Has(fsnotify.Remove) || event.Has(fsnotify.Rename) {
+					if err := watcher.Add(t.path); err != nil {
+						klog.ErrorS(err, "Cannot watch the replaced kubeconfig; it is still read every minute", "kubeconfig", t.name, "path", t.path)
+					}
 				}
+				t.Reload(ctx)
 			case err, ok := <-watcher.Errors:
 				if !ok {
 					return
 				}
-				klog.ErrorS(err, "Watching the kubeconfig's directory; it is still read every minute", "kubeconfig", t.name, "path", t.path)
+				klog.ErrorS(err, "Watching the kubeconfig; it is still read every minute", "kubeconfig", t.name, "path", t.path)
 			}
 		}
 	}()
 	go wait.UntilWithContext(ctx, t.Reload, recheckPeriod)
 	return nil
-}
-
-// secretLink is the link in a mounted Secret's or ConfigMap's directory that the kubelet swaps
-// to update every file in it at once.
-const secretLink = "..data"
-
-// concerns tells whether a change in the kubeconfig's directory may have changed it: other
-// files there (logs beside a kubeconfig outside a Pod) change far more often.
-func (t *Transport) concerns(event fsnotify.Event) bool {
-	name := filepath.Base(event.Name)
-	return filepath.Clean(event.Name) == filepath.Clean(t.path) || name == secretLink
 }

@@ -109,6 +109,77 @@ func TestAChangedKubeconfigIsReadWhenItChanges(t *testing.T) {
 	}
 }
 
+// TestAMountedSecretsUpdateIsRead: the kubeconfig is a file of a mounted Secret, which the
+// kubelet updates by writing a new copy and swapping a link to it; the watch is on the old copy,
+// which is then deleted. The new one is read, and watched in turn.
+func TestAMountedSecretsUpdateIsRead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mount, staging := t.TempDir(), filepath.Join(t.TempDir(), "kubeconfig")
+	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, staging)
+	project(t, mount, staging, "..2026_11_29_1")
+	path := filepath.Join(mount, "kubeconfig")
+	if err := os.Symlink(filepath.Join("..data", "kubeconfig"), path); err != nil {
+		t.Fatal(err)
+	}
+	transport, clientset := ironcoreClient(t, path)
+	if err := transport.Watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, version := range []string{"..2026_11_29_2", "..2026_11_29_3"} {
+		before := reloads(t, "reloaded")
+		revoke := stack.WriteIronCoreTokenKubeconfigForTest(t, staging)
+		project(t, mount, staging, version)
+		if err := testenv.WaitFor(ctx, 30*time.Second, "the updated Secret's kubeconfig reloaded", func(context.Context) error {
+			if reloads(t, "reloaded") == before {
+				return errors.New("not reloaded yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("update %d: %v", i+1, err)
+		}
+		revokeFirst()
+		if err := readNetwork(ctx, clientset); err != nil {
+			t.Fatalf("read after update %d: %v", i+1, err)
+		}
+		revokeFirst = revoke
+	}
+}
+
+// project puts the file source into mount as the kubelet updates a mounted Secret: into a new
+// directory named version, then the link ..data swapped to it in one rename, then the old
+// directories deleted.
+func project(t *testing.T, mount, source, version string) {
+	t.Helper()
+	contents, err := os.ReadFile(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(mount, version), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mount, version, "kubeconfig"), contents, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(version, filepath.Join(mount, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mount, "..data_tmp"), filepath.Join(mount, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	old, err := filepath.Glob(filepath.Join(mount, "..20*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range old {
+		if filepath.Base(dir) != version {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestAKubeconfigThatCannotBeUsedLeavesTheOldCredentials: garbage, and a kubeconfig whose token
 // IronCore refuses, are each reported once and the old credentials stay in use; a good
 // kubeconfig after them is taken up.

@@ -42,9 +42,17 @@ func (g *Gate) SetFence(fence Fence) { g.fence.Store(&fence) }
 
 // Wrap gates the writes of a client, for rest.Config.Wrap. It must be the innermost wrapper,
 // given the client's base transport: writes are fenced on the wire only over connections of an
-// *http.Transport.
+// *http.Transport, or of the base transports of a Fenceable one.
 func (g *Gate) Wrap(next http.RoundTripper) http.RoundTripper {
 	return &gatedTransport{next: next, gate: g}
+}
+
+// Fenceable is a client's base transport that sends over *http.Transports of its own, such as
+// one that changes credentials while it runs.
+type Fenceable interface {
+	// FenceWrites returns the transport sending over fence(t) for each of its *http.Transports
+	// t, or over t itself where fence returns nil.
+	FenceWrites(fence func(*http.Transport) http.RoundTripper) http.RoundTripper
 }
 
 // deadline is the fence's deadline for a write on the wire; with no fence, none.
@@ -82,9 +90,14 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, refuse(req, err)
 	}
 	t.writesOnce.Do(func() {
-		t.writes = fencedWrites(t.next, t.gate.deadline)
+		switch next := t.next.(type) {
+		case Fenceable:
+			t.writes = next.FenceWrites(func(base *http.Transport) http.RoundTripper { return fencedWrites(base, t.gate.deadline) })
+		case *http.Transport:
+			t.writes = fencedWrites(next, t.gate.deadline)
+		}
 		if t.writes == nil {
-			klog.InfoS("Writes carry the leader lease's deadline but are not fenced on the wire: the client's transport is not an *http.Transport", "host", req.URL.Host, "transport", fmt.Sprintf("%T", t.next))
+			klog.InfoS("Writes carry the leader lease's deadline but are not fenced on the wire: the client's transport is neither an *http.Transport nor writegate.Fenceable", "host", req.URL.Host, "transport", fmt.Sprintf("%T", t.next))
 		}
 	})
 	next := t.writes
@@ -134,16 +147,11 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// fencedWrites returns next's settings over connections of their own that speak HTTP/1.1 and
+// fencedWrites returns base's settings over connections of their own that speak HTTP/1.1 and
 // check deadline before each write: a refusal must end exactly the write whose bytes are due,
 // whereas an HTTP/2 connection interleaves reads and watches, which a refusal would end too.
-// It returns nil if next is not an *http.Transport (client-go's is, unless
-// rest.Config.Transport is set).
-func fencedWrites(next http.RoundTripper, deadline func() (time.Time, error)) http.RoundTripper {
-	base, ok := next.(*http.Transport)
-	if !ok {
-		return nil
-	}
+// (client-go's base transport is an *http.Transport unless rest.Config.Transport is set.)
+func fencedWrites(base *http.Transport, deadline func() (time.Time, error)) http.RoundTripper {
 	t := base.Clone()
 	t.ForceAttemptHTTP2 = false
 	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
