@@ -67,15 +67,35 @@ func TestARevokedTokenIsReplacedOnTheFirstRefusal(t *testing.T) {
 		t.Fatalf("read with the first token: %v", err)
 	}
 
-	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
-	revokeFirst()
 	before := reloads(t, "reloaded")
+	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	readAfterRevoking(ctx, t, clientset, revokeFirst, before, "the one of the refused request")
+}
+
+// readAfterRevoking revokes the first token, then reads with clientset, which must succeed, and
+// checks that one reload was counted since before: why names it.
+func readAfterRevoking(ctx context.Context, t *testing.T, clientset ironcoreclientset.Interface, revoke func(), before float64, why string) {
+	t.Helper()
+	revoke()
 	if err := readNetwork(ctx, clientset); err != nil {
-		t.Fatalf("read after the rotation: %v; want the request sent again with the new token", err)
+		t.Fatalf("read after the rotation: %v; want it sent with the new token", err)
 	}
 	if got := reloads(t, "reloaded") - before; got != 1 {
-		t.Errorf("%v reloads counted, want 1", got)
+		t.Errorf("%v reloads counted, want 1 (%s)", got, why)
 	}
+}
+
+// watchedClient writes a kubeconfig with a new token to a file of its own and returns the file,
+// a client on it whose kubeconfig is watched until ctx ends, and what revokes the token.
+func watchedClient(ctx context.Context, t *testing.T) (string, ironcoreclientset.Interface, func()) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
+	revoke := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
+	transport, clientset := ironcoreClient(t, path)
+	if err := transport.Watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return path, clientset, revoke
 }
 
 // TestAChangedKubeconfigIsReadWhenItChanges: with the watch running, a new kubeconfig is taken
@@ -83,12 +103,7 @@ func TestARevokedTokenIsReplacedOnTheFirstRefusal(t *testing.T) {
 func TestAChangedKubeconfigIsReadWhenItChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
-	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
-	transport, clientset := ironcoreClient(t, path)
-	if err := transport.Watch(ctx); err != nil {
-		t.Fatal(err)
-	}
+	path, clientset, revokeFirst := watchedClient(ctx, t)
 	before := reloads(t, "reloaded")
 
 	stack.WriteIronCoreTokenKubeconfigForTest(t, path)
@@ -100,13 +115,7 @@ func TestAChangedKubeconfigIsReadWhenItChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	revokeFirst()
-	if err := readNetwork(ctx, clientset); err != nil {
-		t.Fatalf("read after the rotation: %v", err)
-	}
-	if got := reloads(t, "reloaded") - before; got != 1 {
-		t.Errorf("%v reloads counted, want 1 (the watch's; no request was refused)", got)
-	}
+	readAfterRevoking(ctx, t, clientset, revokeFirst, before, "the watch's; no request was refused")
 }
 
 // TestAMountedSecretsUpdateIsRead: the kubeconfig is a file of a mounted Secret, which the
@@ -186,12 +195,7 @@ func project(t *testing.T, mount, source, version string) {
 func TestAKubeconfigThatCannotBeUsedLeavesTheOldCredentials(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "ironcore.kubeconfig")
-	revokeFirst := stack.WriteIronCoreTokenKubeconfigForTest(t, path)
-	transport, clientset := ironcoreClient(t, path)
-	if err := transport.Watch(ctx); err != nil {
-		t.Fatal(err)
-	}
+	path, clientset, revokeFirst := watchedClient(ctx, t)
 	refusedToken := &rest.Config{Host: stack.IronCore.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: stack.IronCore.Config.CAData}, BearerToken: "not-a-token"}
 	for _, bad := range []struct {
 		name  string

@@ -1,7 +1,6 @@
 package credentials_test
 
 import (
-	"bytes"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -17,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	ironcoreclientset "github.com/ironcore-dev/ironcore/client-go/ironcore/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -110,22 +112,12 @@ func TestGatedWritesAreFencedOnTheWireWithEveryCredentials(t *testing.T) {
 	gate := writegate.New(nil)
 	cfg.Wrap(gate.Wrap)
 	gate.SetFence(fence)
-	client, err := rest.HTTPClientFor(cfg)
+	clientset, err := ironcoreclientset.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.CloseIdleConnections()
 	patch := func() error {
-		req, err := http.NewRequest(http.MethodPatch, server.URL+"/apis/networking.ironcore.dev/v1alpha1/namespaces/ns/loadbalancers/lb", bytes.NewReader([]byte(`{}`)))
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		_, err = io.ReadAll(resp.Body)
+		_, err := clientset.NetworkingV1alpha1().LoadBalancers("ns").Patch(t.Context(), "lb", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 		return err
 	}
 
