@@ -16,10 +16,11 @@ SHARED_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"
 # compiles the export data it type-checks against), go run and go install of tools.
 SHARED_ENV = CGO_ENABLED=0 GOFLAGS="$(strip -trimpath $(shell go env GOFLAGS))"
 
-# The tool modules make test needs: the servers of the stack and the chart renderer. Those that
-# pin the target cluster's API server of other Kubernetes versions (hack/tools/kube-*) are for
-# make test-compat only; they need Go 1.26, and it downloads and checks them.
-TOOL_MODULES := hack/tools/servers/ hack/tools/helm/
+# The tool modules make test needs: the servers of the stack (IronCore's in a module of their own,
+# internal/testenv/binaries.go says why) and the chart renderer. Those that pin the target
+# cluster's API server of the other supported Kubernetes versions (hack/tools/kube-*) are for
+# make test-compat only, which downloads and checks them.
+TOOL_MODULES := hack/tools/servers/ hack/tools/ironcore/ hack/tools/helm/
 
 .PHONY: help
 help: ## Show the targets.
@@ -62,24 +63,15 @@ prepare: lab-program ## Build the servers the test stack runs (etcd, kube-apiser
 # packages they share once, and the servers' build (prepare) reuses most of them.
 .PHONY: lab-program
 lab-program: modules
-	@echo "compiling ironcore-ccm-lab and the CCM (about 2 minutes the first time)..."
+	@echo "compiling ironcore-ccm-lab and the CCM (the first time 2-5 minutes on 2 cores, most of it the Kubernetes libraries)..."
 	@$(SHARED_BUILD) -buildvcs=auto -o bin/ ./cmd/ironcore-ccm-lab ./cmd/ironcore-cloud-controller-manager
 
 # Downloading the modules in one step keeps go's "downloading" lines, one per module, off the
-# terminal; they are in the log, which is shown only if the download fails. The tool modules
-# under hack/tools pin the servers the stack builds.
+# terminal; they are in the log, which is shown only if a download fails. The tool modules
+# under hack/tools pin the servers the stack builds; all are downloaded at once.
 .PHONY: modules
 modules: check-go ## Download the Go modules the project and its servers need (once; quiet, log in bin/go-mod-download.log).
-	@mkdir -p bin
-	@: > bin/go-mod-download.json; : > bin/go-mod-download.log
-	@printf 'Go modules: '
-	@for dir in . $(TOOL_MODULES); do \
-		(cd $$dir && go mod download -json) >> bin/go-mod-download.json 2>> bin/go-mod-download.log || { \
-			echo; { grep -h '"Error"' bin/go-mod-download.json; cat bin/go-mod-download.log; } | head -n 5; \
-			echo "Could not download the Go modules of $$dir (the first errors above; all in bin/go-mod-download.json and .log): is the Go module proxy reachable (GOPROXY=$$(go env GOPROXY))?"; \
-			exit 1; }; \
-	done
-	@echo "$$(grep '"Path"' bin/go-mod-download.json | sort -u | wc -l) ready (log: bin/go-mod-download.log)"
+	@hack/download-modules.sh . $(TOOL_MODULES)
 
 .PHONY: check-go
 check-go:

@@ -15,7 +15,7 @@ smoke='^(TestTheTargetClusterRunsTheChosenKubernetes|TestNodeLifecycle|TestNodes
 mkdir -p bin/test-logs
 total_start=$SECONDS
 # The modules that pin the other versions' API servers are kept tidy here, not by make test,
-# whose Go may be older than theirs.
+# which does not download them.
 for dir in hack/tools/kube-*/; do
 	(cd "$dir" && go mod tidy -diff) >bin/test-logs/compat-modules.log 2>&1 || {
 		cat bin/test-logs/compat-modules.log

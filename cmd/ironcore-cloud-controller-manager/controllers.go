@@ -74,7 +74,8 @@ func startCloudNodeController(initContext app.ControllerInitContext, completed *
 			return nil, false, err
 		}
 		c, err := cloudnodecontroller.NewCloudNodeController(nodes.Informer(), nodes.Client(), cloud,
-			completed.ComponentConfig.NodeStatusUpdateFrequency.Duration, completed.ComponentConfig.NodeController.ConcurrentNodeSyncs)
+			completed.ComponentConfig.NodeStatusUpdateFrequency.Duration, completed.ComponentConfig.NodeController.ConcurrentNodeSyncs,
+			completed.ComponentConfig.NodeController.ConcurrentNodeStatusUpdates)
 		if err != nil {
 			// As the framework does: the CCM runs on without initializing Nodes.
 			klog.ErrorS(err, "Cannot start the cloud node controller")

@@ -13,10 +13,10 @@ import (
 func TestBinaryVersionsMatchTheirPins(t *testing.T) {
 	root := RepoRootForTest(t)
 	mainMod := readFile(t, filepath.Join(root, "go.mod"))
-	toolMod := readFile(t, filepath.Join(root, "hack", "tools", serversModule, "go.mod"))
 	for _, b := range Binaries() {
+		toolMod := readFile(t, filepath.Join(root, "hack", "tools", b.ToolModule, "go.mod"))
 		if !strings.Contains(toolMod, "\n\t"+b.Module+" "+b.Version+"\n") && !strings.Contains(toolMod, "require "+b.Module+" "+b.Version+"\n") {
-			t.Errorf("hack/tools/%s/go.mod does not require %s %s", serversModule, b.Module, b.Version)
+			t.Errorf("hack/tools/%s/go.mod does not require %s %s", b.ToolModule, b.Module, b.Version)
 		}
 		if b.Module == "github.com/ironcore-dev/ironcore" && !strings.Contains(mainMod, "\t"+b.Module+" "+b.Version+"\n") {
 			t.Errorf("go.mod does not require %s %s, the version of the IronCore servers", b.Module, b.Version)
@@ -33,13 +33,13 @@ func TestBinaryVersionsMatchTheirPins(t *testing.T) {
 func TestCompatAPIServersMatchTheirPins(t *testing.T) {
 	root := RepoRootForTest(t)
 	for _, b := range CompatAPIServers() {
-		mod := readFile(t, filepath.Join(root, "hack", "tools", b.compatModule(), "go.mod"))
+		mod := readFile(t, filepath.Join(root, "hack", "tools", b.ToolModule, "go.mod"))
 		if !strings.Contains(mod, "require "+b.Module+" "+b.Version+"\n") && !strings.Contains(mod, "\n\t"+b.Module+" "+b.Version+"\n") {
-			t.Errorf("hack/tools/%s/go.mod does not require %s %s", b.compatModule(), b.Module, b.Version)
+			t.Errorf("hack/tools/%s/go.mod does not require %s %s", b.ToolModule, b.Module, b.Version)
 		}
 		staging := "v0" + strings.TrimPrefix(b.Version, "v1")
 		if !strings.Contains(mod, "k8s.io/api => k8s.io/api "+staging+"\n") || !strings.Contains(mod, "k8s.io/apiserver => k8s.io/apiserver "+staging+"\n") {
-			t.Errorf("hack/tools/%s/go.mod does not replace the staging modules with %s", b.compatModule(), staging)
+			t.Errorf("hack/tools/%s/go.mod does not replace the staging modules with %s", b.ToolModule, staging)
 		}
 		t.Setenv(TargetKubernetesEnv, minor(b.Version))
 		if chosen, compat, err := targetAPIServer(); err != nil || !compat || chosen.Version != b.Version {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,8 +24,8 @@ const targetAPIServerKey = "target-kube-apiserver"
 // servers module's; each is pinned by its own module, hack/tools/kube-<minor>.
 func CompatAPIServers() []Binary {
 	return []Binary{
-		{Name: "kube-apiserver", Version: "v1.36.3", Module: "k8s.io/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver"},
-		{Name: "kube-apiserver", Version: "v1.37.2", Module: "k8s.io/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver"},
+		{Name: "kube-apiserver", Version: "v1.35.3", Module: "k8s.io/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", ToolModule: "kube-1.35"},
+		{Name: "kube-apiserver", Version: "v1.36.3", Module: "k8s.io/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", ToolModule: "kube-1.36"},
 	}
 }
 
@@ -48,9 +49,6 @@ func minor(version string) string {
 	return parts[0] + "." + parts[1]
 }
 
-// compatModule is the directory, under hack/tools, of the module that pins the API server.
-func (b Binary) compatModule() string { return "kube-" + minor(b.Version) }
-
 // targetAPIServer is the compat API server TargetKubernetesEnv asks for; ok is false for the
 // servers module's own.
 func targetAPIServer() (b Binary, ok bool, err error) {
@@ -72,6 +70,7 @@ func targetAPIServer() (b Binary, ok bool, err error) {
 		}
 		supported = append(supported, minor(server.Version))
 	}
+	slices.Sort(supported)
 	return Binary{}, false, fmt.Errorf("%s=%s: the target cluster can run Kubernetes %s", TargetKubernetesEnv, wanted, strings.Join(supported, ", "))
 }
 
@@ -102,7 +101,7 @@ func ensureTargetAPIServer(ctx context.Context, root string, paths map[string]st
 	fmt.Fprintf(out, "building kube-apiserver %s for the target cluster into bin/ (once; about 8 minutes on 2 cores)\n", server.Version)
 	start := time.Now()
 	building := path + ".building"
-	cmd := sharedBuild(ctx, filepath.Join(root, "hack", "tools", server.compatModule()), building, server.Package)
+	cmd := sharedBuild(ctx, filepath.Join(root, "hack", "tools", server.ToolModule), building, server.Package)
 	cmd.Env = append(cmd.Env, "GOFLAGS=-mod=readonly")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build kube-apiserver %s in %s: %w\n%s", server.Version, cmd.Dir, err, lastLines(string(output), 20))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,6 +215,11 @@ func TestVersionNamesTheBuild(t *testing.T) {
 			t.Errorf("--version does not say %q:\n%s", want, output)
 		}
 	}
+	// The k8s.io libraries move together: one version in go.mod, the one --version names.
+	k8sVersion := k8sLibrariesVersion(t)
+	if want := "cloud-provider: " + k8sVersion + "\n"; !strings.Contains(string(output), want) {
+		t.Errorf("--version does not say %q, the version of go.mod's k8s.io libraries:\n%s", want, output)
+	}
 	raw, err := exec.Command(ccmBinary, "--version=raw").Output()
 	if err != nil {
 		t.Fatalf("--version=raw: %v", err)
@@ -233,6 +239,34 @@ func TestVersionNamesTheBuild(t *testing.T) {
 	if info.Modified != strings.HasSuffix(info.Version, "-dirty") {
 		t.Errorf("--version=raw: %+v: a modified tree's version ends in -dirty, and only its", info)
 	}
+}
+
+// k8sLibrariesVersion is the one version go.mod requires of every k8s.io library released with
+// Kubernetes (v0.<minor>.<patch>; klog, utils and kube-openapi have versions of their own); the
+// test fails if they differ.
+func k8sLibrariesVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRootForTest(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := regexp.MustCompile(`^\s*(?:require\s+)?(k8s\.io/\S+) (v0\.\d+\.\d+)(?:\s|$)`)
+	versions := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := release.FindStringSubmatch(line); m != nil {
+			versions[m[2]] = append(versions[m[2]], m[1])
+		}
+	}
+	if len(versions) != 1 {
+		t.Fatalf("go.mod requires the k8s.io libraries at %d versions, want one: %v", len(versions), versions)
+	}
+	for version, modules := range versions {
+		if len(modules) < 5 {
+			t.Fatalf("go.mod requires only %v at %s; the listing is broken", modules, version)
+		}
+		return version
+	}
+	return ""
 }
 
 // headCommit is the commit of the checkout the tests and the CCM were built from.
