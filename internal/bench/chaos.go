@@ -526,6 +526,10 @@ func (c *chaos) disrupt(ctx context.Context, pause bool) error {
 				// Its leader election renewing from the lease it knew: the API server's
 				// resourceVersion check refuses it, which is the fence on the lease itself.
 				takeover.RenewalsRefused++
+			case write.Cut:
+				// Sent as it resumed from between the fence's check and the send: its
+				// connection ended there, before the request was whole.
+				takeover.CutAfterTakeover++
 			default:
 				takeover.WritesAfterTakeover++
 				c.problem("%s wrote after %s took over: %s %s %s (status %d)", leader.name, other.name, write.Verb, write.Resource, write.Name, write.Status)

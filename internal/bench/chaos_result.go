@@ -101,6 +101,10 @@ type Takeover struct {
 	// RenewalsRefused are writes of the leader lease by a paused leader after the other took
 	// over that the API server refused as conflicts: not counted as writes.
 	RenewalsRefused int `json:"renewalsRefused,omitempty"`
+	// CutAfterTakeover are requests of a paused leader after the other took over that the fence
+	// cut off mid-request (sent on resuming from between its check and the send): the API
+	// server did not receive them whole, so they are not counted as writes.
+	CutAfterTakeover int `json:"cutAfterTakeover,omitempty"`
 	// PausedAt is the write a paused leader was stopped in the middle of; empty if it made
 	// none to be paused at.
 	PausedAt string `json:"pausedAt,omitempty"`
@@ -184,7 +188,7 @@ func (r *ChaosResult) Markdown() string {
 	fmt.Fprintf(&b, "| replicas that ended by themselves (restarted) | %d |\n\n", len(r.UnplannedExits))
 
 	var kills, pauses []time.Duration
-	writesAfter, midWrite, refused := 0, 0, 0
+	writesAfter, midWrite, refused, cut := 0, 0, 0, 0
 	for _, t := range r.Takeovers {
 		d := time.Duration(float64(t.TakeoverSeconds) * float64(time.Second))
 		if t.Kind == "pause" {
@@ -197,6 +201,7 @@ func (r *ChaosResult) Markdown() string {
 		}
 		writesAfter += t.WritesAfterTakeover
 		refused += t.RenewalsRefused
+		cut += t.CutAfterTakeover
 	}
 	fmt.Fprintf(&b, "| Leader takeovers (lease duration 4 s) | count | p50 | max |\n|---|---:|---:|---:|\n")
 	for _, row := range []struct {
@@ -224,7 +229,8 @@ func (r *ChaosResult) Markdown() string {
 	})
 	fmt.Fprintf(&b, "\n| Invariant | measured |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| writes of any kind, to IronCore or to the cluster, by a paused leader after the other took over (paused mid-write: %d of %d; "+
-		"lease renewals the API server refused as conflicts, not counted: %d) | %d |\n", midWrite, len(pauses), refused, writesAfter)
+		"lease renewals the API server refused as conflicts, not counted: %d; requests the fence cut off mid-request, which the API server did not receive whole, not counted: %d) | %d |\n",
+		midWrite, len(pauses), refused, cut, writesAfter)
 	fmt.Fprintf(&b, "| Nodes deleted whose Machine exists | %d |\n", r.WrongfulNodeDeletions)
 	fmt.Fprintf(&b, "| Nodes of deleted Machines deleted (of %d) | %d |\n", r.NodesLeft, r.LeftNodesDeleted)
 	fmt.Fprintf(&b, "| moments a Service had two IronCore LoadBalancers of one type | %d |\n", r.Duplicates)

@@ -1,8 +1,9 @@
 // Package writegate lets a client's writes through only before a fence's deadline, the last
 // moment no other replica can lead. A write's connection checks the deadline before each write
 // to the socket, so a write let through just before the process was paused is not sent when it
-// resumes; only the instant between that check and the system call remains. Reads and watches
-// pass as ever.
+// resumes. Only the instant between that check and the system call remains: a send that crossed
+// the deadline there ends its connection, so that a request it began is not completed, and an
+// API server does not carry out an incomplete request. Reads and watches pass as ever.
 package writegate
 
 import (
@@ -225,7 +226,19 @@ func (c *fencedConn) Write(b []byte) (int, error) {
 		_ = c.Close()
 		return 0, fmt.Errorf("set the write deadline of the connection to %s: %w", c.RemoteAddr(), err)
 	}
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		return n, err
+	}
+	// A process stopped between the check and the send sends when it resumes. Nothing calls
+	// the bytes back, but the connection ends here, so that the rest of the request does not
+	// follow them: an API server does not carry out a request it did not receive whole.
+	if _, late := c.deadline(); late != nil {
+		klog.InfoS("Bytes of a write went to the wire as the fence closed: the process was stopped between the check and the send; ending the connection", "remote", c.RemoteAddr(), "bytes", n, "reason", late.Error())
+		_ = c.Close()
+		return n, fmt.Errorf("write to %s: sent as the fence closed: %w", c.RemoteAddr(), late)
+	}
+	return n, nil
 }
 
 func (c *fencedConn) SetWriteDeadline(t time.Time) error {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -322,5 +323,45 @@ func TestExemptWritesPassAClosedFence(t *testing.T) {
 	}
 	if puts[0].protoMajor != 2 {
 		t.Errorf("the exempt write went over HTTP/%d, want HTTP/2 as unfenced writes do", puts[0].protoMajor)
+	}
+}
+
+// stoppedBeforeSend is a connection whose process is stopped past the fence's deadline after
+// the fence's check and before each send, which then goes out when it resumes.
+type stoppedBeforeSend struct {
+	net.Conn
+	fence *fakeFence
+}
+
+func (c stoppedBeforeSend) Write(b []byte) (int, error) {
+	c.fence.pass()
+	return c.Conn.Write(b)
+}
+
+// TestASendThatCrossedTheDeadlineEndsItsConnection stops the process between the fence's check
+// and the send of a request's first bytes: they go out, as nothing can call them back, but the
+// connection ends with them, so the rest of the request never follows and the server reads an
+// incomplete request.
+func TestASendThatCrossedTheDeadlineEndsItsConnection(t *testing.T) {
+	client, server := net.Pipe()
+	t.Cleanup(func() { _ = server.Close() })
+	fence := newFakeFence()
+	conn := &fencedConn{Conn: stoppedBeforeSend{Conn: client, fence: fence}, deadline: fence.Deadline}
+
+	received := make(chan []byte)
+	go func() {
+		data, _ := io.ReadAll(server)
+		received <- data
+	}()
+	head := []byte("PATCH " + loadBalancer + " HTTP/1.1\r\nHost: api\r\nContent-Length: 11\r\n\r\n")
+	n, err := conn.Write(head)
+	if n != len(head) || !errors.Is(err, errFenceClosed) {
+		t.Errorf("the send that crossed the deadline returned %d, %v; want %d bytes and the fence's refusal", n, err, len(head))
+	}
+	if n, err := conn.Write([]byte(`{"spec":{}}`)); n != 0 || err == nil {
+		t.Errorf("the rest of the request after the deadline returned %d, %v; want nothing sent and an error", n, err)
+	}
+	if got := <-received; !bytes.Equal(got, head) {
+		t.Errorf("the server read %q before the connection ended, want only the request's head %q", got, head)
 	}
 }

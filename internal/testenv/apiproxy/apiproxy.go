@@ -63,6 +63,10 @@ type Write struct {
 	Bytes int64
 	// Took is how long the API server took to answer (0 while it has not).
 	Took time.Duration
+	// Cut is whether the request's body ended before its end, as when the client stops sending
+	// in the middle of a request: the API server did not receive it whole, so did not carry it
+	// out.
+	Cut bool
 }
 
 // mutating are the verbs of requests that change objects.
@@ -367,21 +371,32 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writes[index].Took = time.Since(arrived)
 		if body != nil {
 			p.writes[index].Bytes = body.n.Load()
+			p.writes[index].Cut = body.cut(r.ContentLength)
 		}
 	}
 }
 
-// countingBody counts the bytes read from a request's body. The transport may still read it
-// while the answer is being handled, hence the atomic count.
+// countingBody counts the bytes read from a request's body, and whether reading it failed. The
+// transport may still read it while the answer is being handled, hence the atomics.
 type countingBody struct {
 	io.ReadCloser
-	n atomic.Int64
+	n      atomic.Int64
+	failed atomic.Bool
 }
 
 func (b *countingBody) Read(data []byte) (int, error) {
 	n, err := b.ReadCloser.Read(data)
 	b.n.Add(int64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.failed.Store(true)
+	}
 	return n, err
+}
+
+// cut tells whether the body ended before its end: reading it failed, or fewer bytes came than
+// the request declared.
+func (b *countingBody) cut(length int64) bool {
+	return b.failed.Load() || (length > 0 && b.n.Load() < length)
 }
 
 // HoldWatches holds back the events of every watch of the resource (as the proxy counts it, for
