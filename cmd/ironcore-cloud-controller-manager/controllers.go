@@ -174,6 +174,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 			LoadBalancers:   loadBalancers,
 			AllocatedStatus: ironcoreCloud.AllocatedLoadBalancerStatus,
 			ReleaseReplaced: ironcoreCloud.ReleaseReplacedLoadBalancers,
+			Replacing:       ironcoreCloud.ReplacingLoadBalancers,
 			ClusterName:     completed.ComponentConfig.KubeCloudShared.ClusterName,
 			Class:           ironcoreCloud.LoadBalancerClass(),
 			Services:        completed.SharedInformers.Core().V1().Services(),

@@ -71,6 +71,10 @@ type Config struct {
 	// ReleaseReplaced deletes the LoadBalancers a type switch of the Service replaced, once the
 	// Service shows the new one's addresses; nil does nothing.
 	ReleaseReplaced func(ctx context.Context, clusterName string, service *corev1.Service) error
+	// Replacing tells, without reading the Service from the API server, whether it has
+	// LoadBalancers of more than one type, so that ReleaseReplaced may have something to do;
+	// nil: the Service is read and ReleaseReplaced called on every sync.
+	Replacing func(ctx context.Context, clusterName string, service *corev1.Service) (bool, error)
 	// PendingWarning overrides AddressPendingWarning when positive.
 	PendingWarning time.Duration
 	// Client writes the addresses of new and recreated LoadBalancers into their Services' status.
@@ -308,6 +312,12 @@ func (c *Controller) reportAddresses(ctx context.Context, key string, service *c
 	}
 	if c.ReleaseReplaced == nil {
 		return 0, nil
+	}
+	if c.Replacing != nil {
+		// No type switch under way: nothing to release, and no read of the Service.
+		if replacing, err := c.Replacing(ctx, c.ClusterName, service); err != nil || !replacing {
+			return 0, err
+		}
 	}
 	// Deleting is decided on the Service as the API server has it: to a Service cache behind a
 	// type switch, the new LoadBalancer looks like the one the switch replaced.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,4 +251,90 @@ func TestALoadBalancerDeletedOutOfBandIsMadeAgain(t *testing.T) {
 	if lbs.timesEnsured() == before {
 		t.Fatal("EnsureLoadBalancer was not called")
 	}
+}
+
+// A Service whose addresses are in its status is not read from the API server after its status
+// write: with no type switch under way (its LoadBalancers of one type), the lister's copy serves.
+// During a switch, it is read live before anything is released, as a lister behind the switch
+// would take the new LoadBalancer for the replaced one.
+func TestAServedServiceIsReadLiveOnlyDuringASwitch(t *testing.T) {
+	proxy, _, err := stack.StartTargetProxy("repair-reads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientset, err := kubernetes.NewForConfig(proxy.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var switching atomic.Bool
+	checked := make(chan struct{}, 100)
+	released := make(chan *corev1.Service, 100)
+	stack.RunControllerForTest(t, clientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
+		return lbrepair.New(lbrepair.Config{
+			IronCore: ironcoreClient, LoadBalancers: &loadBalancers{}, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
+			Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: record.NewFakeRecorder(100),
+			ReleaseReplaced: func(_ context.Context, _ string, service *corev1.Service) error {
+				released <- service
+				return nil
+			},
+			Replacing: func(_ context.Context, _ string, service *corev1.Service) (bool, error) {
+				if len(service.Status.LoadBalancer.Ingress) > 0 {
+					checked <- struct{}{}
+				}
+				return switching.Load(), nil
+			},
+		})
+	})
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "repair-reads", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.CreateIronCoreForTest(t, stack.ServiceLoadBalancer(service))
+	waitForStatus(t, service)
+	// The sync that its own status write brings finds the status in place.
+	receive(t, checked, "the sync after the status write")
+	liveReads := func() int {
+		for _, count := range proxy.Counts() {
+			if count.Verb == "get" && count.Resource == "services" {
+				return count.N
+			}
+		}
+		return 0
+	}
+	if n := liveReads(); n != 0 {
+		t.Errorf("the repair read the Service from the API server %d times without a type switch under way, want 0", n)
+	}
+	select {
+	case <-released:
+		t.Error("the repair released LoadBalancers of a Service without a type switch under way")
+	default:
+	}
+
+	switching.Store(true)
+	current, err := stack.TargetClientset.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if _, err := stack.TargetClientset.CoreV1().Services(service.Namespace).UpdateStatus(ctx, current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, released, "the release after the status is written again")
+	if n := liveReads(); n != 1 {
+		t.Errorf("the repair read the Service from the API server %d times before releasing, want 1", n)
+	}
+}
+
+// receive returns what comes on ch within a minute.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("no %s within a minute", what)
+	}
+	var zero T
+	return zero
 }

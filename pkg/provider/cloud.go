@@ -280,6 +280,12 @@ func (c *Cloud) ReleaseReplacedLoadBalancers(ctx context.Context, clusterName st
 	return c.loadBalancers.ReleaseReplaced(ctx, clusterName, service)
 }
 
+// ReplacingLoadBalancers is loadBalancers.Replacing: whether the Service has LoadBalancers of
+// more than one type, from the IronCore cache.
+func (c *Cloud) ReplacingLoadBalancers(ctx context.Context, clusterName string, service *corev1.Service) (bool, error) {
+	return c.loadBalancers.Replacing(ctx, clusterName, service)
+}
+
 // SetInformers gives the provider the CCM's shared informers; routes read Nodes from them.
 // The framework calls it after Initialize and before it starts the informers.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {

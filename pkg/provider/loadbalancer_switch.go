@@ -103,6 +103,27 @@ func (l *loadBalancers) ReleaseReplaced(ctx context.Context, clusterName string,
 	return l.deleteReplaced(ctx, service, replaced)
 }
 
+// Replacing tells, from the IronCore cache, whether the Service has LoadBalancers of more than
+// one type, as it has during a type switch, whichever way the Service's own copy points: only
+// then can ReleaseReplaced have something to delete, and the Service is worth reading live.
+func (l *loadBalancers) Replacing(ctx context.Context, clusterName string, service *corev1.Service) (bool, error) {
+	owned, err := l.ironcore.OwnedLoadBalancers(ctx, l.owners(clusterName), service)
+	if err != nil {
+		return false, err
+	}
+	var first networkingv1alpha1.LoadBalancerType
+	for _, lb := range owned {
+		switch {
+		case lb.DeletionTimestamp != nil:
+		case first == "":
+			first = lb.Spec.Type
+		case lb.Spec.Type != first:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // deleteReplaced deletes the LoadBalancers a type switch replaced or, if the Service asks to
 // retain its LoadBalancer, retains them: their addresses are what it asked to keep.
 func (l *loadBalancers) deleteReplaced(ctx context.Context, service *corev1.Service, replaced []*networkingv1alpha1.LoadBalancer) error {

@@ -62,7 +62,7 @@ func startRepairRace(ctx context.Context, t *testing.T, name string, release boo
 		ClusterName: "kubernetes", Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
 	}
 	if release {
-		config.ReleaseReplaced = r.cloud.ReleaseReplacedLoadBalancers
+		config.ReleaseReplaced, config.Replacing = r.cloud.ReleaseReplacedLoadBalancers, r.cloud.ReplacingLoadBalancers
 	}
 	repair, err := lbrepair.New(config)
 	if err != nil {
