@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -139,6 +140,9 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	r := startRepairRace(ctx, t, "repair-switch", true)
 	service, proxy, lbs, nodes := r.service, r.proxy, r.lbs, r.nodes
 
+	if replacing, err := r.cloud.ReplacingLoadBalancers(ctx, "kubernetes", service); err != nil || replacing {
+		t.Fatalf("a Service with one LoadBalancer is taken for one in a type switch (%t, %v)", replacing, err)
+	}
 	release := proxy.HoldWatches("services")
 	t.Cleanup(release)
 	switched := service.DeepCopy()
@@ -172,6 +176,15 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	})
 	if cached, err := r.services.Services(service.Namespace).Get(service.Name); err != nil || cached.Annotations[keys.AnnotationInternalLoadBalancer] == "true" {
 		t.Fatalf("the repair's cache shows the switch (%v) although its watch is held back", err)
+	}
+	// Both ways the Service may look, before the switch and after, have a switch under way.
+	for _, view := range []*corev1.Service{service, switched} {
+		testenv.Await(t, ctx, waitTimeout, "the switch under way in the IronCore cache", func(ctx context.Context) error {
+			if replacing, err := r.cloud.ReplacingLoadBalancers(ctx, "kubernetes", view); err != nil || !replacing {
+				return fmt.Errorf("not replacing (%v)", err)
+			}
+			return nil
+		})
 	}
 	// The allocated successor brings the Service to the repair; it either reads the Service
 	// from the API server before deleting, or deletes the successor.
