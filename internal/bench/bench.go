@@ -195,6 +195,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	writes := stack.IronCoreProxy.Writes()
 	result.Requests.routingVolume(writes, opts.Nodes)
 	result.Requests.Target = counts(stack.TargetProxy.Counts())
+	result.Requests.statusWrites(stack.TargetProxy.Writes())
 	if diag != nil {
 		if err := diag.finish(ctx, stack, tracker, writes); err != nil {
 			return nil, fmt.Errorf("write the diagnostics: %w", err)

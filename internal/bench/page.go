@@ -81,18 +81,19 @@ func modeOf(r *Result) string {
 // Table renders the page's table: per size, IronCore's floor, then one row per run.
 func Table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| Nodes / Services | CCM | mode | address | first traffic | first traffic / floor | every Node routed | Node initialized | address, no destination > 2 s | not done at the deadline | IronCore writes per Node | CCM CPU | peak anonymous memory | run |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
+	b.WriteString("| Nodes / Services | CCM | mode | address | first traffic | first traffic / floor | every Node routed | Node initialized | address, no destination > 2 s | not done at the deadline | IronCore writes per Node | routing writes per routing | their bytes | Service status writes per Service | CCM CPU | peak anonymous memory | run |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, r := range results {
 		size := fmt.Sprintf("%s / %s", thousands(r.Nodes), thousands(r.Services))
 		if i == 0 || results[i-1].Nodes != r.Nodes || results[i-1].Services != r.Services {
-			fmt.Fprintf(&b, "| **%s** | IronCore alone (floor) | selector | %s | %s | | %s | | | | | | | |\n",
+			fmt.Fprintf(&b, "| **%s** | IronCore alone (floor) | selector | %s | %s | | %s | | | | | | | | | | |\n",
 				size, span(r.BurstFloor.Address), span(r.BurstFloor.FirstTraffic), span(r.BurstFloor.RoutingComplete))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %.2f | %.1f s | %.1f MiB | [%s](%s/%s.md) |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %.2f | %s | %s | %s | %.1f s | %.1f MiB | [%s](%s/%s.md) |\n",
 			size, r.Label, modeOf(r), spanOf(r.LoadBalancerReadiness, r.Services), spanOf(r.FirstTraffic, r.Services),
 			overFloor(r.FirstTraffic, r.BurstFloor.FirstTraffic, r.Services), spanOf(r.RoutingComplete, r.Services), spanOf(r.NodeInitialization, r.Nodes),
 			r.AddressWithoutDestination.Longer, r.Unfinished.String(), r.Requests.WritesPerNode,
+			routingWritesCell(r), routingBytesCell(r), statusWritesCell(r),
 			r.CCM.CPUSeconds, r.CCM.PeakAnonMiB, r.Name(), ResultsDir, r.Name())
 	}
 	b.WriteString("\n")
@@ -102,11 +103,42 @@ func Table(results []*Result) string {
 		}
 	}
 	b.WriteString("\nTimes are p50 / max in seconds from each object's creation; where not all objects were done, those not done count as slower than any. ")
+	b.WriteString("Routing writes and their bytes are the CCM's own writes of LoadBalancerRoutings during convergence (in selector mode IronCore writes them). ")
+	b.WriteString("¹ A run recorded before status writes were told apart: every write of the Services' status subresource, " +
+		"the service controller's patch that adds its finalizer (one per Service) included. ")
 	b.WriteString("Each run is reproduced by (with the version of this repository that ran it, and the date):\n\n")
 	for _, r := range results {
 		fmt.Fprintf(&b, "- `%s`: `%s` (%s, %s)\n", r.Name(), reproduceCommand(r.Flags), r.Version, r.Date.Format("2006-01-02"))
 	}
 	return b.String()
+}
+
+// routingWritesCell is the CCM's routing writes per Service's routing, or a dash where IronCore
+// writes them all (selector mode without Local Services) or the run counted none.
+func routingWritesCell(r *Result) string {
+	if r.Requests.RoutingWrites == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", r.perRouting())
+}
+
+// routingBytesCell is the bytes of the CCM's routing writes, or a dash where it wrote none or the
+// run did not count their bytes.
+func routingBytesCell(r *Result) string {
+	if r.Requests.RoutingBytes == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(r.Requests.RoutingBytes)/(1<<20))
+}
+
+// statusWritesCell is the Service status writes per Service; a run recorded before they were
+// told apart from the finalizer patches shows all its writes of the status subresource, marked.
+func statusWritesCell(r *Result) string {
+	writes, estimated := r.perService()
+	if estimated {
+		return fmt.Sprintf("%.2f ¹", writes)
+	}
+	return fmt.Sprintf("%.2f", writes)
 }
 
 // span shows p50 / max of a floor, whose objects are all done.

@@ -172,8 +172,12 @@ func (r *Result) Markdown() string {
 		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)
 	// Runs recorded before the bytes were counted have none: nothing is said rather than zero.
 	if r.Requests.RoutingBytes > 0 {
-		fmt.Fprintf(&b, "LoadBalancerRouting writes during convergence: %d, %.1f MiB in all, %.1f KiB per Node.\n\n",
-			r.Requests.RoutingWrites, float64(r.Requests.RoutingBytes)/(1<<20), r.Requests.RoutingBytesPerNode/1024)
+		fmt.Fprintf(&b, "LoadBalancerRouting writes during convergence: %d, %.2f per routing, %.1f MiB in all, %.1f KiB per Node.\n\n",
+			r.Requests.RoutingWrites, r.perRouting(), float64(r.Requests.RoutingBytes)/(1<<20), r.Requests.RoutingBytesPerNode/1024)
+	}
+	if perService, estimated := r.perService(); !estimated {
+		fmt.Fprintf(&b, "Service status writes during convergence: %d, %.2f per Service; besides them, %d patches of the status subresource that only add the service controller's finalizer.\n\n",
+			r.Requests.StatusWrites, perService, r.Requests.FinalizerPatches)
 	}
 	if rec := r.Recovery; rec != nil {
 		fmt.Fprintf(&b, "After an IronCore outage of %.0fs (unreachable for the CCM), %d Services created when it ended: "+

@@ -204,6 +204,45 @@ type Requests struct {
 	RoutingWrites       int     `json:"routingWrites"`
 	RoutingBytes        int64   `json:"routingBytes"`
 	RoutingBytesPerNode float64 `json:"routingBytesPerNode"`
+	// StatusWrites are the CCM's writes of Services' status during convergence: of the
+	// status subresource's writes, those that set the status, not the service controller's
+	// patches that only add its finalizer. Zero in runs recorded before they were told apart.
+	StatusWrites int `json:"serviceStatusWrites,omitempty"`
+	// FinalizerPatches are the status subresource's writes that set metadata only.
+	FinalizerPatches int `json:"finalizerPatches,omitempty"`
+}
+
+// statusWrites sorts the writes of Services' status subresource into status writes and patches
+// that only add a finalizer (or set other metadata); a body whose fields are unknown counts as
+// a status write.
+func (r *Requests) statusWrites(writes []apiproxy.Write) {
+	for _, write := range writes {
+		if write.Resource != "services/status" {
+			continue
+		}
+		if write.Fields != nil && !slices.Contains(write.Fields, "status") {
+			r.FinalizerPatches++
+			continue
+		}
+		r.StatusWrites++
+	}
+}
+
+// perRouting is the routing writes per Service's routing, and perService the status writes per
+// Service; in runs recorded before status writes were told apart, every write of the status
+// subresource, with estimated true.
+func (r *Result) perRouting() float64 { return perObject(r.Requests.RoutingWrites, r.Services) }
+
+func (r *Result) perService() (writes float64, estimated bool) {
+	if r.Requests.StatusWrites > 0 || r.Requests.FinalizerPatches > 0 {
+		return perObject(r.Requests.StatusWrites, r.Services), false
+	}
+	for _, c := range r.Requests.Target {
+		if c.Resource == "services/status" && isWrite(c.Verb) {
+			writes += float64(c.Count)
+		}
+	}
+	return perObject(int(writes), r.Services), true
 }
 
 // routingVolume sums up the writes of LoadBalancerRoutings and their bytes.

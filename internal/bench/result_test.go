@@ -254,3 +254,29 @@ func TestRoutingVolumeSumsTheRoutingWritesOnly(t *testing.T) {
 		t.Errorf("got %d writes, %d bytes, %v per Node; want 2, 1500, 375", requests.RoutingWrites, requests.RoutingBytes, requests.RoutingBytesPerNode)
 	}
 }
+
+// The status subresource's writes are status writes unless their body is known to set metadata
+// only, as the service controller's patch that adds its finalizer does; other resources do not
+// count. A run that told them apart shows its status writes per Service; an older one, all its
+// writes of the status subresource, as an estimate.
+func TestStatusWritesAreToldFromFinalizerPatches(t *testing.T) {
+	r := &Result{Services: 2}
+	r.Requests.statusWrites([]apiproxy.Write{
+		{Verb: "patch", Resource: "services/status", Fields: []string{"metadata"}},
+		{Verb: "patch", Resource: "services/status", Fields: []string{"metadata", "status"}},
+		{Verb: "patch", Resource: "services/status", Fields: []string{"status"}},
+		{Verb: "update", Resource: "services/status"}, // a body of unknown fields
+		{Verb: "patch", Resource: "services", Fields: []string{"status"}},
+		{Verb: "patch", Resource: "nodes/status", Fields: []string{"status"}},
+	})
+	if r.Requests.StatusWrites != 3 || r.Requests.FinalizerPatches != 1 {
+		t.Errorf("status writes %d and finalizer patches %d, want 3 and 1", r.Requests.StatusWrites, r.Requests.FinalizerPatches)
+	}
+	if perService, estimated := r.perService(); perService != 1.5 || estimated {
+		t.Errorf("status writes per Service %.2f (estimated: %t), want 1.50, counted", perService, estimated)
+	}
+	older := &Result{Services: 2, Requests: Requests{Target: []RequestCount{{Verb: "patch", Resource: "services/status", Count: 5}, {Verb: "get", Resource: "services", Count: 9}}}}
+	if perService, estimated := older.perService(); perService != 2.5 || !estimated {
+		t.Errorf("an older run's status writes per Service %.2f (estimated: %t), want 2.50, estimated", perService, estimated)
+	}
+}

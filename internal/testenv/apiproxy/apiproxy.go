@@ -12,17 +12,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/big"
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -67,7 +70,15 @@ type Write struct {
 	// in the middle of a request: the API server did not receive it whole, so did not carry it
 	// out.
 	Cut bool
+	// Fields are the top-level fields a JSON body of at most maxFieldsBody bytes sets, sorted
+	// (a status patch sets "status"; one that adds a finalizer, "metadata" only); nil for any
+	// other body.
+	Fields []string
 }
+
+// maxFieldsBody is the largest body whose fields a Write names: the small writes that tell one
+// kind of patch from another, not the routings of a thousand Nodes.
+const maxFieldsBody = 16 << 10
 
 // mutating are the verbs of requests that change objects.
 var mutating = sets.NewString("create", "update", "patch", "delete", "deletecollection")
@@ -372,16 +383,23 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if body != nil {
 			p.writes[index].Bytes = body.n.Load()
 			p.writes[index].Cut = body.cut(r.ContentLength)
+			if !p.writes[index].Cut {
+				p.writes[index].Fields = body.fields()
+			}
 		}
 	}
 }
 
-// countingBody counts the bytes read from a request's body, and whether reading it failed. The
-// transport may still read it while the answer is being handled, hence the atomics.
+// countingBody counts the bytes read from a request's body, whether reading it failed, and
+// keeps the first maxFieldsBody bytes. The transport may still read it while the answer is being
+// handled, hence the atomics and the lock.
 type countingBody struct {
 	io.ReadCloser
 	n      atomic.Int64
 	failed atomic.Bool
+
+	mu   sync.Mutex
+	head []byte
 }
 
 func (b *countingBody) Read(data []byte) (int, error) {
@@ -390,7 +408,26 @@ func (b *countingBody) Read(data []byte) (int, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		b.failed.Store(true)
 	}
+	b.mu.Lock()
+	if keep := min(n, maxFieldsBody+1-len(b.head)); keep > 0 {
+		b.head = append(b.head, data[:keep]...)
+	}
+	b.mu.Unlock()
 	return n, err
+}
+
+// fields returns the top-level fields of a JSON object body of at most maxFieldsBody bytes.
+func (b *countingBody) fields() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.head) > maxFieldsBody {
+		return nil
+	}
+	var object map[string]json.RawMessage
+	if err := json.Unmarshal(b.head, &object); err != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(object))
 }
 
 // cut tells whether the body ended before its end: reading it failed, or fewer bytes came than

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ const patchPath = "/apis/networking.ironcore.dev/v1alpha1/namespaces/ns/networki
 
 // TestAWriteCutOffMidRequestIsMarkedCut sends a write whole and one whose body stops short of
 // its declared length before the connection ends, as a client's fence does: the proxy logs both,
-// and marks only the second cut, which its API server never received whole.
+// and marks only the second cut, which its API server never received whole; the fields of the
+// whole one's body are named.
 func TestAWriteCutOffMidRequestIsMarkedCut(t *testing.T) {
 	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
@@ -63,11 +65,11 @@ func TestAWriteCutOffMidRequestIsMarkedCut(t *testing.T) {
 	if len(writes) != 2 {
 		t.Fatalf("the proxy logged %d writes, want 2: %+v", len(writes), writes)
 	}
-	if whole := writes[0]; whole.Cut || whole.Status != http.StatusOK {
-		t.Errorf("the whole write was logged as %+v, want it answered 200 and not cut", whole)
+	if whole := writes[0]; whole.Cut || whole.Status != http.StatusOK || !slices.Equal(whole.Fields, []string{"metadata"}) {
+		t.Errorf("the whole write was logged as %+v, want it answered 200, not cut, setting metadata", whole)
 	}
-	if cut := writes[1]; !cut.Cut {
-		t.Errorf("the write cut off mid-request was logged as %+v, want it cut", cut)
+	if cut := writes[1]; !cut.Cut || cut.Fields != nil {
+		t.Errorf("the write cut off mid-request was logged as %+v, want it cut, with no fields", cut)
 	}
 	t.Logf("whole: %+v; cut: %+v", writes[0], writes[1])
 }
