@@ -93,7 +93,6 @@ func readLoadBalancer(ctx context.Context, service *corev1.Service) (*networking
 	return lb, stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: lbspec.Name(service)}, lb)
 }
 
-
 // start runs the controller on real informers and the IronCore cache.
 func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
 	t.Helper()
