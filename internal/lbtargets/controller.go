@@ -205,18 +205,28 @@ func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinform
 	}); err != nil {
 		return err
 	}
-	endpointsChanged := func(obj any) {
+	endpointsChanged := func(obj any, delay time.Duration) {
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
 		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			t.endpointSliceChanged(slice)
+			t.endpointSliceChanged(slice, delay)
 		}
 	}
 	if _, err := endpointSlices.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    endpointsChanged,
-		UpdateFunc: func(_, newObj any) { endpointsChanged(newObj) },
-		DeleteFunc: endpointsChanged,
+		AddFunc: func(obj any) { endpointsChanged(obj, t.coalesce) },
+		UpdateFunc: func(oldObj, newObj any) {
+			// Endpoints that leave a Node may take it out of a Local Service's routing: at
+			// once. Endpoints that arrive wait for the others of a rollout.
+			delay := t.coalesce
+			old, ok1 := oldObj.(*discoveryv1.EndpointSlice)
+			slice, ok2 := newObj.(*discoveryv1.EndpointSlice)
+			if !ok1 || !ok2 || targetrules.NodesLeft(old, slice) {
+				delay = 0
+			}
+			endpointsChanged(newObj, delay)
+		},
+		DeleteFunc: func(obj any) { endpointsChanged(obj, 0) },
 	}); err != nil {
 		return err
 	}
@@ -230,7 +240,13 @@ func (t *Controller) watch(nodes coreinformers.NodeInformer, services coreinform
 		if nic.Spec.MachineRef != nil {
 			t.machineChanged(nic.Spec.MachineRef.Name)
 		}
-		t.queueServices(t.routedByCCM, t.coalesce)
+		// One that stops serving leaves the routings at once; one that starts waits for the
+		// others of its wave.
+		delay := time.Duration(0)
+		if targetrules.ServesTraffic(nic) {
+			delay = t.coalesce
+		}
+		t.queueServices(t.routedByCCM, delay)
 	}); err != nil {
 		return err
 	}

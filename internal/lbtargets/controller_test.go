@@ -2,9 +2,11 @@ package lbtargets_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -391,4 +393,91 @@ func heldLoadBalancer(t *testing.T, name string) *networkingv1alpha1.LoadBalance
 	stack.Simulator.Hold(held)
 	t.Cleanup(func() { stack.Simulator.Release(held) })
 	return loadBalancerFor(t, service)
+}
+
+// routingWritesSince counts the writes of the LoadBalancer's routing the IronCore proxy saw
+// since the instant.
+func routingWritesSince(lb *networkingv1alpha1.LoadBalancer, since time.Time) int {
+	n := 0
+	for _, write := range stack.IronCoreProxy.Writes() {
+		if strings.HasPrefix(write.Resource, "loadbalancerroutings.") && write.Name == lb.Name && write.At.After(since) {
+			n++
+		}
+	}
+	return n
+}
+
+// Joining Nodes wait for the others of their wave, however long the window; nothing else does.
+// With an hour's window, a Service's first routing still comes at once, a wave of Nodes turning
+// Ready writes nothing, a Machine deleted inside the window is written at once, in one write
+// that carries the whole wave with it, and so is a Node excluded from load balancers.
+func TestJoinsWaitForTheirWaveAndRemovalsDoNot(t *testing.T) {
+	controller := startWith(t, func(config *lbtargets.Config) { config.Coalesce = time.Hour })
+	a, b := nodeOnMachine(t, "targets-wave-a", true), nodeOnMachine(t, "targets-wave-b", true)
+	wave := []string{"targets-wave-c", "targets-wave-d", "targets-wave-e"}
+	var waveAddresses []string
+	for _, name := range wave {
+		waveAddresses = append(waveAddresses, nodeOnMachine(t, name, false))
+	}
+	ctx := context.Background()
+	service, err := stack.CreateLoadBalancerService(ctx, "targets-wave", testenv.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := loadBalancerFor(t, service)
+	if err := testenv.WaitFor(ctx, time.Minute, "the LoadBalancer's address", func(ctx context.Context) error {
+		if err := stack.IronCore.Client.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+			return err
+		}
+		if len(lb.Status.IPs) == 0 {
+			return errors.New("no address yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Not held back by the window: the Service has no traffic yet.
+	waitForDestinations(t, lb, a, b)
+
+	waveBegan := time.Now()
+	for _, name := range wave {
+		if _, err := stack.SetNodeReady(ctx, name, corev1.ConditionTrue); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once the controller has judged the wave able to serve, a join written at once would be on
+	// its way.
+	if err := testenv.WaitFor(ctx, time.Minute, "the controller to judge the wave able to serve", func(context.Context) error {
+		for _, name := range wave {
+			if !controller.Serves(name) {
+				return fmt.Errorf("%s cannot serve yet", name)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	machine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: "targets-wave-a"}}
+	if err := stack.IronCore.Client.Delete(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	waitForDestinations(t, lb, append([]string{b}, waveAddresses...)...)
+	if n := routingWritesSince(lb, waveBegan); n != 1 {
+		t.Errorf("the wave of %d Nodes and the removal took %d routing writes, want 1: the removal's, with the wave", len(wave), n)
+	}
+
+	// A Node that only its own verdict takes out, its NetworkInterface unchanged: excluded
+	// from load balancers, it leaves at once too.
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "targets-wave-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[corev1.LabelNodeExcludeBalancers] = "true"
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForDestinations(t, lb, waveAddresses...)
 }

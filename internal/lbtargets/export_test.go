@@ -52,3 +52,11 @@ func (t *Controller) RoutingKeysRemembered(namespace, name string) int {
 
 // IronCoreCache is the controller's IronCore client, whose cache a test waits for.
 func (t *Controller) IronCoreCache() *ironcore.Client { return t.ironcore }
+
+// Serves tells whether the controller's last verdict on the Node lets it serve.
+func (t *Controller) Serves(node string) bool {
+	t.nodesMu.Lock()
+	defer t.nodesMu.Unlock()
+	state, known := t.known[node]
+	return known && state.unhealthy == "" && state.eligible
+}

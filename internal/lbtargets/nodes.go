@@ -14,14 +14,15 @@ import (
 )
 
 // syncNode applies the target rules to a Node and, when its verdict changes, records that and
-// queues every target after the coalescing delay; within the Ready grace period, it comes back
-// when the period ends.
+// queues every target: at once when the Node may leave them, after the coalescing delay when
+// it joins, so that a wave of joining Nodes is written once and no removal waits for it. Within
+// the Ready grace period, it comes back when the period ends.
 func (t *Controller) syncNode(ctx context.Context, name string) error {
 	node, err := t.listers.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		t.leftOut.Delete(name)
 		if t.forgetNode(name) {
-			t.queueAllTargets(t.coalesce)
+			t.queueAllTargets(0)
 		}
 		return nil
 	}
@@ -69,8 +70,20 @@ func (t *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	// A Node seen for the first time joins too, whether or not the service controller syncs
 	// the load balancers for it (it does not for a Node that was never Ready).
-	t.queueAllTargets(t.coalesce)
+	delay := time.Duration(0)
+	if joins(previous, state, seen) {
+		delay = t.coalesce
+	}
+	t.queueAllTargets(delay)
 	return nil
+}
+
+// joins tells whether a Node's change from previous (if seen) to state can only add it to
+// targets: it can serve now and could not before, or is new. Any other change may take it out
+// of some, and is not delayed.
+func joins(previous, state nodeState, seen bool) bool {
+	serves := func(s nodeState) bool { return s.unhealthy == "" && s.eligible }
+	return serves(state) && (!seen || !serves(previous))
 }
 
 // recordVerdict records on the Node that its traffic changes. A Node that has not served yet

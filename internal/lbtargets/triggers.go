@@ -37,8 +37,8 @@ func (t *Controller) queueServices(match func(*corev1.Service) bool, delay time.
 }
 
 // endpointSliceChanged queues the Local Service of type LoadBalancer the EndpointSlice belongs
-// to, after the coalescing delay; the queue holds a key once however many changes come.
-func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
+// to, after the delay; the queue holds a key once however many changes come.
+func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice, delay time.Duration) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -47,7 +47,7 @@ func (t *Controller) endpointSliceChanged(slice *discoveryv1.EndpointSlice) {
 	if err != nil || !t.class.Wants(service) || !targetrules.Local(service) {
 		return
 	}
-	t.queue.AddAfter(routingKey(serviceName(service.Namespace, service.Name)), t.coalesce)
+	t.queue.AddAfter(routingKey(serviceName(service.Namespace, service.Name)), delay)
 }
 
 // recordAddress records whether a Service of this CCM shows an address, for the queue's order.

@@ -164,11 +164,17 @@ func (h Health) ready(node *corev1.Node, target bool, now time.Time) Verdict {
 func ServingNetworkInterfaces(machine *computev1alpha1.Machine, nics []*networkingv1alpha1.NetworkInterface) []*networkingv1alpha1.NetworkInterface {
 	var serving []*networkingv1alpha1.NetworkInterface
 	for _, nic := range nics {
-		if claimed(machine, nic) && nic.DeletionTimestamp.IsZero() && nic.Status.State == networkingv1alpha1.NetworkInterfaceStateAvailable && len(nic.Status.IPs) > 0 {
+		if claimed(machine, nic) && ServesTraffic(nic) {
 			serving = append(serving, nic)
 		}
 	}
 	return serving
+}
+
+// ServesTraffic tells whether traffic can be sent to the NetworkInterface, whatever its Machine:
+// it is not being deleted, Available and has an address.
+func ServesTraffic(nic *networkingv1alpha1.NetworkInterface) bool {
+	return nic.DeletionTimestamp.IsZero() && nic.Status.State == networkingv1alpha1.NetworkInterfaceStateAvailable && len(nic.Status.IPs) > 0
 }
 
 // ForeignNetworkInterface says why a Node with these NetworkInterfaces belongs to another
@@ -244,6 +250,18 @@ func describeNetworkInterfaces(machine *computev1alpha1.Machine, nics []*network
 
 func hasTaint(node *corev1.Node, key string) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == key })
+}
+
+// NodesLeft tells whether a Node that had a serving endpoint in the EndpointSlice old has none in
+// slice, its update: a Local Service's routing may have to leave it.
+func NodesLeft(old, slice *discoveryv1.EndpointSlice) bool {
+	now := ServingNodes([]*discoveryv1.EndpointSlice{slice})
+	for node := range ServingNodes([]*discoveryv1.EndpointSlice{old}) {
+		if !now[node] {
+			return true
+		}
+	}
+	return false
 }
 
 // ServingNodes names the Nodes with an endpoint serving the Service, as kube-proxy counts them

@@ -438,3 +438,29 @@ func TestNotCandidate(t *testing.T) {
 		})
 	}
 }
+
+// An update of an EndpointSlice takes Nodes out when one of its Nodes had a serving endpoint and
+// has none now; endpoints that only arrive, or move within a Node, take none out.
+func TestNodesLeft(t *testing.T) {
+	slice := func(endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{Endpoints: endpoints}
+	}
+	on := func(node string, serving bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{NodeName: ptr.To(node), Conditions: discoveryv1.EndpointConditions{Serving: ptr.To(serving), Ready: ptr.To(serving)}}
+	}
+	for _, tc := range []struct {
+		name      string
+		old, now  *discoveryv1.EndpointSlice
+		nodesLeft bool
+	}{
+		{"an endpoint arrives", slice(on("a", true)), slice(on("a", true), on("b", true)), false},
+		{"a Node's second endpoint goes", slice(on("a", true), on("a", true)), slice(on("a", true)), false},
+		{"a Node's last endpoint goes", slice(on("a", true), on("b", true)), slice(on("a", true)), true},
+		{"a Node's endpoint stops serving", slice(on("a", true)), slice(on("a", false)), true},
+		{"a Node's endpoint starts serving", slice(on("a", false)), slice(on("a", true)), false},
+	} {
+		if got := NodesLeft(tc.old, tc.now); got != tc.nodesLeft {
+			t.Errorf("%s: NodesLeft = %t, want %t", tc.name, got, tc.nodesLeft)
+		}
+	}
+}
