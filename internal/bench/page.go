@@ -103,7 +103,8 @@ func Table(results []*Result) string {
 		}
 	}
 	b.WriteString("\nTimes are p50 / max in seconds from each object's creation; where not all objects were done, those not done count as slower than any. ")
-	b.WriteString("Routing writes and their bytes are the CCM's own writes of LoadBalancerRoutings during convergence (in selector mode IronCore writes them). ")
+	b.WriteString("Routing writes and their bytes are the CCM's own writes of LoadBalancerRoutings during convergence (in selector mode IronCore writes them); " +
+		"\"full\" counts those of more than 4 KiB, all but the small first routings of a Service's first few Nodes (runs recorded before show the total alone). ")
 	b.WriteString("¹ A run recorded before status writes were told apart: every write of the Services' status subresource, " +
 		"the service controller's patch that adds its finalizer (one per Service) included. ")
 	b.WriteString("Each run is reproduced by (with the version of this repository that ran it, and the date):\n\n")
@@ -118,6 +119,9 @@ func Table(results []*Result) string {
 func routingWritesCell(r *Result) string {
 	if r.Requests.RoutingWrites == 0 {
 		return "–"
+	}
+	if r.Requests.FullRoutingWrites > 0 {
+		return fmt.Sprintf("%.2f (%.2f full)", r.perRouting(), perObject(r.Requests.FullRoutingWrites, r.Services))
 	}
 	return fmt.Sprintf("%.2f", r.perRouting())
 }

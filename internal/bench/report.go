@@ -172,8 +172,13 @@ func (r *Result) Markdown() string {
 		"the last one %.3fs after it.\n\n", r.Requests.WritesPerNode, r.Requests.RequestsPerService, r.Requests.WritesAfterConvergence, r.Requests.LastWrite)
 	// Runs recorded before the bytes were counted have none: nothing is said rather than zero.
 	if r.Requests.RoutingBytes > 0 {
-		fmt.Fprintf(&b, "LoadBalancerRouting writes during convergence: %d, %.2f per routing, %.1f MiB in all, %.1f KiB per Node.\n\n",
+		fmt.Fprintf(&b, "LoadBalancerRouting writes during convergence: %d, %.2f per routing, %.1f MiB in all, %.1f KiB per Node",
 			r.Requests.RoutingWrites, r.perRouting(), float64(r.Requests.RoutingBytes)/(1<<20), r.Requests.RoutingBytesPerNode/1024)
+		if r.Requests.FullRoutingWrites > 0 {
+			fmt.Fprintf(&b, "; of them %d of more than %d KiB, %.2f per routing (the others are first routings of a few Nodes)",
+				r.Requests.FullRoutingWrites, smallRouting>>10, perObject(r.Requests.FullRoutingWrites, r.Services))
+		}
+		b.WriteString(".\n\n")
 	}
 	if perService, estimated := r.perService(); !estimated {
 		fmt.Fprintf(&b, "Service status writes during convergence: %d, %.2f per Service; besides them, %d patches of the status subresource that only add the service controller's finalizer.\n\n",

@@ -204,6 +204,9 @@ type Requests struct {
 	RoutingWrites       int     `json:"routingWrites"`
 	RoutingBytes        int64   `json:"routingBytes"`
 	RoutingBytesPerNode float64 `json:"routingBytesPerNode"`
+	// FullRoutingWrites are the routing writes of more than smallRouting bytes: all but the
+	// small first routings of a few Nodes. Zero in runs recorded before they were counted.
+	FullRoutingWrites int `json:"fullRoutingWrites,omitempty"`
 	// StatusWrites are the CCM's writes of Services' status during convergence: of the
 	// status subresource's writes, those that set the status, not the service controller's
 	// patches that only add its finalizer. Zero in runs recorded before they were told apart.
@@ -245,12 +248,19 @@ func (r *Result) perService() (writes float64, estimated bool) {
 	return perObject(int(writes), r.Services), true
 }
 
+// smallRouting is the most bytes a routing of a Service's first few Nodes takes (some 150 per
+// destination, and its metadata); the bench's routings of every Node take ten times that and more.
+const smallRouting = 4 << 10
+
 // routingVolume sums up the writes of LoadBalancerRoutings and their bytes.
 func (r *Requests) routingVolume(writes []apiproxy.Write, nodes int) {
 	for _, write := range writes {
 		if strings.HasPrefix(write.Resource, "loadbalancerroutings.") {
 			r.RoutingWrites++
 			r.RoutingBytes += write.Bytes
+			if write.Bytes > smallRouting {
+				r.FullRoutingWrites++
+			}
 		}
 	}
 	if nodes > 0 {

@@ -280,3 +280,18 @@ func TestStatusWritesAreToldFromFinalizerPatches(t *testing.T) {
 		t.Errorf("an older run's status writes per Service %.2f (estimated: %t), want 2.50, estimated", perService, estimated)
 	}
 }
+
+// Routing writes of more than a few KiB count as full routings besides the total; writes of
+// other resources count as neither.
+func TestFullRoutingWritesAreCountedApart(t *testing.T) {
+	var r Requests
+	r.routingVolume([]apiproxy.Write{
+		{Resource: "loadbalancerroutings.networking.ironcore.dev", Bytes: 900},
+		{Resource: "loadbalancerroutings.networking.ironcore.dev", Bytes: 150_000},
+		{Resource: "loadbalancerroutings.networking.ironcore.dev", Bytes: 4096},
+		{Resource: "networkinterfaces.networking.ironcore.dev", Bytes: 90_000},
+	}, 1000)
+	if r.RoutingWrites != 3 || r.FullRoutingWrites != 1 || r.RoutingBytes != 154_996 {
+		t.Errorf("routing writes %d, full %d, bytes %d; want 3, 1, 154996", r.RoutingWrites, r.FullRoutingWrites, r.RoutingBytes)
+	}
+}
