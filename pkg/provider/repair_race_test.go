@@ -3,7 +3,6 @@ package provider_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -180,10 +179,11 @@ func TestTheRepairDoesNotReleaseASwitchsSuccessorOnAStaleService(t *testing.T) {
 	// Both ways the Service may look, before the switch and after, have a switch under way.
 	for _, view := range []*corev1.Service{service, switched} {
 		testenv.Await(t, ctx, waitTimeout, "the switch under way in the IronCore cache", func(ctx context.Context) error {
-			if replacing, err := r.cloud.ReplacingLoadBalancers(ctx, "kubernetes", view); err != nil || !replacing {
-				return fmt.Errorf("not replacing (%v)", err)
+			replacing, err := r.cloud.ReplacingLoadBalancers(ctx, "kubernetes", view)
+			if err == nil && !replacing {
+				err = errors.New("no switch under way")
 			}
-			return nil
+			return err
 		})
 	}
 	// The allocated successor brings the Service to the repair; it either reads the Service
