@@ -99,18 +99,23 @@ func startClusterLabelController(_ app.ControllerInitContext, completed *cloudco
 		}
 		// Where the route controller runs, a new Node's NetworkInterface is labelled by the
 		// write of its route.
-		routedNetwork := ""
-		if completed.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes &&
-			genericcontrollermanager.IsControllerEnabled(names.NodeRouteController, app.ControllersDisabledByDefault, completed.ComponentConfig.Generic.Controllers) {
-			routedNetwork = ironcoreCloud.CloudConfig().NetworkName
-		}
-		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), routedNetwork, completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
+		c, err := clusterlabel.New(ironcoreCloud.IronCore(), ironcoreCloud.ClusterName(), routedNetwork(ironcoreCloud, completed), completed.SharedInformers.Core().V1().Nodes(), completed.EventRecorder)
 		if err != nil {
 			return nil, false, err
 		}
 		go c.Run(ctx, clusterLabelWorkers)
 		return c, true, nil
 	}
+}
+
+// routedNetwork is the Network on which the route controller routes the Nodes' pod CIDRs, or
+// empty if it does not run.
+func routedNetwork(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) string {
+	if completed.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes &&
+		genericcontrollermanager.IsControllerEnabled(names.NodeRouteController, app.ControllersDisabledByDefault, completed.ComponentConfig.Generic.Controllers) {
+		return cloud.CloudConfig().NetworkName
+	}
+	return ""
 }
 
 func startNodeLabels(initContext app.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
@@ -197,6 +202,7 @@ func startLoadBalancerRepair(initContext app.ControllerInitContext, completed *c
 func newTargets(cloud *provider.Cloud, completed *cloudcontrollerconfig.CompletedConfig) (*lbtargets.Controller, error) {
 	config := lbtargets.ConfigFrom(cloud.Options(), cloud.CloudConfig())
 	config.IronCore, config.Owners, config.Recorder = cloud.IronCore(), cloud.LoadBalancerOwners(), completed.EventRecorder
+	config.RoutedNetwork = routedNetwork(cloud, completed)
 	informers := completed.SharedInformers
 	config.Nodes, config.Services, config.EndpointSlices = informers.Core().V1().Nodes(), informers.Core().V1().Services(), informers.Discovery().V1().EndpointSlices()
 	targets, err := lbtargets.New(config)

@@ -7,8 +7,6 @@ package clusterlabel
 import (
 	"context"
 	"errors"
-	"net/netip"
-	"slices"
 	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
@@ -35,9 +33,9 @@ type Controller struct {
 	*machinequeue.Queue
 	ironcore *ironcore.Client
 	cluster  string
-	// routedNetwork is the Network on which this CCM routes the Nodes' pod CIDRs, or empty.
-	routedNetwork string
-	recorder      record.EventRecorder
+	// routeWait leaves a new Node's NetworkInterface to the write of its route.
+	routeWait ironcore.RouteWait
+	recorder  record.EventRecorder
 }
 
 // New wires the controller to the CCM's Node informer and the IronCore cache: a Node, its
@@ -45,7 +43,8 @@ type Controller struct {
 // Network on which this CCM routes the Nodes' pod CIDRs (its route controller runs), or is
 // empty. Call it before the informers start.
 func New(client *ironcore.Client, cluster, routedNetwork string, nodeInformer coreinformers.NodeInformer, recorder record.EventRecorder) (*Controller, error) {
-	c := &Controller{ironcore: client, cluster: cluster, routedNetwork: routedNetwork, recorder: recorder}
+	c := &Controller{ironcore: client, cluster: cluster, recorder: recorder,
+		routeWait: ironcore.RouteWait{Network: routedNetwork, Cluster: cluster, For: routeLabelWait}}
 	var err error
 	if c.Queue, err = machinequeue.New(client, nodeInformer, machinequeue.Spec{
 		Name: Name, Failure: "Cannot label IronCore objects with the cluster name", Sync: c.sync, NetworkInterfaces: true,
@@ -73,7 +72,7 @@ func (c *Controller) sync(ctx context.Context, machineName string, node *corev1.
 	now := time.Now()
 	for _, obj := range objects {
 		if nic, ok := obj.(*networkingv1alpha1.NetworkInterface); ok {
-			if left := leftToRoute(c.routedNetwork, node, nic, now); left > 0 {
+			if left := c.leftToRoute(node, nic, now); left > 0 {
 				c.AddAfter(machineName, left)
 				continue
 			}
@@ -95,40 +94,15 @@ func (c *Controller) sync(ctx context.Context, machineName string, node *corev1.
 // routeLabelWait is how long after a Node's creation its NetworkInterface on the routed Network
 // is left to the write of the Node's route, which labels it for the cluster as well (see
 // pkg/provider's CreateRoute): labelled here first, it would be written twice, and a new
-// Node may well be initialized, and looked at here, before its route is written. A route not
-// written by then is no reason to leave the label out any longer.
+// Node may well be initialized, and looked at here, before its route is written.
 const routeLabelWait = 30 * time.Second
 
 // leftToRoute returns how much longer the NetworkInterface is left to the write of its Node's
-// route: while it is on the routed Network without the cluster label and without one of the
-// Node's pod CIDRs among its prefixes, until the Node is routeLabelWait old. Zero means it is
-// labelled now.
-func leftToRoute(routedNetwork string, node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, now time.Time) time.Duration {
-	if routedNetwork == "" || nic.Spec.NetworkRef.Name != routedNetwork || len(node.Spec.PodCIDRs) == 0 {
-		return 0
-	}
+// route: while it lacks the cluster label and the route is due (ironcore.RouteWait). Zero means
+// it is labelled now.
+func (c *Controller) leftToRoute(node *corev1.Node, nic *networkingv1alpha1.NetworkInterface, now time.Time) time.Duration {
 	if _, labelled := nic.Labels[keys.LabelCluster]; labelled {
 		return 0
 	}
-	left := node.CreationTimestamp.Add(routeLabelWait).Sub(now)
-	if left <= 0 {
-		return 0
-	}
-	for _, cidr := range node.Spec.PodCIDRs {
-		if !hasPrefix(nic, cidr) {
-			return left
-		}
-	}
-	return 0
-}
-
-// hasPrefix tells whether cidr is a literal prefix of the NetworkInterface.
-func hasPrefix(nic *networkingv1alpha1.NetworkInterface, cidr string) bool {
-	want, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(nic.Spec.Prefixes, func(source networkingv1alpha1.PrefixSource) bool {
-		return source.Value != nil && source.Value.Masked() == want.Masked()
-	})
+	return c.routeWait.Left(node, nic, now)
 }

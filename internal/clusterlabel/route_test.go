@@ -6,10 +6,12 @@ import (
 	"time"
 
 	commonv1alpha1 "github.com/ironcore-dev/ironcore/api/common/v1alpha1"
+	ipamv1alpha1 "github.com/ironcore-dev/ironcore/api/ipam/v1alpha1"
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 )
 
@@ -35,6 +37,10 @@ func TestLeftToRoute(t *testing.T) {
 		return n
 	}
 	const v4, v6 = "10.244.1.0/24", "fd00:244:1::/64"
+	allocating := nic("net", false)
+	allocating.Spec.Prefixes = append(allocating.Spec.Prefixes, networkingv1alpha1.PrefixSource{Ephemeral: &networkingv1alpha1.EphemeralPrefixSource{
+		PrefixTemplate: &ipamv1alpha1.PrefixTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{keys.LabelCluster: "lab", keys.LabelPodCIDR: "IPv4"}}},
+	}})
 	for _, tc := range []struct {
 		name    string
 		network string
@@ -49,10 +55,12 @@ func TestLeftToRoute(t *testing.T) {
 		{"nor is one that is labelled already", "net", node(0, v4), nic("net", true), 0},
 		{"nor one on another Network", "net", node(0, v4), nic("other", false), 0},
 		{"nor one of a Node without pod CIDRs", "net", node(0), nic("net", false), 0},
+		{"nor one whose pod CIDRs IronCore allocates, routed without a write", "net", node(0, v4), allocating, 0},
 		{"nor any where this CCM routes nothing", "", node(0, v4), nic("net", false), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := leftToRoute(tc.network, tc.node, tc.nic, now); got != tc.want {
+			c := &Controller{routeWait: ironcore.RouteWait{Network: tc.network, Cluster: "lab", For: routeLabelWait}}
+			if got := c.leftToRoute(tc.node, tc.nic, now); got != tc.want {
 				t.Errorf("left %v, want %v", got, tc.want)
 			}
 		})

@@ -48,6 +48,22 @@ func (c *Client) UpdateNetworkInterface(ctx context.Context, name string, confir
 	return nil
 }
 
+// UpdateNetworkInterfaceLater has mutate (see UpdateNetworkInterface) go with the next write of
+// the named NetworkInterface, whoever makes it, or be written on its own after wait; it returns
+// at once, and done, if not nil, gets the outcome.
+func (c *Client) UpdateNetworkInterfaceLater(ctx context.Context, name string, wait time.Duration, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error), done func(wrote bool, err error)) {
+	var finish func(bool, error)
+	if done != nil {
+		finish = func(wrote bool, err error) {
+			if err != nil {
+				err = fmt.Errorf("update NetworkInterface %s/%s: %w", c.namespace, name, err)
+			}
+			done(wrote, err)
+		}
+	}
+	c.nics.later(ctx, name, wait, mutate, finish)
+}
+
 type jsonPatchOperation struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`

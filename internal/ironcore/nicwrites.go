@@ -141,6 +141,33 @@ func (w *nicWriter) change(ctx context.Context, name string, confirmNoChange boo
 	}
 }
 
+// later records a change to be written with the next write of the named NetworkInterface, or on
+// its own once wait has passed, and returns at once; done, if not nil, gets the outcome. The
+// change outlives ctx's cancellation: it is written, if at all, within the writer's own bounds.
+func (w *nicWriter) later(ctx context.Context, name string, wait time.Duration, mutate func(*networkingv1alpha1.NetworkInterface) (bool, error), done func(wrote bool, err error)) {
+	change := &nicChange{ctx: context.WithoutCancel(ctx), mutate: mutate, done: make(chan nicOutcome, 1)}
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		if done != nil {
+			done(false, fmt.Errorf("write NetworkInterface %s/%s: the IronCore client stopped", w.client.namespace, name))
+		}
+		return
+	}
+	if w.waiting == nil {
+		w.waiting = map[string][]*nicChange{}
+	}
+	w.waiting[name] = append(w.waiting[name], change)
+	w.mu.Unlock()
+	if done != nil {
+		go func() {
+			outcome := <-change.done
+			done(outcome.wrote, outcome.err)
+		}()
+	}
+	w.queue.AddAfter(name, wait)
+}
+
 // processNext writes the next name's changes, and reports whether the queue still runs.
 func (w *nicWriter) processNext(ctx context.Context) bool {
 	name, shutdown := w.queue.Get()

@@ -180,6 +180,84 @@ func (l *countingLimiter) Accept()         { _ = l.Wait(context.Background()) }
 func (l *countingLimiter) Stop()           {}
 func (l *countingLimiter) QPS() float32    { return 0 }
 
+// TestALaterChangeGoesWithTheNextWrite: a change that may wait is written with the next change
+// of its NetworkInterface, whoever asks for it, in one patch; with none to go with, it is
+// written on its own once its wait is over.
+func TestALaterChangeGoesWithTheNextWrite(t *testing.T) {
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
+	machine := stack.CreateMachineForTest(t, "later", testenv.MachineOptions{Unschedulable: true})
+	name := testenv.NetworkInterfaceName(machine.Name)
+	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
+	label := func(key string) func(*networkingv1alpha1.NetworkInterface) (bool, error) {
+		return func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+			if nic.Labels == nil {
+				nic.Labels = map[string]string{}
+			}
+			nic.Labels[key] = "1"
+			return true, nil
+		}
+	}
+	type outcome struct {
+		wrote bool
+		err   error
+	}
+	done := make(chan outcome, 2)
+	report := func(wrote bool, err error) { done <- outcome{wrote, err} }
+	stack.IronCoreProxy.Reset()
+
+	c.UpdateNetworkInterfaceLater(ctx, name, time.Hour, label("example.org/later"), report)
+	// Another writer's change, seen in the cache: long enough for a change queued at once to be
+	// written, and this one still waits.
+	stack.Relabel(t, &networkingv1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: stack.Namespace, Name: name}}, map[string]string{"example.org/other": "1"})
+	testenv.Await(t, ctx, time.Minute, "the other writer's label in the cache", func(ctx context.Context) error {
+		cached, err := c.NetworkInterface(ctx, name)
+		if err == nil && cached.Labels["example.org/other"] != "1" {
+			err = errors.New("not yet")
+		}
+		return err
+	})
+	if patches, waiting := nicPatches(), c.WaitingNetworkInterfaceChanges(); patches != 0 || waiting != 1 {
+		t.Fatalf("%d patches and %d changes waiting before another change of the NetworkInterface, want none and the later one", patches, waiting)
+	}
+	// The route's write, as CreateRoute makes it.
+	route := netip.MustParsePrefix("10.202.0.0/24")
+	if err := c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		nic.Spec.Prefixes = append(nic.Spec.Prefixes, networkingv1alpha1.PrefixSource{Value: &commonv1alpha1.IPPrefix{Prefix: route}})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; !got.wrote || got.err != nil {
+		t.Fatalf("the later change: written %v, error %v; want written with the route", got.wrote, got.err)
+	}
+	live := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Labels["example.org/later"] != "1" || !slices.ContainsFunc(live.Spec.Prefixes, func(p networkingv1alpha1.PrefixSource) bool {
+		return p.Value != nil && p.Value.Prefix == route
+	}) {
+		t.Errorf("labels %v, prefixes %v; want the later label and the route", live.Labels, live.Spec.Prefixes)
+	}
+	if patches := nicPatches(); patches != 1 {
+		t.Errorf("%d patches, want 1: the later change with the route", patches)
+	}
+
+	stack.IronCoreProxy.Reset()
+	c.UpdateNetworkInterfaceLater(ctx, name, 10*time.Millisecond, label("example.org/alone"), report)
+	select {
+	case got := <-done:
+		if !got.wrote || got.err != nil {
+			t.Fatalf("the later change alone: written %v, error %v; want written", got.wrote, got.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a later change with nothing to go with was not written within a minute")
+	}
+	if patches := nicPatches(); patches != 1 {
+		t.Errorf("%d patches, want 1: the later change on its own", patches)
+	}
+}
+
 // TestANetworkInterfaceWriteTakesOneToken: each batch of changes to a NetworkInterface costs
 // exactly one token of the rate limiter; none is spent on finding the queue empty after a
 // write, which would halve the rate of Node writes in a burst.

@@ -64,7 +64,12 @@ type Config struct {
 	Network  string
 	// Selecting is --use-nic-selector: LoadBalancers select their targets by the target label.
 	Selecting bool
-	Health    targetrules.Health
+	// RoutedNetwork is the Network on which the route controller routes the Nodes' pod CIDRs, or
+	// empty: there, a new Node's target label goes with the write of its route.
+	RoutedNetwork string
+	// LabelRouteWait overrides DefaultLabelRouteWait when positive.
+	LabelRouteWait time.Duration
+	Health         targetrules.Health
 	// Class says which Services are this CCM's.
 	Class lbclass.Policy
 	// Owners tells which LoadBalancers are the cluster's.
@@ -115,6 +120,9 @@ func newController(config Config, l listers) *Controller {
 	if config.Coalesce <= 0 {
 		config.Coalesce = DefaultCoalesce
 	}
+	if config.LabelRouteWait <= 0 {
+		config.LabelRouteWait = DefaultLabelRouteWait
+	}
 	if config.FirstTargetsFor <= 0 {
 		config.FirstTargetsFor = DefaultFirstTargetsFor
 	}
@@ -123,6 +131,7 @@ func newController(config Config, l listers) *Controller {
 		cluster:      config.Cluster,
 		network:      config.Network,
 		selecting:    config.Selecting,
+		routeWait:    ironcore.RouteWait{Network: config.RoutedNetwork, Cluster: config.Cluster, For: config.LabelRouteWait},
 		health:       config.Health,
 		class:        config.Class,
 		owners:       config.Owners,

@@ -78,6 +78,13 @@ func startWith(t *testing.T, change func(*lbtargets.Config)) *lbtargets.Controll
 // start, not; it returns the address.
 func nodeOnMachine(t *testing.T, name string, ready bool) string {
 	t.Helper()
+	return nodeOnMachineWith(t, name, testenv.NodeOptions{NotReady: !ready})
+}
+
+// nodeOnMachineWith is nodeOnMachine with the Node registered with opts and the Machine's
+// provider ID.
+func nodeOnMachineWith(t *testing.T, name string, opts testenv.NodeOptions) string {
+	t.Helper()
 	ctx := context.Background()
 	machine, err := stack.CreateMachine(ctx, name, testenv.MachineOptions{})
 	if err != nil {
@@ -97,7 +104,8 @@ func nodeOnMachine(t *testing.T, name string, ready bool) string {
 		t.Fatal(err)
 	}
 	id := providerid.ID{Namespace: stack.Namespace, Machine: name}
-	node, err := stack.CreateNode(ctx, name, testenv.NodeOptions{ProviderID: id.String(), NotReady: !ready})
+	opts.ProviderID = id.String()
+	node, err := stack.CreateNode(ctx, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,3 +60,11 @@ func (t *Controller) Serves(node string) bool {
 	state, known := t.known[node]
 	return known && state.unhealthy == "" && state.eligible
 }
+
+// LabelWaitsForRoute tells whether the NetworkInterface's target label waits for the write of
+// its Node's route.
+func (t *Controller) LabelWaitsForRoute(nic string) bool {
+	t.labels.mu.Lock()
+	defer t.labels.mu.Unlock()
+	return t.labels.deferred[nic]
+}

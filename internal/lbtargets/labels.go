@@ -3,8 +3,10 @@ package lbtargets
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +34,8 @@ type labelRecord struct {
 	mu sync.Mutex
 	// labelled are the NetworkInterfaces labelled after the last successful sync.
 	labelled map[string]bool
+	// deferred are the NetworkInterfaces whose label waits for the write of their Node's route.
+	deferred map[string]bool
 	nudged   map[types.UID]writtenDigest
 	// repairs counts the labels put back after drift; the digest includes it, with the random
 	// process ID, since a label put back changes no target, yet IronCore may miss it.
@@ -102,20 +106,36 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	nodesOf := nodesByNetworkInterface(resolved)
+	now := time.Now()
 	want := map[string]bool{}
 	var add, remove []string
+	later := map[string]time.Duration{}
 	for _, nic := range servingInterfacesOf(chosen) {
 		want[nic.Name] = true
-		if !have[nic.Name] {
-			add = append(add, nic.Name)
+		if have[nic.Name] {
+			continue
 		}
+		if node := nodesOf[nic.Name]; node != nil {
+			if left := t.routeWait.Left(node, nic, now); left > 0 {
+				later[nic.Name] = left
+				continue
+			}
+		}
+		add = append(add, nic.Name)
 	}
 	for _, nic := range labelled {
 		if !want[nic.Name] {
 			remove = append(remove, nic.Name)
 		}
 	}
-	drifted := t.countDrift(have, want, nodesByNetworkInterface(resolved))
+	// Labels still to come are no drift, nor targets IronCore may be nudged for yet.
+	written := maps.Clone(want)
+	for name := range later {
+		delete(written, name)
+	}
+	drifted := t.countDrift(have, written, nodesOf)
+	t.writeLabelsLater(ctx, later)
 	err = t.writeLabels(ctx, add, remove)
 	t.mu.Lock()
 	t.last = newReport(skipped, choice)
@@ -125,7 +145,7 @@ func (t *Controller) syncLabels(ctx context.Context) error {
 		return err
 	}
 	t.labels.mu.Lock()
-	t.labels.labelled = want
+	t.labels.labelled = written
 	t.labels.repairs += drifted
 	t.labels.mu.Unlock()
 	// The nudge takes seconds at hundreds of Services; a target change must not wait for it.
@@ -227,6 +247,52 @@ func (t *Controller) writeLabels(ctx context.Context, add, remove []string) erro
 	}
 	writes.Wait()
 	return errors.Join(errs...)
+}
+
+// DefaultLabelRouteWait bounds how long after a Node's creation its target label may wait for the write
+// of its route (ironcore.RouteWait). Under a burst of new Nodes, Nodes are initialized and
+// become targets a second or two before their routes are written; each label written on its own
+// is one more NetworkInterface patch, and IronCore reconciles every LoadBalancer on the Network
+// for each.
+const DefaultLabelRouteWait = 10 * time.Second
+
+// writeLabelsLater has the target label of each named NetworkInterface go with the write of its
+// Node's route, or be written on its own when the wait is over. Each is submitted once; the
+// label is written only if the latest sync still leaves it to the route, so a Node that stops
+// serving meanwhile is never labelled, and one whose wait ran out is labelled by writeLabels.
+func (t *Controller) writeLabelsLater(ctx context.Context, later map[string]time.Duration) {
+	t.labels.mu.Lock()
+	submitted := t.labels.deferred
+	t.labels.deferred = make(map[string]bool, len(later))
+	for name := range later {
+		t.labels.deferred[name] = true
+	}
+	t.labels.mu.Unlock()
+	for name, left := range later {
+		if submitted[name] {
+			continue
+		}
+		t.ironcore.UpdateNetworkInterfaceLater(ctx, name, left, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+			t.labels.mu.Lock()
+			deferred := t.labels.deferred[name]
+			t.labels.mu.Unlock()
+			if !deferred {
+				return false, nil
+			}
+			return setTargetLabel(nic, t.cluster, true)
+		}, func(wrote bool, err error) {
+			t.labels.mu.Lock()
+			delete(t.labels.deferred, name)
+			t.labels.mu.Unlock()
+			switch {
+			case err != nil && !ironcore.IsNotFound(err):
+				klog.ErrorS(err, "Cannot write a load balancer target label left to its route; syncing the labels again")
+				t.queue.AddRateLimited(key{kind: labelsKind})
+			case wrote:
+				klog.V(2).InfoS("Load balancer target label written", "networkInterface", klog.KRef(t.ironcore.Namespace(), name), "target", true)
+			}
+		})
+	}
 }
 
 // setTargetLabel makes nic a target of the cluster's load balancers, or not. It adds the cluster

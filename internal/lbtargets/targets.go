@@ -32,6 +32,8 @@ type Controller struct {
 	network  string
 	// selecting tells whether this cluster's LoadBalancers select their targets by label.
 	selecting bool
+	// routeWait leaves a new Node's target label to the write of its route.
+	routeWait ironcore.RouteWait
 	health    targetrules.Health
 	class     lbclass.Policy
 	owners    ironcore.Owners
