@@ -64,6 +64,16 @@ func (c *Client) UpdateNetworkInterfaceLater(ctx context.Context, name string, w
 	c.nics.later(ctx, name, wait, mutate, finish)
 }
 
+// RideAlong has change applied to every NetworkInterface this client writes, in the same patch:
+// it gets the NetworkInterface as it was and as the write's other changes leave it, changes the
+// latter and reports whether it did. It never causes a write of its own: a change due anyway
+// goes with the next write of its NetworkInterface at no cost.
+func (c *Client) RideAlong(change func(base, changed *networkingv1alpha1.NetworkInterface) bool) {
+	c.nics.mu.Lock()
+	defer c.nics.mu.Unlock()
+	c.nics.riders = append(c.nics.riders, change)
+}
+
 type jsonPatchOperation struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`

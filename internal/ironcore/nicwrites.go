@@ -44,6 +44,9 @@ type nicWriter struct {
 	// written holds each NetworkInterface as last written until the cache shows it: a change
 	// computed on an older cached copy would fail the patch's tests.
 	written map[string]*networkingv1alpha1.NetworkInterface
+	// riders change every NetworkInterface written anyway, never one that is not (see
+	// Client.RideAlong).
+	riders []func(base, changed *networkingv1alpha1.NetworkInterface) bool
 }
 
 // nicChange is one caller's change to a NetworkInterface.
@@ -315,6 +318,7 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, 
 		if applied == 0 {
 			return nil
 		}
+		changed = w.ride(base, changed)
 		patch, err := nicPatch(base, changed)
 		if err != nil {
 			return finishAll(err)
@@ -334,6 +338,19 @@ func (w *nicWriter) write(ctx context.Context, name string, batch []*nicChange, 
 			return finishAll(err)
 		}
 	}
+}
+
+// ride applies the riders to a NetworkInterface about to be written.
+func (w *nicWriter) ride(base, changed *networkingv1alpha1.NetworkInterface) *networkingv1alpha1.NetworkInterface {
+	w.mu.Lock()
+	riders := w.riders
+	w.mu.Unlock()
+	for _, rider := range riders {
+		if trial := changed.DeepCopy(); rider(base, trial) {
+			changed = trial
+		}
+	}
+	return changed
 }
 
 func (w *nicWriter) readLive(ctx context.Context, name string) (*networkingv1alpha1.NetworkInterface, error) {

@@ -258,6 +258,51 @@ func TestALaterChangeGoesWithTheNextWrite(t *testing.T) {
 	}
 }
 
+// TestARiderGoesOnlyWithOtherWrites: a change that rides along is written with another change
+// of the NetworkInterface, in its patch, and never causes a write of its own.
+func TestARiderGoesOnlyWithOtherWrites(t *testing.T) {
+	ctx, c := stack.StartIronCoreClientForTest(t, nil)
+	machine := stack.CreateMachineForTest(t, "rider", testenv.MachineOptions{Unschedulable: true})
+	name := testenv.NetworkInterfaceName(machine.Name)
+	waitCached(t, ctx, "the NetworkInterface", c.NetworkInterface, name)
+	c.RideAlong(func(_, nic *networkingv1alpha1.NetworkInterface) bool {
+		if nic.Labels["example.org/rider"] == "1" {
+			return false
+		}
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels["example.org/rider"] = "1"
+		return true
+	})
+	stack.IronCoreProxy.Reset()
+	if err := c.UpdateNetworkInterface(ctx, name, false, func(*networkingv1alpha1.NetworkInterface) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if patches := nicPatches(); patches != 0 {
+		t.Fatalf("%d patches for a change that changed nothing, want none: the rider alone is no write", patches)
+	}
+	if err := c.UpdateNetworkInterface(ctx, name, false, func(nic *networkingv1alpha1.NetworkInterface) (bool, error) {
+		if nic.Labels == nil {
+			nic.Labels = map[string]string{}
+		}
+		nic.Labels["example.org/own"] = "1"
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	live := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Labels["example.org/own"] != "1" || live.Labels["example.org/rider"] != "1" {
+		t.Errorf("labels %v, want the change and its rider", live.Labels)
+	}
+	if patches := nicPatches(); patches != 1 {
+		t.Errorf("%d patches, want 1: the change with its rider", patches)
+	}
+}
+
 // TestANetworkInterfaceWriteTakesOneToken: each batch of changes to a NetworkInterface costs
 // exactly one token of the rate limiter; none is spent on finding the queue empty after a
 // write, which would halve the rate of Node writes in a burst.

@@ -112,6 +112,9 @@ func New(config Config) (*Controller, error) {
 	if err := t.watch(config.Nodes, config.Services, config.EndpointSlices); err != nil {
 		return nil, err
 	}
+	if t.selecting {
+		t.ironcore.RideAlong(t.labelIfServing)
+	}
 	return t, nil
 }
 

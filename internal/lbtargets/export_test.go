@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	networkingv1alpha1 "github.com/ironcore-dev/ironcore/api/networking/v1alpha1"
+
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 )
 
@@ -67,4 +69,9 @@ func (t *Controller) LabelWaitsForRoute(nic string) bool {
 	t.labels.mu.Lock()
 	defer t.labels.mu.Unlock()
 	return t.labels.deferred[nic]
+}
+
+// LabelIfServing is the target label's rider on NetworkInterface writes.
+func (t *Controller) LabelIfServing(base, nic *networkingv1alpha1.NetworkInterface) bool {
+	return t.labelIfServing(base, nic)
 }

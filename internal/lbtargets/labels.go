@@ -295,6 +295,31 @@ func (t *Controller) writeLabelsLater(ctx context.Context, later map[string]time
 	}
 }
 
+// labelIfServing rides along every NetworkInterface write (ironcore.RideAlong): the
+// NetworkInterface of a Node found able to serve since the last label sync gets its label in
+// the same patch, usually its route's under a burst of new Nodes, rather than in one of its own
+// after it. It decides on the Node's last verdict and the lister's Node, and leaves alone a write
+// that sets or removes the label itself: that is the label sync's decision, on newer inputs.
+func (t *Controller) labelIfServing(base, nic *networkingv1alpha1.NetworkInterface) bool {
+	if base.Labels[keys.LabelLoadBalancerTarget] != nic.Labels[keys.LabelLoadBalancerTarget] ||
+		nic.Labels[keys.LabelLoadBalancerTarget] == t.cluster ||
+		nic.Spec.NetworkRef.Name != t.network || nic.Spec.MachineRef == nil || !targetrules.ServesTraffic(nic) {
+		return false
+	}
+	t.nodesMu.Lock()
+	name, ok := t.machineNodes[nic.Spec.MachineRef.Name]
+	state, known := t.known[name]
+	t.nodesMu.Unlock()
+	if !ok || !known || !state.eligible || state.unhealthy != "" {
+		return false
+	}
+	if node, err := t.listers.nodes.Get(name); err != nil || !targetrules.Eligible(node) {
+		return false
+	}
+	changed, err := setTargetLabel(nic, t.cluster, true)
+	return err == nil && changed
+}
+
 // setTargetLabel makes nic a target of the cluster's load balancers, or not. It adds the cluster
 // label too if missing (a Node not initialized yet): the LoadBalancers' selector wants both.
 func setTargetLabel(nic *networkingv1alpha1.NetworkInterface, cluster string, target bool) (bool, error) {

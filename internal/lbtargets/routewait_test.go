@@ -89,6 +89,55 @@ func TestATargetLabelGoesWithItsNodesRoute(t *testing.T) {
 	}
 }
 
+// TestATargetLabelRidesAlongOtherWrites: in selector mode, any write of the NetworkInterface of
+// a Node that serves carries its target label if it lacks it; not for a Node excluded from load
+// balancers, nor in a write that removes the label itself, nor for a NetworkInterface that is
+// not Available.
+func TestATargetLabelRidesAlongOtherWrites(t *testing.T) {
+	controller := startWith(t, func(config *lbtargets.Config) { config.Selecting = true })
+	ctx := context.Background()
+	nodeOnMachine(t, "label-ride", true)
+	name := testenv.NetworkInterfaceName("label-ride")
+	awaitLabel(t, name, true)
+	live := &networkingv1alpha1.NetworkInterface{}
+	if err := stack.IronCore.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	unlabelled := live.DeepCopy()
+	delete(unlabelled.Labels, keys.LabelLoadBalancerTarget)
+	ride := func(base, nic *networkingv1alpha1.NetworkInterface) bool {
+		nic = nic.DeepCopy()
+		return controller.LabelIfServing(base, nic) && nic.Labels[keys.LabelLoadBalancerTarget] == stack.ClusterName
+	}
+	if !ride(unlabelled, unlabelled) {
+		t.Error("the NetworkInterface of a Node that serves got no label with another write")
+	}
+	if ride(live, unlabelled) {
+		t.Error("a write that removes the label had it put back")
+	}
+	unavailable := unlabelled.DeepCopy()
+	unavailable.Status.State = networkingv1alpha1.NetworkInterfaceStatePending
+	if ride(unavailable, unavailable) {
+		t.Error("a NetworkInterface that is not Available got the label")
+	}
+	node, err := stack.TargetClientset.CoreV1().Nodes().Get(ctx, "label-ride", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "true"}
+	if _, err := stack.TargetClientset.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitFor(ctx, time.Minute, "an excluded Node's NetworkInterface no longer labelled along", func(context.Context) error {
+		if ride(unlabelled, unlabelled) {
+			return errors.New("still labelled along")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // awaitLabel waits until the NetworkInterface carries the target label, or, for target false,
 // reads it once: it must not have it.
 func awaitLabel(t *testing.T, name string, target bool) {
