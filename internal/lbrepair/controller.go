@@ -95,6 +95,10 @@ type Controller struct {
 	// pendingSince holds when a Service's LoadBalancer was first found without all its
 	// addresses; warnedPending, the Services warned about it.
 	pendingSince, warnedPending sync.Map
+	// written holds each Service as this controller's last status write left it, until the
+	// lister shows that write: a sync on an older lister copy would write the same addresses
+	// again, refused.
+	written sync.Map
 }
 
 // New registers the controller's event handlers. Call it before the informers start.
@@ -240,7 +244,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	retryAfter, err := c.syncService(ctx, key, service)
+	retryAfter, err := c.syncService(ctx, key, c.newest(key, service))
 	if !apierrors.IsConflict(err) {
 		return retryAfter, err
 	}
@@ -365,7 +369,22 @@ func (c *Controller) pending(key string, service *corev1.Service) time.Duration 
 	return 0
 }
 
+// newest is the lister's copy of the Service, or the one this controller's last status write
+// left if that is newer.
+func (c *Controller) newest(key string, listed *corev1.Service) *corev1.Service {
+	last, ok := c.written.Load(key)
+	if !ok {
+		return listed
+	}
+	if written := last.(*corev1.Service); written.UID == listed.UID && ironcore.NewerVersion(written.ResourceVersion, listed.ResourceVersion) {
+		return written
+	}
+	c.written.Delete(key)
+	return listed
+}
+
 func (c *Controller) forget(key string) {
+	c.written.Delete(key)
 	c.recreating.Delete(key)
 	c.pendingSince.Delete(key)
 	c.warnedPending.Delete(key)
@@ -406,8 +425,12 @@ func (c *Controller) writeStatus(ctx context.Context, service *corev1.Service, s
 	if err != nil {
 		return err
 	}
-	if _, err := c.Client.CoreV1().Services(service.Namespace).Patch(ctx, service.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	written, err := c.Client.CoreV1().Services(service.Namespace).Patch(ctx, service.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
 		return fmt.Errorf("write the addresses of Service %s/%s: %w", service.Namespace, service.Name, err)
+	}
+	if key, err := toolscache.MetaNamespaceKeyFunc(written); err == nil {
+		c.written.Store(key, written)
 	}
 	klog.InfoS("Reported the addresses of a Service's IronCore LoadBalancer", "service", klog.KObj(service), "ingress", status.Ingress)
 	return nil

@@ -97,24 +97,29 @@ func readLoadBalancer(ctx context.Context, service *corev1.Service) (*networking
 // start runs the controller on real informers and the IronCore cache.
 func start(t *testing.T) (*loadBalancers, *record.FakeRecorder) {
 	t.Helper()
-	lbs, recorder, _ := startOn(t, stack.TargetClientset)
+	lbs, recorder, _, _ := startOn(t, stack.TargetClientset)
 	return lbs, recorder
 }
 
 // startOn is start with the controller's informers and writes on clientset; it also returns
-// the informers' Service lister.
-func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *record.FakeRecorder, corelisters.ServiceLister) {
+// the informers' Service lister and the controller.
+func startOn(t *testing.T, clientset kubernetes.Interface) (*loadBalancers, *record.FakeRecorder, corelisters.ServiceLister, *lbrepair.Controller) {
 	t.Helper()
 	lbs, recorder := &loadBalancers{}, record.NewFakeRecorder(100)
-	var services corelisters.ServiceLister
+	var (
+		services   corelisters.ServiceLister
+		controller *lbrepair.Controller
+	)
 	stack.RunControllerForTest(t, clientset, func(ironcoreClient *ironcore.Client, factory informers.SharedInformerFactory) (testenv.Controller, error) {
 		services = factory.Core().V1().Services().Lister()
-		return lbrepair.New(lbrepair.Config{
+		var err error
+		controller, err = lbrepair.New(lbrepair.Config{
 			IronCore: ironcoreClient, LoadBalancers: lbs, AllocatedStatus: allocatedStatus, ClusterName: stack.ClusterName,
 			Services: factory.Core().V1().Services(), Nodes: factory.Core().V1().Nodes(), Client: clientset, Recorder: recorder,
 		})
+		return controller, err
 	})
-	return lbs, recorder, services
+	return lbs, recorder, services, controller
 }
 
 func waitForStatus(t *testing.T, service *corev1.Service) string {
@@ -168,7 +173,7 @@ func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, services := startOn(t, clientset)
+	_, _, services, controller := startOn(t, clientset)
 	ctx := context.Background()
 	service, err := stack.CreateLoadBalancerService(ctx, "repair-stale", testenv.ServiceOptions{})
 	if err != nil {
@@ -196,6 +201,15 @@ func TestAServiceListerBehindAWriteCostsOneRead(t *testing.T) {
 		if count.Verb == "patch" && count.Resource == "services/status" && count.Refused > 1 {
 			t.Errorf("%d status patches refused; want at most the one on the lister's version", count.Refused)
 		}
+	}
+	// Any later sync, the watch still held, decides on the controller's own write, not on the
+	// lister's copy without addresses: it writes nothing, refused.
+	listed, err := services.Services(service.Namespace).Get(service.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest := controller.Newest(listed); len(listed.Status.LoadBalancer.Ingress) > 0 || len(newest.Status.LoadBalancer.Ingress) == 0 {
+		t.Errorf("a sync would decide on addresses %v (the lister's: %v); want those the controller wrote", newest.Status.LoadBalancer.Ingress, listed.Status.LoadBalancer.Ingress)
 	}
 }
 
