@@ -38,15 +38,20 @@ func runWithSignals(args []string) int {
 // run is the whole command; it returns the exit status: 0 after printing the report, 2 for
 // wrong flags, 1 when the inspection failed. Every failure is one line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "dry-run" {
+		return runDryRun(ctx, args[1:], stdout, stderr)
+	}
 	options := inspect.NewOptions()
 	fs := pflag.NewFlagSet(commandName, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed below, on one line
 	options.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdout, "Usage: %s --ironcore-kubeconfig=FILE --cloud-config=FILE [flags]\n\n"+
+			fmt.Fprintf(stdout, "Usage: %s --ironcore-kubeconfig=FILE --cloud-config=FILE [flags]\n"+
+				"       %s dry-run [--url=URL] [--output=text|json]\n\n"+
 				"Shows how the cluster's Nodes, Services of type LoadBalancer and routes map to IronCore, as the\n"+
-				"IronCore cloud-controller-manager sees them, and what differs. It only reads.\n\nFlags:\n%s", commandName, fs.FlagUsages())
+				"IronCore cloud-controller-manager sees them, and what differs. It only reads.\n"+
+				"dry-run shows what a CCM running with --dry-run would write (see its --help).\n\nFlags:\n%s", commandName, commandName, fs.FlagUsages())
 			return 0
 		}
 		fail(stderr, fmt.Errorf("%w (see --help)", err))

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,45 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestADryRunReportIsPrintedDeletionsFirst reads a dry run's report from where it is served
+// and prints it by section, deletions first, with the reason a Node leaves a routing; wrong
+// flags and an unreachable report end with one line.
+func TestADryRunReportIsPrintedDeletionsFirst(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"writes":[
+			{"api":"ironcore","verb":"patch","resource":"loadbalancerroutings.networking.ironcore.dev","namespace":"tenant","name":"lb",
+			 "changes":["destinations: 2 -> 1 targets; in: none; out: nic-a"],"reason":"the targets of Service default/web: 1 Nodes",
+			 "excluded":{"nic-a":"Node a: its Ready condition has been False for 1h0m0s (grace period 1m0s)"},"attempts":1},
+			{"api":"ironcore","verb":"delete","resource":"loadbalancers.networking.ironcore.dev","namespace":"tenant","name":"old","changes":["deleted"],"attempts":3}]}`))
+	}))
+	defer server.Close()
+	var stdout, stderr bytes.Buffer
+	if status := run(context.Background(), []string{"dry-run", "--url=" + server.URL}, &stdout, &stderr); status != 0 {
+		t.Fatalf("status %d: %s", status, stderr.String())
+	}
+	out := stdout.String()
+	deletion := strings.Index(out, "- delete loadbalancers.networking.ironcore.dev tenant/old (tried 3 times)")
+	routing := strings.Index(out, "- patch loadbalancerroutings.networking.ironcore.dev tenant/lb")
+	reason := strings.Index(out, "nic-a out: Node a: its Ready condition has been False")
+	if deletion < 0 || routing < deletion || reason < routing {
+		t.Errorf("the report does not list the deletion, then the routing with the Node out and why:\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"dry-run", "--output=yaml"}, 2, `--output="yaml"`},
+		{[]string{"dry-run", "--url=http://127.0.0.1:1/dry-run"}, 1, "is a CCM with --dry-run serving it there?"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if status := run(context.Background(), tc.args, &stdout, &stderr); status != tc.status || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%q: status %d, stderr %q; want %d and one line with %q", tc.args, status, stderr.String(), tc.status, tc.want)
+		}
 	}
 }

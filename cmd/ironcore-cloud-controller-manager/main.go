@@ -100,7 +100,7 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 	if err != nil {
 		return nil, err
 	}
-	fence, err := leaseFence(completed, anonymous)
+	fence, recorder, err := gateWrites(completed, anonymous, ironcoreOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +111,7 @@ func newCloud(completed *cloudcontrollerconfig.CompletedConfig, ironcoreOptions 
 		Options:            ironcoreOptions,
 		Recorder:           completed.EventRecorder,
 		LeaseFence:         fence,
+		DryRun:             recorder,
 	})
 }
 

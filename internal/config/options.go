@@ -43,6 +43,10 @@ type Options struct {
 	UnreadyGracePeriod time.Duration
 	// TargetResync is how often all targets are compared with IronCore: the backstop for a missed event.
 	TargetResync time.Duration
+	// DryRun runs every controller while no write leaves the process; DryRunAddress is where
+	// the writes it would have made are served.
+	DryRun        bool
+	DryRunAddress string
 }
 
 // OrphanCleanup is a mode of the orphaned load balancer cleanup.
@@ -73,6 +77,7 @@ func NewOptions() *Options {
 		NodeHealth:         true,
 		UnreadyGracePeriod: time.Minute,
 		TargetResync:       10 * time.Minute,
+		DryRunAddress:      "127.0.0.1:10290",
 	}
 }
 
@@ -108,6 +113,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TargetResync, "load-balancer-target-resync", o.TargetResync,
 		"How often every load balancer's targets (target labels and the routings the CCM writes) are compared with IronCore and repaired, "+
 			"beside the repairs that watches trigger within seconds: the backstop for a change no watch reported. Zero turns the resync off.")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
+		"Decide everything and write nothing: every controller runs on the live caches, and every write to IronCore and to the cluster "+
+			"(creates, updates, patches, deletes, events) is recorded instead of sent, each change once however often it is retried. "+
+			"No leader election takes place (a dry run never competes with the CCM in charge) and it decides as the leader would. "+
+			"The recorded writes are served as JSON on --dry-run-address (ironcore-ccm-inspect dry-run reads them) and counted in "+
+			"the metrics ironcore_ccm_dry_run_changes_total and ironcore_ccm_dry_run_write_attempts_total. Use it to preview a switch.")
+	fs.StringVar(&o.DryRunAddress, "dry-run-address", o.DryRunAddress,
+		"With --dry-run, the host:port whose /dry-run path serves the recorded writes, over plain HTTP: keep it on loopback and reach it with kubectl port-forward.")
 }
 
 // Validate reports every problem with the options at once.
@@ -138,6 +151,9 @@ func (o *Options) Validate() error {
 	}
 	if o.UnreadyGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--load-balancer-unready-grace-period must not be negative, not %s", o.UnreadyGracePeriod))
+	}
+	if o.DryRun && o.DryRunAddress == "" {
+		errs = append(errs, errors.New("--dry-run-address must be set with --dry-run"))
 	}
 	return errors.Join(errs...)
 }

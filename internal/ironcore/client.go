@@ -188,7 +188,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 	c.routingsLive = true
 	selector := labels.SelectorFromSet(labels.Set{keys.LabelRoutingCluster: cluster}).String()
 	routings := c.applier.NetworkingV1alpha1().LoadBalancerRoutings(c.namespace)
-	c.ownRoutings = toolscache.NewSharedIndexInformer(Reconnecting(&toolscache.ListWatch{
+	c.ownRoutings = toolscache.NewSharedIndexInformer(c.informers.listWatch(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			options.LabelSelector = selector
 			return routings.List(ctx, options)
@@ -197,7 +197,7 @@ func (c *Client) ReadRoutingsLive(cluster string) {
 			options.LabelSelector = selector
 			return routings.Watch(ctx, options)
 		},
-	}), &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
+	}, &networkingv1alpha1.LoadBalancerRouting{}), &networkingv1alpha1.LoadBalancerRouting{}, 0, toolscache.Indexers{})
 	_ = c.ownRoutings.SetTransform(summarizeRoutings())
 }
 

@@ -21,11 +21,13 @@ import (
 type informerRegistry struct {
 	mu     sync.Mutex
 	byType map[reflect.Type]toolscache.SharedIndexInformer
+	// simulated, in a dry run, are the answered writes the informers' watches carry too.
+	simulated *simulatedEvents
 }
 
 // newInformer builds a cache informer on a reconnecting ListerWatcher and records it.
 func (r *informerRegistry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	informer := toolscache.NewSharedIndexInformer(Reconnecting(lw), obj, resync, indexers)
+	informer := toolscache.NewSharedIndexInformer(r.listWatch(lw, obj), obj, resync, indexers)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byType == nil {
@@ -33,6 +35,16 @@ func (r *informerRegistry) newInformer(lw toolscache.ListerWatcher, obj runtime.
 	}
 	r.byType[reflect.TypeOf(obj)] = informer
 	return informer
+}
+
+// listWatch is lw for an informer of obj: reconnecting, and in a dry run with the simulated
+// events of obj's kind.
+func (r *informerRegistry) listWatch(lw toolscache.ListerWatcher, obj runtime.Object) toolscache.ListerWatcher {
+	lw = Reconnecting(lw)
+	if r.simulated == nil {
+		return lw
+	}
+	return &simulatedListWatch{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), events: r.simulated, kind: reflect.TypeOf(obj)}
 }
 
 func (r *informerRegistry) store(t reflect.Type) toolscache.Store {

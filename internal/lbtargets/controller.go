@@ -81,6 +81,8 @@ type Config struct {
 	Resync time.Duration
 	// FirstTargetsFor overrides DefaultFirstTargetsFor when positive (see firstTargets).
 	FirstTargetsFor time.Duration
+	// Explain has every target write say why, and which Nodes it leaves out (--dry-run).
+	Explain bool
 	// New registers handlers on these informers, so it comes before they start.
 	Nodes          coreinformers.NodeInformer
 	Services       coreinformers.ServiceInformer
@@ -96,6 +98,7 @@ func ConfigFrom(options config.Options, cloudConfig config.CloudConfig) Config {
 		Health:    targetrules.Health{Enabled: options.NodeHealth, ReadyGrace: options.UnreadyGracePeriod},
 		Class:     lbclass.Policy{ClassOnly: !options.DefaultLoadBalancer},
 		Resync:    options.TargetResync,
+		Explain:   options.DryRun,
 	}
 }
 
@@ -142,6 +145,7 @@ func newController(config Config, l listers) *Controller {
 		coalesce:     config.Coalesce,
 		firstFor:     config.FirstTargetsFor,
 		resync:       config.Resync,
+		explain:      config.Explain,
 		listers:      l,
 		labels:       labelRecord{process: string(uuid.NewUUID())},
 		nodeVerdicts: nodeVerdicts{known: map[string]nodeState{}, machineNodes: map[string]string{}},

@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/dryrun"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/metrics"
@@ -166,9 +167,16 @@ func (t *Controller) syncRouting(ctx context.Context, key string) error {
 	if limit > 0 {
 		routed = t.firstTargetsRouted(ctx, lbs)
 	}
-	destinations, report, err := t.Destinations(ctx, service, t.routedNow(lbs), limit, routed)
+	destinations, report, left, err := t.Destinations(ctx, service, t.routedNow(lbs), limit, routed)
 	if err != nil {
 		return err
+	}
+	if t.explain {
+		why := fmt.Sprintf("the targets of Service %s: %d Nodes", key, report.Targets)
+		if limit > 0 {
+			why = fmt.Sprintf("the first targets of Service %s: %d of %d Nodes", key, min(limit, report.Targets), report.Targets)
+		}
+		ctx = dryrun.Because(ctx, why, left.Explain())
 	}
 	verify := t.takeVerify(key)
 	for _, lb := range lbs {

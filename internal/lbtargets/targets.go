@@ -40,6 +40,8 @@ type Controller struct {
 	recorder  record.EventRecorder // may be nil
 	coalesce  time.Duration
 	resync    time.Duration
+	// explain: see Config.Explain.
+	explain bool
 	// firstFor is how long a new LoadBalancer's routing may hold its first Nodes only.
 	firstFor time.Duration
 	// listers decide eligibility: the Node lister is at least as new as any Node list the service
@@ -191,19 +193,20 @@ func (t *Controller) EligibleNetworkInterfaces(ctx context.Context, current map[
 }
 
 // Destinations lists the routing destinations of the Nodes the rules choose for the Service,
-// in a stable order; a positive limit keeps only the first Nodes (see firstTargets).
-func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, current targetsNow, limit int, routed map[string]bool) ([]networkingv1alpha1.LoadBalancerDestination, targetsapi.Report, error) {
+// in a stable order; a positive limit keeps only the first Nodes (see firstTargets). left says
+// why the others are not targets (see leftOut).
+func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, current targetsNow, limit int, routed map[string]bool) (_ []networkingv1alpha1.LoadBalancerDestination, _ targetsapi.Report, left leftOut, err error) {
 	nodes, err := t.candidates()
 	if err != nil {
-		return nil, targetsapi.Report{}, err
+		return nil, targetsapi.Report{}, leftOut{}, err
 	}
 	resolved, skipped, err := t.resolve(ctx, nodes)
 	if err != nil {
-		return nil, targetsapi.Report{}, err
+		return nil, targetsapi.Report{}, leftOut{}, err
 	}
 	chosen, choice, err := t.choose(ctx, service, resolved, current)
 	if err != nil {
-		return nil, targetsapi.Report{}, err
+		return nil, targetsapi.Report{}, leftOut{}, err
 	}
 	if limit > 0 && len(chosen) > limit {
 		chosen = firstOf(chosen, limit, routed)
@@ -217,7 +220,42 @@ func (t *Controller) Destinations(ctx context.Context, service *corev1.Service, 
 			})
 		}
 	}
-	return destinations, newReport(skipped, choice), nil
+	return destinations, newReport(skipped, choice), leftOut{resolved: resolved, choice: choice, skipped: skipped}, nil
+}
+
+// leftOut is what a target choice left out, for Explain.
+type leftOut struct {
+	resolved []resolvedNode
+	choice   targetrules.Choice
+	skipped  targetsapi.Skipped
+}
+
+// Explain names the Nodes the choice left out and why: by NetworkInterface where the Node has
+// one (a routing's destinations name them), by "node/<name>" otherwise. Nodes that were no
+// candidates at all (excluded by label) are not named: they are the same for every Service.
+func (l leftOut) Explain() map[string]string {
+	why := map[string]string{}
+	for _, r := range l.resolved {
+		var reason string
+		if verdict, ok := l.choice.Unhealthy[r.node.Name]; ok && !l.choice.FailedOpen {
+			reason = verdict.Reason
+		} else if slices.Contains(l.choice.WithoutEndpoint, r.node.Name) {
+			reason = "no serving endpoint of the Service (externalTrafficPolicy Local)"
+		}
+		if reason == "" {
+			continue
+		}
+		for _, nic := range r.nics {
+			why[nic.Name] = fmt.Sprintf("Node %s: %s", r.node.Name, reason)
+		}
+		if len(r.nics) == 0 {
+			why["node/"+r.node.Name] = reason
+		}
+	}
+	for _, skipped := range l.skipped {
+		why[fmt.Sprintf("skipped/%d", len(why))] = skipped
+	}
+	return why
 }
 
 // firstOf returns n Nodes of resolved, those routed first, then the longest-standing, so that
@@ -278,7 +316,7 @@ func (t *Controller) Expects(ctx context.Context, service *corev1.Service) (bool
 	if t.selecting && !targetrules.Local(service) {
 		own = nil
 	}
-	destinations, _, err := t.Destinations(ctx, own, noTargetsNow, 1, nil)
+	destinations, _, _, err := t.Destinations(ctx, own, noTargetsNow, 1, nil)
 	return len(destinations) > 0, err
 }
 

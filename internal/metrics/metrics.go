@@ -182,6 +182,24 @@ var (
 		Help:           "Changed kubeconfigs read again without a restart, by kubeconfig (ironcore, target) and result (reloaded, failed).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kubeconfig", "result"})
+
+	// DryRunChanges counts, with --dry-run, the distinct changes the CCM would have made, by
+	// API ("ironcore", "cluster"), verb and resource: a change retried is counted once. An
+	// alert on verb="delete" says a switch would delete something.
+	DryRunChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "dry_run_changes_total",
+		Help:           "With --dry-run, the distinct writes the CCM would have made (each change once, however often retried), by API (ironcore, cluster), verb and resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"api", "verb", "resource"})
+
+	// DryRunWriteAttempts counts, with --dry-run, every write refused, retries included.
+	DryRunWriteAttempts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "dry_run_write_attempts_total",
+		Help:           "With --dry-run, every write refused and recorded, retries included, by API, verb and resource.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"api", "verb", "resource"})
 )
 
 var registerOnce sync.Once
@@ -191,7 +209,8 @@ func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(BuildInfo, OrphanedLoadBalancers, RetainedLoadBalancers, RetainedLoadBalancersReleased, IronCoreRequests, IronCoreRequestDuration, LoadBalancerProvisioning, RouteOperations,
 			LoadBalancerTargets, LoadBalancerRoutingSyncs, LoadBalancerTargetDriftRepaired, NodeHealthExclusions, UnhealthyNodes,
-			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending, KubeconfigReloads)
+			PodCIDRAllocations, PodCIDRAllocationDuration, PodCIDRsReleased, PodCIDRsPending, KubeconfigReloads,
+			DryRunChanges, DryRunWriteAttempts)
 		build := version.Get()
 		BuildInfo.WithLabelValues(build.Version, build.Commit, build.GoVersion, build.IronCoreAPI, build.CloudProvider).Set(1)
 	})

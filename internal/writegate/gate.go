@@ -28,8 +28,12 @@ type Fence interface {
 }
 
 // Gate holds the fence every write of the clients it wraps must pass; with none, all pass.
+// In a dry run it sends no write at all: each goes to the recorder instead.
 type Gate struct {
 	fence atomic.Pointer[Fence]
+	// record, if set, takes every write in place of the API server and answers it; it may
+	// read over the transport it is given.
+	record atomic.Pointer[Recorder]
 	// exempt tells the writes that pass whatever the fence says.
 	exempt func(*http.Request) bool
 }
@@ -37,6 +41,13 @@ type Gate struct {
 // New returns a gate without a fence; exempt, if not nil, tells the writes the fence does not
 // hold (see leasefence.Unfenced).
 func New(exempt func(*http.Request) bool) *Gate { return &Gate{exempt: exempt} }
+
+// Recorder takes a write in place of the API server and answers it; next sends its reads.
+type Recorder func(req *http.Request, next http.RoundTripper) (*http.Response, error)
+
+// RecordInstead hands every write from now on, exempt or not, to record instead of sending it:
+// no write leaves the process. Reads and watches pass as ever.
+func (g *Gate) RecordInstead(record Recorder) { g.record.Store(&record) }
 
 // SetFence makes every write from now on carry fence's deadline.
 func (g *Gate) SetFence(fence Fence) { g.fence.Store(&fence) }
@@ -81,6 +92,9 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return t.next.RoundTrip(req)
+	}
+	if record := t.gate.record.Load(); record != nil {
+		return (*record)(req, t.next)
 	}
 	fence := t.gate.fence.Load()
 	if fence == nil || (t.gate.exempt != nil && t.gate.exempt(req)) {

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -363,5 +364,45 @@ func TestASendThatCrossedTheDeadlineEndsItsConnection(t *testing.T) {
 	}
 	if got := <-received; !bytes.Equal(got, head) {
 		t.Errorf("the server read %q before the connection ended, want only the request's head %q", got, head)
+	}
+}
+
+// TestADryRunSendsNoWrite records every write instead of sending it, an exempt one and one
+// past an open fence included, while reads reach the server.
+func TestADryRunSendsNoWrite(t *testing.T) {
+	const lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"
+	server := newAPIServer(t)
+	gate, client := gatedClient(t, server, func(req *http.Request) bool { return req.URL.Path == lease }, nil)
+	gate.SetFence(newFakeFence())
+	errRecorded := errors.New("recorded")
+	var recorded []string
+	gate.RecordInstead(func(req *http.Request, _ http.RoundTripper) (*http.Response, error) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		recorded = append(recorded, req.Method+" "+req.URL.Path+" "+string(body))
+		return nil, errRecorded
+	})
+
+	for _, write := range []struct{ method, path string }{{http.MethodPut, lease}, {http.MethodPatch, loadBalancer}, {http.MethodDelete, loadBalancer}} {
+		if err := do(client, write.method, server.URL+write.path); !errors.Is(err, errRecorded) {
+			t.Errorf("%s %s in a dry run returned %v, want the recorder's error", write.method, write.path, err)
+		}
+	}
+	if err := do(client, http.MethodGet, server.URL+loadBalancer); err != nil {
+		t.Errorf("a read in a dry run: %v", err)
+	}
+	want := []string{"PUT " + lease + ` {"spec":{}}`, "PATCH " + loadBalancer + ` {"spec":{}}`, "DELETE " + loadBalancer + ` {"spec":{}}`}
+	if !slices.Equal(recorded, want) {
+		t.Errorf("recorded %q, want %q", recorded, want)
+	}
+	for _, method := range []string{http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if sent := server.received(method); len(sent) != 0 {
+			t.Errorf("the server saw %d %s requests in a dry run, want none", len(sent), method)
+		}
+	}
+	if len(server.received(http.MethodGet)) != 1 {
+		t.Errorf("the server saw %d reads, want 1", len(server.received(http.MethodGet)))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/credentials"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/dryrun"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbspec"
@@ -55,6 +56,8 @@ type Settings struct {
 	// unless it renewed the leader lease within the renew deadline; nil without leader
 	// election.
 	LeaseFence *leasefence.Fence
+	// DryRun, with --dry-run, takes every write to IronCore instead of the API server.
+	DryRun *dryrun.Recorder
 }
 
 // Cloud is the IronCore cloud provider.
@@ -108,6 +111,9 @@ func New(ctx context.Context, settings Settings) (*Cloud, error) {
 		// From the start, every write to IronCore carries the fence's deadline and is not sent
 		// after it; until this replica first writes its lease, the fence refuses all.
 		client.FenceWrites(settings.LeaseFence)
+	}
+	if settings.DryRun != nil {
+		client.RecordWrites(settings.DryRun.For(dryrun.IronCore))
 	}
 	if err := retryTransient(checkCtx, "Checking the Network", func(ctx context.Context) error { return client.CheckNetwork(ctx, cloudConfig.NetworkName) }); err != nil {
 		return nil, fmt.Errorf("networkName: %w", err)

@@ -1,0 +1,241 @@
+package dryrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// answer makes up the API server's answer to a write it was never sent, from the object as
+// the API server has it now (a read, sent over next) and the write: so that the controller
+// goes on as after a real write, and the report holds the writes that follow from it too (the
+// routing after the LoadBalancer's adoption, the Service's status after its load balancer).
+// The answer is the written object as the API server would return it, near enough for the
+// controllers: patches are applied as their type says (an apply as a merge of the applied
+// fields), a create gets a made-up UID, a delete succeeds.
+func answer(req *http.Request, info *request.RequestInfo, sent []byte, next http.RoundTripper) (*http.Response, []string, error) {
+	switch info.Verb {
+	case "delete", "deletecollection":
+		resp, err := respond(req, http.StatusOK, []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`))
+		return resp, []string{"deleted"}, err
+	case "create":
+		resp, err := respond(req, http.StatusCreated, created(sent))
+		return resp, []string{"created"}, err
+	}
+	current, failed, err := read(req, info, next)
+	if err != nil || failed != nil {
+		return failed, nil, err
+	}
+	if info.Verb == "update" {
+		resp, err := respond(req, http.StatusOK, sent)
+		if current == nil {
+			return resp, []string{"created"}, err
+		}
+		return resp, diff(current, sent), err
+	}
+	patchType := types.PatchType(strings.TrimSpace(strings.Split(req.Header.Get("Content-Type"), ";")[0]))
+	if current == nil {
+		if patchType != types.ApplyPatchType && patchType != types.ApplyCBORPatchType {
+			resp, err := respond(req, http.StatusNotFound, notFound(info))
+			return resp, []string{"not found"}, err
+		}
+		// An apply of an object that does not exist creates it.
+		resp, err := respond(req, http.StatusCreated, created(sent))
+		return resp, []string{"created"}, err
+	}
+	var patched []byte
+	switch patchType {
+	case types.JSONPatchType:
+		var patch jsonpatch.Patch
+		if patch, err = jsonpatch.DecodePatch(sent); err == nil {
+			patched, err = patch.Apply(current)
+		}
+	case types.StrategicMergePatchType:
+		patched, err = strategicMerge(current, sent)
+	case types.ApplyYAMLPatchType:
+		patched, err = apply(current, sent, req.URL.Query().Get("fieldManager"))
+	default:
+		patched, err = jsonpatch.MergePatch(current, sent)
+	}
+	if err != nil {
+		// As the API server would refuse it: a JSON patch whose test fails, say.
+		resp, respErr := respond(req, http.StatusUnprocessableEntity, status(http.StatusUnprocessableEntity, "Invalid", err.Error()))
+		return resp, []string{"refused: " + err.Error()}, respErr
+	}
+	resp, err := respond(req, http.StatusOK, patched)
+	return resp, diff(current, patched), err
+}
+
+// read gets the written object (the whole of it, for a subresource) as JSON: nil if it does
+// not exist. Any other failure is answered as the API server answered the read.
+func read(req *http.Request, info *request.RequestInfo, next http.RoundTripper) ([]byte, *http.Response, error) {
+	path := req.URL.Path
+	if info.Subresource != "" {
+		path = strings.TrimSuffix(path, "/"+info.Subresource)
+	}
+	get, err := http.NewRequestWithContext(req.Context(), http.MethodGet, req.URL.Scheme+"://"+req.URL.Host+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	get.Header = req.Header.Clone()
+	get.Header.Del("Content-Type")
+	get.Header.Set("Accept", "application/json")
+	resp, err := next.RoundTrip(get)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, nil, nil
+	case resp.StatusCode != http.StatusOK:
+		answer, err := respond(req, resp.StatusCode, body)
+		return nil, answer, err
+	}
+	return body, nil, nil
+}
+
+// apply applies a server-side apply near enough: the applied fields replace what is there
+// (lists whole), and the fields the same manager applied before and applies no more are
+// removed, as the API server removes them.
+func apply(current, applied []byte, manager string) ([]byte, error) {
+	merged, err := jsonpatch.MergePatch(current, applied)
+	if err != nil {
+		return nil, err
+	}
+	var before struct {
+		Metadata struct {
+			ManagedFields []struct {
+				Manager     string          `json:"manager"`
+				Operation   string          `json:"operation"`
+				Subresource string          `json:"subresource"`
+				FieldsV1    json.RawMessage `json:"fieldsV1"`
+			} `json:"managedFields"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(current, &before); err != nil {
+		return nil, err
+	}
+	var result, sent map[string]any
+	if err := json.Unmarshal(merged, &result); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(applied, &sent); err != nil {
+		return nil, err
+	}
+	for _, managed := range before.Metadata.ManagedFields {
+		if managed.Manager != manager || managed.Operation != "Apply" || managed.Subresource != "" {
+			continue
+		}
+		var owned map[string]any
+		if err := json.Unmarshal(managed.FieldsV1, &owned); err != nil {
+			return nil, err
+		}
+		dropUnapplied(owned, sent, result)
+	}
+	return json.Marshal(result)
+}
+
+// dropUnapplied removes from result the fields owned (a managed fields set, "f:<name>" keys)
+// that applied has no more, in maps; lists were replaced whole.
+func dropUnapplied(owned, applied, result map[string]any) {
+	for key, ownedBelow := range owned {
+		name, ok := strings.CutPrefix(key, "f:")
+		if !ok {
+			continue
+		}
+		appliedValue, isApplied := applied[name]
+		if !isApplied {
+			delete(result, name)
+			continue
+		}
+		ownedMap, _ := ownedBelow.(map[string]any)
+		appliedMap, _ := appliedValue.(map[string]any)
+		resultMap, _ := result[name].(map[string]any)
+		if ownedMap != nil && appliedMap != nil && resultMap != nil {
+			dropUnapplied(ownedMap, appliedMap, resultMap)
+		}
+	}
+}
+
+// strategicMerge applies a strategic merge patch to a built-in kind, as a merge patch to any
+// other (only built-in kinds take strategic merge patches).
+func strategicMerge(current, patch []byte) ([]byte, error) {
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(current, &meta); err != nil {
+		return nil, err
+	}
+	object, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(meta.APIVersion, meta.Kind))
+	if err != nil {
+		return jsonpatch.MergePatch(current, patch)
+	}
+	return strategicpatch.StrategicMergePatch(current, patch, object)
+}
+
+// created is the object of a create as the API server would return it: with a UID and a
+// creation time. Its resource version stays empty: no cache will ever hold it.
+func created(sent []byte) []byte {
+	var object map[string]any
+	if json.Unmarshal(sent, &object) != nil {
+		return sent
+	}
+	metadata, _ := object["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		object["metadata"] = metadata
+	}
+	metadata["uid"] = string(uuid.NewUUID())
+	metadata["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+	if name, _ := metadata["name"].(string); name == "" {
+		if prefix, _ := metadata["generateName"].(string); prefix != "" {
+			metadata["name"] = prefix + "dryrun"
+		}
+	}
+	data, err := json.Marshal(object)
+	if err != nil {
+		return sent
+	}
+	return data
+}
+
+func notFound(info *request.RequestInfo) []byte {
+	return status(http.StatusNotFound, "NotFound", fmt.Sprintf("%s %q not found", info.Resource, info.Name))
+}
+
+func status(code int, reason, message string) []byte {
+	data, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure", "reason": reason, "message": message, "code": code})
+	return data
+}
+
+func respond(req *http.Request, code int, body []byte) (*http.Response, error) {
+	return &http.Response{
+		StatusCode:    code,
+		Status:        fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": []string{runtime.ContentTypeJSON}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}, nil
+}
