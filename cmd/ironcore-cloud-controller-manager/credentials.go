@@ -56,16 +56,25 @@ func reloadTargetCredentials(completed *cloudcontrollerconfig.CompletedConfig) (
 	if completed.Client, err = kubernetes.NewForConfig(restclient.AddUserAgent(cfg, options.CloudControllerManagerUserAgent)); err != nil {
 		return nil, fmt.Errorf("build the cluster client: %w", err)
 	}
-	if completed.VersionedClient, err = kubernetes.NewForConfig(restclient.AddUserAgent(cfg, "shared-informers")); err != nil {
-		return nil, fmt.Errorf("build the shared informers' client: %w", err)
+	if err := buildSharedInformers(completed, cfg); err != nil {
+		return nil, err
 	}
-	// The framework's resync: the minimum resync period, jittered by up to as much again.
-	resync := wait.Jitter(completed.ComponentConfig.Generic.MinResyncPeriod.Duration, 1.0)
-	completed.SharedInformers = informers.NewSharedInformerFactory(completed.VersionedClient, resync)
 	if completed.ComponentConfig.KubeCloudShared.UseServiceAccountCredentials {
 		completed.ClientBuilder = clientbuilder.NewDynamicClientBuilder(anonymous, completed.Client.CoreV1(), metav1.NamespaceSystem)
 	} else {
 		completed.ClientBuilder = clientbuilder.SimpleControllerClientBuilder{ClientConfig: cfg}
 	}
 	return anonymous, nil
+}
+
+// buildSharedInformers builds the shared informers' client, and the informers, on cfg.
+func buildSharedInformers(completed *cloudcontrollerconfig.CompletedConfig, cfg *restclient.Config) error {
+	var err error
+	if completed.VersionedClient, err = kubernetes.NewForConfig(restclient.AddUserAgent(cfg, "shared-informers")); err != nil {
+		return fmt.Errorf("build the shared informers' client: %w", err)
+	}
+	// The framework's resync: the minimum resync period, jittered by up to as much again.
+	resync := wait.Jitter(completed.ComponentConfig.Generic.MinResyncPeriod.Duration, 1.0)
+	completed.SharedInformers = informers.NewSharedInformerFactory(completed.VersionedClient, resync)
+	return nil
 }

@@ -70,6 +70,11 @@ func dryRun(completed *cloudcontrollerconfig.CompletedConfig, anonymous *restcli
 		return nil, err
 	}
 	completed.ClientBuilder = clientbuilder.SimpleControllerClientBuilder{ClientConfig: completed.Kubeconfig}
+	// The shared informers' client only reads; it is gated all the same, so that no client of
+	// a dry run can write.
+	if err := buildSharedInformers(completed, completed.Kubeconfig); err != nil {
+		return nil, err
+	}
 	completed.ComponentConfig.Generic.LeaderElection.LeaderElect = false
 	listener, err := net.Listen("tcp", address)
 	if err != nil {

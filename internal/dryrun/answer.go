@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,13 +113,9 @@ func read(req *http.Request, info *request.RequestInfo, next http.RoundTripper) 
 }
 
 // apply applies a server-side apply near enough: the applied fields replace what is there
-// (lists whole), and the fields the same manager applied before and applies no more are
-// removed, as the API server removes them.
+// (lists by item where their items are named, whole otherwise), and the fields the same manager
+// applied before and applies no more are removed, as the API server removes them.
 func apply(current, applied []byte, manager string) ([]byte, error) {
-	merged, err := jsonpatch.MergePatch(current, applied)
-	if err != nil {
-		return nil, err
-	}
 	var before struct {
 		Metadata struct {
 			ManagedFields []struct {
@@ -129,16 +126,16 @@ func apply(current, applied []byte, manager string) ([]byte, error) {
 			} `json:"managedFields"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(current, &before); err != nil {
-		return nil, err
+	var was, sent map[string]any
+	for _, decode := range []struct {
+		data []byte
+		into any
+	}{{current, &before}, {current, &was}, {applied, &sent}} {
+		if err := json.Unmarshal(decode.data, decode.into); err != nil {
+			return nil, err
+		}
 	}
-	var result, sent map[string]any
-	if err := json.Unmarshal(merged, &result); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(applied, &sent); err != nil {
-		return nil, err
-	}
+	result, _ := mergeApplied(was, sent).(map[string]any)
 	for _, managed := range before.Metadata.ManagedFields {
 		if managed.Manager != manager || managed.Operation != "Apply" || managed.Subresource != "" {
 			continue
@@ -150,6 +147,50 @@ func apply(current, applied []byte, manager string) ([]byte, error) {
 		dropUnapplied(owned, sent, result)
 	}
 	return json.Marshal(result)
+}
+
+// mergeApplied is current with applied's fields: maps merged by field, lists of objects
+// named by a type or name (owner references, conditions) by item, other lists replaced whole.
+func mergeApplied(current, applied any) any {
+	switch applied := applied.(type) {
+	case map[string]any:
+		was, ok := current.(map[string]any)
+		if !ok {
+			return applied
+		}
+		merged := make(map[string]any, len(was)+len(applied))
+		for key, value := range was {
+			merged[key] = value
+		}
+		for key, value := range applied {
+			merged[key] = mergeApplied(was[key], value)
+		}
+		return merged
+	case []any:
+		was, ok := current.([]any)
+		if !ok {
+			return applied
+		}
+		wasNames, namedBefore := itemNames(was)
+		names, named := itemNames(applied)
+		if !namedBefore || !named {
+			return applied
+		}
+		merged := make([]any, 0, len(was)+len(applied))
+		for i, item := range was {
+			if at := slices.Index(names, wasNames[i]); at >= 0 {
+				item = mergeApplied(item, applied[at])
+			}
+			merged = append(merged, item)
+		}
+		for i, item := range applied {
+			if !slices.Contains(wasNames, names[i]) {
+				merged = append(merged, item)
+			}
+		}
+		return merged
+	}
+	return applied
 }
 
 // dropUnapplied removes from result the fields owned (a managed fields set, "f:<name>" keys)

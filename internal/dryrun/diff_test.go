@@ -43,3 +43,13 @@ func TestConditionsAreComparedByType(t *testing.T) {
 		t.Errorf("diff\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestAnEventThatOnlyCountsDiffersIsTheSameEvent: an event's numbers (a delay, a count) do not
+// make another event.
+func TestAnEventThatOnlyCountsDiffersIsTheSameEvent(t *testing.T) {
+	a := withoutNumbers([]byte(`keeping it for 2.501s more; checking again in 250ms`))
+	b := withoutNumbers([]byte(`keeping it for 1.2s more; checking again in 1000ms`))
+	if string(a) != string(b) || string(a) != `keeping it for #s more; checking again in #ms` {
+		t.Errorf("%q and %q, want both %q", a, b, `keeping it for #s more; checking again in #ms`)
+	}
+}

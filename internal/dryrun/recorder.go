@@ -190,7 +190,12 @@ func (r *Recorder) recordEvent(write Write, req *http.Request, sent []byte) (*ht
 
 // add keeps write, or counts another attempt of the same change; it returns the change's key.
 func (r *Recorder) add(write Write) string {
-	key := strings.Join([]string{write.API, write.Verb, write.Resource, write.Subresource, write.Namespace, write.Name, digest(stable(write.Change))}, "|")
+	change := stable(write.Change)
+	if write.Resource == "events" {
+		// "checking again in 250ms", then in 500ms: the same event.
+		change = withoutNumbers(change)
+	}
+	key := strings.Join([]string{write.API, write.Verb, write.Resource, write.Subresource, write.Namespace, write.Name, digest(change)}, "|")
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -348,6 +353,23 @@ func timeField(key string) bool {
 		return true
 	}
 	return false
+}
+
+// withoutNumbers is text with each run of digits (and the points between them) as one "#".
+func withoutNumbers(text []byte) []byte {
+	out := make([]byte, 0, len(text))
+	for i, c := range text {
+		digit := c >= '0' && c <= '9'
+		if c == '.' && i > 0 && i+1 < len(text) && text[i-1] >= '0' && text[i-1] <= '9' && text[i+1] >= '0' && text[i+1] <= '9' {
+			digit = true
+		}
+		if !digit {
+			out = append(out, c)
+		} else if len(out) == 0 || out[len(out)-1] != '#' {
+			out = append(out, '#')
+		}
+	}
+	return out
 }
 
 func digest(data []byte) string {

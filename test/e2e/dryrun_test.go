@@ -215,3 +215,49 @@ func changes(report dryrun.Report) []string {
 	slices.Sort(lines)
 	return lines
 }
+
+// TestADryRunInTheOtherModeReportsWhatTheSwitchDoes runs this CCM in the default mode on what
+// the reference CCM leaves, then a --dry-run CCM with --use-nic-selector beside it: it sends
+// no write, and its report, once the target labels it would write are in place and the
+// selectors it would move have settled, holds the objects the real switch then writes.
+func TestADryRunInTheOtherModeReportsWhatTheSwitchDoes(t *testing.T) {
+	ref := layOutReferenceCluster(t, "othermode", 4, 3)
+	current := startObservedCCM(t, "ccm-current", routeArgs()...)
+	waitForSelectorMode(t, ref.lbs, ref.baseline, false)
+	waitForLoadBalancerSyncs(t, current.process, len(ref.services))
+
+	args := append(routeArgs(), "--use-nic-selector=true")
+	preview := startObservedCCM(t, "ccm-preview-selector", append(args, "--dry-run")...)
+	t.Cleanup(func() { preview.requireNoWrites(t) })
+	report := preview.awaitReport(t, "every LoadBalancer selecting its targets by label", func(report dryrun.Report) error {
+		for _, lb := range ref.lbs {
+			if !slices.ContainsFunc(report.Writes, func(w dryrun.Write) bool {
+				return w.Resource == "loadbalancers.networking.ironcore.dev" && w.Name == lb.Name &&
+					slices.ContainsFunc(w.Changes, func(change string) bool {
+						return strings.HasPrefix(change, "spec.networkInterfaceSelector") && strings.Contains(change, stack.ClusterName)
+					})
+			}) {
+				return fmt.Errorf("no write of LoadBalancer %s selecting by the target label", lb.Name)
+			}
+		}
+		return nil
+	})
+	var rendered strings.Builder
+	if err := dryrun.Render(&rendered, report); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the dry run's report:\n%s", rendered.String())
+	if err := preview.process.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := current.process.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	switched := startObservedCCM(t, "ccm-switched", args...)
+	waitForSelectorMode(t, ref.lbs, ref.baseline, true)
+	waitForLoadBalancerSyncs(t, switched.process, len(ref.services))
+	if reported, made := objects(report), switched.written(); !slices.Equal(reported, made) {
+		t.Errorf("the dry run reported writes of\n%q\nthe switch wrote\n%q", reported, made)
+	}
+}

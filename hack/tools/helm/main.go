@@ -39,6 +39,10 @@ func renderings() []rendering {
 				"podMonitor":     map[string]any{"enabled": true, "tokenSecret": map[string]any{"name": "prometheus-token"}},
 			},
 		}},
+		{file: "a dry run", validate: true, values: map[string]any{
+			"replicas": 1,
+			"dryRun":   map[string]any{"enabled": true},
+		}},
 	}
 }
 
