@@ -81,8 +81,8 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, c
 	if err != nil {
 		return err
 	}
-	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager", "--cloud-config="+cloudConfig,
-		"--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
+	ccmArgs := []string{"--cloud-config=" + cloudConfig, "--configure-cloud-routes=true", "--cluster-cidr=" + clusterCIDR}
+	ccm, _, err := stack.StartCCM(binary, "ironcore-cloud-controller-manager", ccmArgs...)
 	if err != nil {
 		return err
 	}
@@ -101,6 +101,9 @@ func runScenario(ctx context.Context, latency time.Duration, keepRunning bool, c
 	}
 	if err := shutdownAndDeletion(ctx, stack); err != nil {
 		return fmt.Errorf("%w (CCM log: %s)", err, ccm.LogPath)
+	}
+	if err := previewSwitch(ctx, stack, binary, ccmArgs); err != nil {
+		return err
 	}
 	fmt.Printf("\nDemo finished: the scenario took %s", time.Since(stackStarted).Round(100*time.Millisecond))
 	if !commandStarted.IsZero() {

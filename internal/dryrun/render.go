@@ -33,7 +33,10 @@ func sections() []section {
 
 // Render writes the report for an operator: a summary line per section, then each write with
 // what it changes and why.
-func Render(out io.Writer, report Report) error {
+func Render(out io.Writer, report Report) error { return RenderFirst(out, report, 0) }
+
+// RenderFirst is Render with at most first writes of each section, if first is positive.
+func RenderFirst(out io.Writer, report Report, first int) error {
 	parts := sections()
 	held := make([][]Write, len(parts))
 	for _, write := range report.Writes {
@@ -67,7 +70,11 @@ func Render(out io.Writer, report Report) error {
 			})
 		}
 		fmt.Fprintf(&b, "\n%s (%d)\n", part.title, len(writes))
-		for _, write := range writes {
+		for j, write := range writes {
+			if first > 0 && j == first {
+				fmt.Fprintf(&b, "  ... and %d more\n", len(writes)-first)
+				break
+			}
 			renderWrite(&b, write)
 		}
 	}
@@ -97,6 +104,9 @@ func renderWrite(b *strings.Builder, w Write) {
 	}
 	for _, change := range w.Changes {
 		fmt.Fprintf(b, "    %s\n", change)
+	}
+	if len(w.Changes) == 0 && !w.Truncated {
+		b.WriteString("    no change: the object is so already\n")
 	}
 	out := DestinationsOut(w.Changes)
 	for _, target := range out {
