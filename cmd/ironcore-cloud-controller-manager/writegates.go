@@ -76,6 +76,9 @@ func dryRun(completed *cloudcontrollerconfig.CompletedConfig, anonymous *restcli
 		return nil, err
 	}
 	completed.ComponentConfig.Generic.LeaderElection.LeaderElect = false
+	if address == "" {
+		return nil, errors.New("--dry-run-address must be set with --dry-run")
+	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("--dry-run-address: %w", err)

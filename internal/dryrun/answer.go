@@ -26,36 +26,53 @@ import (
 // routing after the LoadBalancer's adoption, the Service's status after its load balancer).
 // The answer is the written object as the API server would return it, near enough for the
 // controllers: patches are applied as their type says (an apply as a merge of the applied
-// fields), a create gets a made-up UID, a delete succeeds.
+// fields), a create gets a made-up UID; a create of an object that exists, and a write or
+// delete of one that does not or whose UID precondition fails, are refused as the API server
+// would. It also says what the write changes (see diff).
 func answer(req *http.Request, info *request.RequestInfo, sent []byte, next http.RoundTripper) (*http.Response, []string, error) {
-	switch info.Verb {
-	case "delete", "deletecollection":
-		resp, err := respond(req, http.StatusOK, []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`))
-		return resp, []string{"deleted"}, err
-	case "create":
-		resp, err := respond(req, http.StatusCreated, created(sent))
-		return resp, []string{"created"}, err
+	if info.Verb == "deletecollection" {
+		resp, err := respond(req, http.StatusOK, success())
+		return resp, []string{"deleted: every object the request selects"}, err
 	}
-	current, failed, err := read(req, info, next)
-	if err != nil || failed != nil {
-		return failed, nil, err
-	}
-	if info.Verb == "update" {
-		resp, err := respond(req, http.StatusOK, sent)
-		if current == nil {
+	path := strings.TrimSuffix(req.URL.Path, "/"+info.Subresource)
+	if info.Verb == "create" {
+		name := nameOf(sent)
+		if name == "" {
+			// A generated name is a new object.
+			resp, err := respond(req, http.StatusCreated, created(sent))
 			return resp, []string{"created"}, err
 		}
-		return resp, diff(current, sent), err
+		path = strings.TrimSuffix(path, "/") + "/" + name
+	}
+	current, failed, err := read(req, path, next)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s %s/%s to answer its write: %w", info.Resource, info.Namespace, info.Name, err)
+	}
+	if failed != nil {
+		return failed, []string{fmt.Sprintf("unknown: reading the object answered %s", failed.Status)}, nil
 	}
 	patchType := types.PatchType(strings.TrimSpace(strings.Split(req.Header.Get("Content-Type"), ";")[0]))
-	if current == nil {
-		if patchType != types.ApplyPatchType && patchType != types.ApplyCBORPatchType {
-			resp, err := respond(req, http.StatusNotFound, notFound(info))
-			return resp, []string{"not found"}, err
-		}
-		// An apply of an object that does not exist creates it.
+	creates := info.Verb == "create" || (info.Verb == "patch" && (patchType == types.ApplyPatchType || patchType == types.ApplyCBORPatchType))
+	switch {
+	case current == nil && creates:
 		resp, err := respond(req, http.StatusCreated, created(sent))
 		return resp, []string{"created"}, err
+	case current == nil:
+		resp, err := respond(req, http.StatusNotFound, status(http.StatusNotFound, "NotFound", fmt.Sprintf("%s %q not found", info.Resource, info.Name)))
+		return resp, []string{"refused: not found"}, err
+	case info.Verb == "create":
+		resp, err := respond(req, http.StatusConflict, status(http.StatusConflict, "AlreadyExists", fmt.Sprintf("%s %q already exists", info.Resource, info.Name)))
+		return resp, []string{"refused: already exists"}, err
+	case info.Verb == "delete":
+		if uid := preconditionUID(sent); uid != "" && uid != uidOf(current) {
+			resp, err := respond(req, http.StatusConflict, status(http.StatusConflict, "Conflict", fmt.Sprintf("%s %q has another UID than %s", info.Resource, info.Name, uid)))
+			return resp, []string{"refused: the UID precondition does not hold"}, err
+		}
+		resp, err := respond(req, http.StatusOK, success())
+		return resp, []string{"deleted"}, err
+	case info.Verb == "update":
+		resp, err := respond(req, http.StatusOK, sent)
+		return resp, diff(current, sent), err
 	}
 	var patched []byte
 	switch patchType {
@@ -80,13 +97,9 @@ func answer(req *http.Request, info *request.RequestInfo, sent []byte, next http
 	return resp, diff(current, patched), err
 }
 
-// read gets the written object (the whole of it, for a subresource) as JSON: nil if it does
+// read gets the object at path (the whole of it, for a subresource) as JSON: nil if it does
 // not exist. Any other failure is answered as the API server answered the read.
-func read(req *http.Request, info *request.RequestInfo, next http.RoundTripper) ([]byte, *http.Response, error) {
-	path := req.URL.Path
-	if info.Subresource != "" {
-		path = strings.TrimSuffix(path, "/"+info.Subresource)
-	}
+func read(req *http.Request, path string, next http.RoundTripper) ([]byte, *http.Response, error) {
 	get, err := http.NewRequestWithContext(req.Context(), http.MethodGet, req.URL.Scheme+"://"+req.URL.Host+path, nil)
 	if err != nil {
 		return nil, nil, err
@@ -194,7 +207,7 @@ func mergeApplied(current, applied any) any {
 }
 
 // dropUnapplied removes from result the fields owned (a managed fields set, "f:<name>" keys)
-// that applied has no more, in maps; lists were replaced whole.
+// that applied has no more, in maps; items of lists are left as mergeApplied made them.
 func dropUnapplied(owned, applied, result map[string]any) {
 	for key, ownedBelow := range owned {
 		name, ok := strings.CutPrefix(key, "f:")
@@ -258,8 +271,38 @@ func created(sent []byte) []byte {
 	return data
 }
 
-func notFound(info *request.RequestInfo) []byte {
-	return status(http.StatusNotFound, "NotFound", fmt.Sprintf("%s %q not found", info.Resource, info.Name))
+// success is the API server's answer to a delete.
+func success() []byte {
+	return []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`)
+}
+
+// preconditionUID is the UID a delete's options require of the object, if any.
+func preconditionUID(options []byte) string {
+	var body struct {
+		Preconditions struct {
+			UID string `json:"uid"`
+		} `json:"preconditions"`
+	}
+	_ = json.Unmarshal(options, &body)
+	return body.Preconditions.UID
+}
+
+func uidOf(object []byte) string { return metadataOf(object).UID }
+
+func nameOf(object []byte) string { return metadataOf(object).Name }
+
+func metadataOf(object []byte) (metadata struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+}) {
+	var body struct {
+		Metadata struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(object, &body)
+	return body.Metadata
 }
 
 func status(code int, reason, message string) []byte {

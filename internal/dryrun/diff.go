@@ -9,12 +9,12 @@ import (
 )
 
 // diff says what a write changes, a line per field from the object before (current) to after
-// it, in field order: "spec.type: Internal -> Public", "metadata.labels.a: added 1". Lists are
+// it (none if nothing changes), in field order: "spec.type: Internal -> Public", "metadata.labels.a: added 1". Lists are
 // compared whole, but for a routing's destinations, which are named by target.
 func diff(current, written []byte) []string {
 	var before, after map[string]any
 	if json.Unmarshal(current, &before) != nil || json.Unmarshal(written, &after) != nil {
-		return nil
+		return []string{"unknown: the object or the write is not a JSON object"}
 	}
 	old, updated := map[string]string{}, map[string]string{}
 	flatten("", before, old)

@@ -37,8 +37,8 @@ const (
 // ErrDryRun is wrapped by the error of a write a dry run cannot answer.
 var ErrDryRun = errors.New("dry run: the write was recorded, not sent")
 
-// maxChange bounds the request body kept of one write; a routing of 1,000 destinations is
-// about 140 KB.
+// maxChange bounds the request body the report keeps of one write; a routing of 1,000
+// destinations is about 140 KB. The write is answered from the whole of it.
 const maxChange = 1 << 20
 
 // Write is one change the CCM would have made.
@@ -123,18 +123,18 @@ func (r *Recorder) record(api string, req *http.Request, next http.RoundTripper)
 	}
 	switch {
 	case err != nil:
-		write.Change, _ = json.Marshal(map[string]string{"unreadable": err.Error()})
+		write.Changes = []string{"unknown: the write's body cannot be read: " + err.Error()}
 	case len(sent) > maxChange:
 		write.Truncated = true
 	default:
 		write.Change = normalized(sent)
 	}
-	if write.Resource == "events" {
-		return r.recordEvent(write, req, sent)
-	}
 	if err != nil {
 		r.add(write)
 		return nil, fmt.Errorf("%w: %s %s %s: %w", ErrDryRun, write.Verb, write.Resource, write.Object(), err)
+	}
+	if write.Resource == "events" {
+		return r.recordEvent(write, req, sent)
 	}
 	resp, changes, err := answer(req, info, sent, next)
 	if err != nil {
@@ -267,9 +267,9 @@ func body(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(req.Body, maxChange+1))
-	if err != nil || len(data) > maxChange {
-		return data, err
+	data, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
 	}
 	contentType := req.Header.Get("Content-Type")
 	switch {

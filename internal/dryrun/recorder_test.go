@@ -20,13 +20,15 @@ import (
 func apiServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/api/v1/namespaces/ns/services/web" {
-			t.Errorf("the recorder sent %s %s, want only reads of the Service", r.Method, r.URL.Path)
+		if r.Method != http.MethodGet {
+			t.Errorf("the recorder sent %s %s, want only reads", r.Method, r.URL.Path)
+		}
+		if r.URL.Path != "/api/v1/namespaces/ns/services/web" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"ns","resourceVersion":"1"},"status":{}}`))
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"ns","uid":"uid-1","resourceVersion":"1"},"status":{}}`))
 	}))
 	t.Cleanup(server.Close)
 	return server
@@ -152,5 +154,39 @@ func TestAnAppliedObjectLosesTheFieldsItsManagerNoLongerApplies(t *testing.T) {
 	}
 	if object.Status["ips"] == nil {
 		t.Errorf("the status was lost: %v", object.Status)
+	}
+}
+
+// TestAWriteTheAPIServerWouldRefuseIsRefused: a create of an object that exists, a delete of
+// one that does not or under another UID, and a patch of one that does not, are answered as
+// the API server would answer them, and recorded as refused; a delete that holds is "deleted".
+func TestAWriteTheAPIServerWouldRefuseIsRefused(t *testing.T) {
+	recorder := New()
+	record := recorder.For(Cluster) //nolint:bodyclose // closed below
+	server := apiServer(t)
+	services := server.URL + "/api/v1/namespaces/ns/services"
+	for _, tc := range []struct {
+		method, url, body string
+		status            int
+		change            string
+	}{
+		{http.MethodPost, services, `{"metadata":{"name":"web","namespace":"ns"}}`, http.StatusConflict, "refused: already exists"},
+		{http.MethodPost, services, `{"metadata":{"name":"new","namespace":"ns"}}`, http.StatusCreated, "created"},
+		{http.MethodDelete, services + "/gone", `{}`, http.StatusNotFound, "refused: not found"},
+		{http.MethodDelete, services + "/web", `{"preconditions":{"uid":"uid-2"}}`, http.StatusConflict, "refused: the UID precondition does not hold"},
+		{http.MethodDelete, services + "/web", `{"preconditions":{"uid":"uid-1"}}`, http.StatusOK, "deleted"},
+		{http.MethodPatch, services + "/gone", `{"metadata":{"labels":{"a":"b"}}}`, http.StatusNotFound, "refused: not found"},
+	} {
+		resp, err := record(newRequest(t, context.Background(), tc.method, tc.url, "application/merge-patch+json", []byte(tc.body)), http.DefaultTransport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s %s was answered %d, want %d", tc.method, tc.url, tc.body, resp.StatusCode, tc.status)
+		}
+		if !slices.ContainsFunc(recorder.Writes(), func(w Write) bool { return slices.Equal(w.Changes, []string{tc.change}) }) {
+			t.Errorf("%s %s %s: no write recorded as %q", tc.method, tc.url, tc.body, tc.change)
+		}
 	}
 }

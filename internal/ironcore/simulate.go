@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,58 +27,65 @@ import (
 // it before RegisterInformers. Reads are not affected.
 func (c *Client) RecordWrites(record writegate.Recorder) {
 	c.informers.simulated = &simulatedEvents{}
+	decoder := serializer.NewCodecFactory(c.api.Scheme()).UniversalDeserializer()
 	c.writeGate.RecordInstead(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
 		resp, err := record(req, next)
 		if err == nil && resp.StatusCode < http.StatusMultipleChoices {
-			c.simulate(req, resp)
+			if err := c.simulate(decoder, req, resp); err != nil {
+				klog.V(2).InfoS("Dry run: an answered write does not reach the cache", "method", req.Method, "path", req.URL.Path, "err", err)
+			}
 		}
 		return resp, err
 	})
 }
 
 // simulate sends the object of an answered write to the cache's informers of its kind.
-func (c *Client) simulate(req *http.Request, resp *http.Response) {
+func (c *Client) simulate(decoder runtime.Decoder, req *http.Request, resp *http.Response) error {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return
+		return err
 	}
 	info, err := newRequestInfoFactory().NewRequestInfo(req)
-	if err != nil || !info.IsResourceRequest {
-		return
+	if err != nil {
+		return err
 	}
 	if info.Verb == "delete" {
 		gvk, err := c.api.RESTMapper().KindFor(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
 		if err != nil {
-			return
+			return err
 		}
 		object, err := c.api.Scheme().New(gvk)
 		if err != nil {
-			return
+			return err
 		}
 		store := c.informers.store(reflect.TypeOf(object))
 		if store == nil {
-			return
+			return nil
 		}
-		if cached, ok, _ := store.GetByKey(info.Namespace + "/" + info.Name); ok {
+		key := info.Name
+		if info.Namespace != "" {
+			key = info.Namespace + "/" + info.Name
+		}
+		if cached, ok, _ := store.GetByKey(key); ok {
 			c.informers.simulated.publish(watch.Event{Type: watch.Deleted, Object: cached.(runtime.Object)})
 		}
-		return
+		return nil
 	}
-	object, _, err := serializer.NewCodecFactory(c.api.Scheme()).UniversalDeserializer().Decode(body, nil, nil)
+	object, _, err := decoder.Decode(body, nil, nil)
 	if err != nil {
-		klog.V(2).InfoS("Dry run: an answered write does not reach the cache", "resource", info.Resource, "name", info.Name, "err", err)
-		return
+		return err
 	}
 	if _, isStatus := object.(*metav1.Status); isStatus {
-		return
+		return nil
 	}
 	event := watch.Event{Type: watch.Modified, Object: object}
 	if resp.StatusCode == http.StatusCreated {
 		event.Type = watch.Added
 	}
 	c.informers.simulated.publish(event)
+	return nil
 }
 
 // simulatedEvents passes the objects of a dry run's answered writes to the watches of the
@@ -141,15 +149,30 @@ func (l *simulatedListWatch) WatchWithContext(ctx context.Context, options metav
 	go func() {
 		defer close(merged.result)
 		defer l.events.unsubscribe(l.kind, simulated)
+		// The resource version the real watch has reached: a simulated object carries it, so
+		// that the reflector resumes a watch from a real one. Until one is known (a watch
+		// that begins with its initial list), simulated events wait.
+		reached := options.ResourceVersion
 		for {
+			var waiting <-chan watch.Event
+			if reached != "" && reached != "0" {
+				waiting = simulated
+			}
 			var event watch.Event
 			select {
 			case e, ok := <-real.ResultChan():
 				if !ok {
 					return
 				}
+				if object, err := meta.Accessor(e.Object); err == nil && object.GetResourceVersion() != "" {
+					reached = object.GetResourceVersion()
+				}
 				event = e
-			case event = <-simulated:
+			case e := <-waiting:
+				event = watch.Event{Type: e.Type, Object: e.Object.DeepCopyObject()}
+				if object, err := meta.Accessor(event.Object); err == nil {
+					object.SetResourceVersion(reached)
+				}
 			case <-merged.stopped:
 				return
 			}

@@ -33,7 +33,8 @@ func TestADryRunBesideTheReferenceReportsWhatTheTakeoverDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	preview := startObservedCCM(t, "ccm-preview", append(routeArgs(), "--dry-run")...)
+	// Leader election asked for, as the chart does: a dry run takes no lease all the same.
+	preview := startObservedCCM(t, "ccm-preview", append(routeArgs(), "--dry-run", "--leader-elect=true")...)
 	t.Cleanup(func() { preview.requireNoWrites(t) })
 	report := preview.awaitReport(t, "every routing written without the unready Node", func(report dryrun.Report) error {
 		for _, lb := range ref.lbs {
