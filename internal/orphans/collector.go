@@ -34,6 +34,7 @@ import (
 
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/clusterid"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/config"
+	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/dryrun"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/ironcore"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/keys"
 	"github.com/ironcore-dev/ironcore-cloud-controller-manager/internal/lbclass"
@@ -225,6 +226,7 @@ func (c *Collector) sweepRetained(ctx context.Context, lb *networkingv1alpha1.Lo
 		c.releaseTold[lb.UID] = true
 		return
 	}
+	ctx = dryrun.Because(ctx, fmt.Sprintf("retained from %s since %s, past the retention of %s", from, at, c.retention), nil)
 	err := c.ironcore.ReleaseRetainedLoadBalancer(ctx, lb)
 	if apierrors.IsConflict(err) {
 		klog.V(2).InfoS("Retained IronCore LoadBalancer changed since the sweep read it (a Service may have taken it over); looking again next sweep", "loadBalancer", klog.KObj(lb))
@@ -261,6 +263,7 @@ func (c *Collector) act(ctx context.Context, lb *networkingv1alpha1.LoadBalancer
 		c.retain(ctx, lb, why, since, clusterID)
 		return
 	}
+	ctx = dryrun.Because(ctx, fmt.Sprintf("orphaned for %s: %s (Service %s)", time.Since(since).Round(time.Second), why, service), nil)
 	if err := c.ironcore.DeleteLoadBalancer(ctx, lb); err != nil {
 		klog.ErrorS(err, "Cannot delete orphaned IronCore LoadBalancer", "loadBalancer", klog.KObj(lb), "service", service)
 		metrics.OrphanedLoadBalancers.WithLabelValues("failed").Inc()
