@@ -61,11 +61,7 @@ func TestADryRunBesideTheReferenceReportsWhatTheTakeoverDoes(t *testing.T) {
 		}
 		return nil
 	})
-	var rendered strings.Builder
-	if err := dryrun.Render(&rendered, again); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the dry run's report:\n%s", rendered.String())
+	logReport(t, again)
 	if before, after := changes(report), changes(again); !slices.Equal(before, after) {
 		t.Errorf("the report changed when every Service was synced again:\nbefore %q\nafter  %q", before, after)
 	}
@@ -243,11 +239,7 @@ func TestADryRunInTheOtherModeReportsWhatTheSwitchDoes(t *testing.T) {
 		}
 		return nil
 	})
-	var rendered strings.Builder
-	if err := dryrun.Render(&rendered, report); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the dry run's report:\n%s", rendered.String())
+	logReport(t, report)
 	if err := preview.process.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +253,14 @@ func TestADryRunInTheOtherModeReportsWhatTheSwitchDoes(t *testing.T) {
 	if reported, made := objects(report), switched.written(); !slices.Equal(reported, made) {
 		t.Errorf("the dry run reported writes of\n%q\nthe switch wrote\n%q", reported, made)
 	}
+}
+
+// logReport logs the report as ironcore-ccm-inspect dry-run prints it.
+func logReport(t *testing.T, report dryrun.Report) {
+	t.Helper()
+	var rendered strings.Builder
+	if err := dryrun.Render(&rendered, report); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the dry run's report:\n%s", rendered.String())
 }
