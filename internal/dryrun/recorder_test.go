@@ -190,3 +190,32 @@ func TestAWriteTheAPIServerWouldRefuseIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAppliedOwnerReferenceKeepsWhatOthersSet: items of a list named by a name or type are
+// merged by item, as a server-side apply merges an associative list.
+func TestAnAppliedOwnerReferenceKeepsWhatOthersSet(t *testing.T) {
+	current := []byte(`{"metadata":{"ownerReferences":[{"name":"lb","uid":"1","controller":true}]},"destinations":[{"ip":"a"},{"ip":"b"}]}`)
+	applied := []byte(`{"metadata":{"ownerReferences":[{"name":"lb","uid":"1"}]},"destinations":[{"ip":"c"}]}`)
+	got, err := apply(current, applied, "ccm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"destinations":[{"ip":"c"}],"metadata":{"ownerReferences":[{"controller":true,"name":"lb","uid":"1"}]}}`; string(got) != want {
+		t.Errorf("applied %s, want %s", got, want)
+	}
+}
+
+// TestAConditionWrittenAgainAtAnotherTimeIsTheSameChange: the route controller's condition,
+// written on every pass with a new heartbeat, is one change tried again.
+func TestAConditionWrittenAgainAtAnotherTimeIsTheSameChange(t *testing.T) {
+	recorder := New()
+	record := recorder.For(Cluster) //nolint:bodyclose // closed in mustRecord
+	server := apiServer(t)
+	for _, at := range []string{"2026-12-02T04:10:41Z", "2026-12-02T04:10:43Z"} {
+		patch := []byte(`{"status":{"conditions":[{"type":"NetworkUnavailable","status":"False","lastHeartbeatTime":"` + at + `","lastTransitionTime":"` + at + `"}]}}`)
+		mustRecord(t, record, newRequest(t, context.Background(), http.MethodPatch, server.URL+"/api/v1/namespaces/ns/services/web/status", "application/merge-patch+json", patch))
+	}
+	if writes := recorder.Writes(); len(writes) != 1 || writes[0].Attempts != 2 {
+		t.Errorf("recorded %+v, want one change tried twice", writes)
+	}
+}
